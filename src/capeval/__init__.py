@@ -1,0 +1,46 @@
+"""capeval: caption evaluation the way the literature does it, reproducibly and fast.
+
+``import capeval`` stays light (numpy at most); model-based metrics load their
+dependencies lazily when first used.
+
+>>> import capeval
+>>> report = capeval.score({"1": "a dog runs"}, {"1": ["a dog is running", "the dog runs"]},
+...                        metrics="bleu-1")
+>>> round(report["bleu-1"].system, 4)
+0.6065
+"""
+
+from __future__ import annotations
+
+from capeval._version import __version__
+from capeval.api import load, score
+from capeval.errors import (
+    CapevalError,
+    InputError,
+    MissingDependencyError,
+    ResourceError,
+    UnknownNameError,
+)
+from capeval.registry import expand as expand_metrics
+from capeval.registry import metrics as list_metrics
+from capeval.registry import presets as list_presets
+from capeval.result import MetricResult, Report, Signature
+from capeval.scorer import Scorer
+
+__all__ = [
+    "__version__",
+    "load",
+    "score",
+    "expand_metrics",
+    "list_metrics",
+    "list_presets",
+    "MetricResult",
+    "Report",
+    "Signature",
+    "Scorer",
+    "CapevalError",
+    "InputError",
+    "MissingDependencyError",
+    "ResourceError",
+    "UnknownNameError",
+]

@@ -1,0 +1,43 @@
+"""Lazy imports of optional dependencies, with errors that name the extra to install."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from capeval.errors import MissingDependencyError
+
+# module -> (pip name, capeval extra)
+_KNOWN = {
+    "torch": ("torch==2.13.0", "clip"),
+    "transformers": ("transformers", "clip"),
+    "safetensors": ("safetensors", "clip"),
+    "PIL": ("pillow", "clip"),
+    "peft": ("peft", "train"),
+    "av": ("av", "video"),
+    "scipy": ("scipy", "bench"),
+}
+
+
+def require(module: str, extra: str | None = None, purpose: str = "") -> ModuleType:
+    """Import ``module`` or raise :class:`MissingDependencyError` naming the extra."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        pip_name, default_extra = _KNOWN.get(module.split(".")[0], (module, None))
+        extra = extra or default_extra
+        hint = f'pip install "capeval[{extra}]"' if extra else f"pip install {pip_name}"
+        what = f" (needed for {purpose})" if purpose else ""
+        raise MissingDependencyError(
+            f"{module} is not installed{what}: {hint}  [{type(exc).__name__}: {exc}]"
+        ) from exc
+
+
+def available(module: str) -> bool:
+    """True when ``module`` can be found, without importing it."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False

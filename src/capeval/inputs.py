@@ -1,0 +1,129 @@
+"""Validation of candidates and references: clear errors naming the item, never a silent drop."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+from capeval.errors import InputError
+
+Candidates = Mapping[Any, Any]
+References = Mapping[Any, Any]
+
+_MAX_LISTED = 5
+
+
+def _ids_text(ids: Iterable[str]) -> str:
+    ids = list(ids)
+    shown = ", ".join(repr(i) for i in ids[:_MAX_LISTED])
+    more = f" and {len(ids) - _MAX_LISTED} more" if len(ids) > _MAX_LISTED else ""
+    return shown + more
+
+
+def normalize_candidates(candidates: Candidates | Sequence[str], *, allow_empty: bool = True) -> dict[str, str]:
+    """Return ``{id: caption}`` with string ids, in input order.
+
+    Accepts ``{id: caption}``, ``{id: [caption]}`` (the COCO results layout, exactly one
+    caption) or a plain list of captions (ids become ``"0"``, ``"1"``, ...). Non-string
+    captions, several captions for one id and (unless ``allow_empty``) empty captions raise
+    :class:`InputError` naming the id.
+    """
+    if isinstance(candidates, (str, bytes)):
+        raise InputError("candidates must be a mapping {id: caption} or a list of captions, not a string")
+    if not isinstance(candidates, Mapping):
+        try:
+            candidates = {str(i): c for i, c in enumerate(candidates)}
+        except TypeError:
+            raise InputError(
+                f"candidates must be a mapping {{id: caption}} or a list of captions, got {type(candidates).__name__}"
+            ) from None
+    out: dict[str, str] = {}
+    for key, value in candidates.items():
+        item = str(key)
+        if item in out:
+            raise InputError(f"candidate id {item!r} appears twice (ids are compared as strings)", item)
+        if isinstance(value, (list, tuple)):
+            if len(value) != 1:
+                raise InputError(
+                    f"candidate {item!r}: expected one caption, got a list of {len(value)}", item
+                )
+            value = value[0]
+        if not isinstance(value, str):
+            raise InputError(
+                f"candidate {item!r}: caption must be a string, got {type(value).__name__} ({value!r:.60})",
+                item,
+            )
+        if not allow_empty and not value.strip():
+            raise InputError(f"candidate {item!r}: caption is empty", item)
+        out[item] = value
+    if not out:
+        raise InputError("no candidates given")
+    return out
+
+
+def normalize_references(references: References) -> dict[str, list[str]]:
+    """Return ``{id: [reference, ...]}`` with string ids.
+
+    A single string is accepted as a one-element list. Empty lists, non-string
+    references and empty reference strings raise :class:`InputError` naming the id.
+    """
+    if not isinstance(references, Mapping):
+        raise InputError(
+            f"references must be a mapping {{id: [reference, ...]}}, got {type(references).__name__}"
+        )
+    out: dict[str, list[str]] = {}
+    for key, value in references.items():
+        item = str(key)
+        if item in out:
+            raise InputError(f"reference id {item!r} appears twice (ids are compared as strings)", item)
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            raise InputError(
+                f"references of {item!r} must be a list of strings, got {type(value).__name__}", item
+            )
+        if len(value) == 0:
+            raise InputError(f"item {item!r} has an empty reference list", item)
+        refs: list[str] = []
+        for k, ref in enumerate(value):
+            if not isinstance(ref, str):
+                raise InputError(
+                    f"reference #{k} of item {item!r} must be a string, got {type(ref).__name__} ({ref!r:.60})",
+                    item,
+                )
+            if not ref.strip():
+                raise InputError(f"reference #{k} of item {item!r} is empty", item)
+            refs.append(ref)
+        out[item] = refs
+    return out
+
+
+def check_same_ids(candidates: Mapping[str, Any], references: Mapping[str, Any]) -> None:
+    """Raise :class:`InputError` listing ids present on one side only."""
+    if candidates.keys() == references.keys():
+        return
+    only_c = [i for i in candidates if i not in references]
+    only_r = [i for i in references if i not in candidates]
+    parts = []
+    if only_c:
+        parts.append(f"{len(only_c)} candidate id(s) have no references: {_ids_text(only_c)}")
+    if only_r:
+        parts.append(f"{len(only_r)} reference id(s) have no candidate: {_ids_text(only_r)}")
+    raise InputError("; ".join(parts), (only_c or only_r)[0])
+
+
+def prepare_text_inputs(
+    candidates: Candidates | Sequence[str],
+    references: References | None,
+    *,
+    needs_references: bool,
+    allow_empty_candidates: bool = True,
+) -> tuple[dict[str, str], dict[str, list[str]] | None]:
+    """Normalise and cross-check candidates and references for a text metric."""
+    cands = normalize_candidates(candidates, allow_empty=allow_empty_candidates)
+    if references is None:
+        if needs_references:
+            raise InputError("this metric needs references; none were given")
+        return cands, None
+    refs = normalize_references(references)
+    check_same_ids(cands, refs)
+    return cands, refs

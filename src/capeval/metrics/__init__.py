@@ -1,0 +1,1 @@
+"""Metric implementations. Each module is imported lazily through :mod:`capeval.registry`."""
