@@ -74,3 +74,38 @@ def test_cider_parity_subset_changes_df(tokenized):
     r = _ours(sub, g, s, "cider-d")["cider-d"]
     assert abs(r.system - ref_sys) <= TOL
     np.testing.assert_allclose([r.items[i] for i in sub], ref_items, rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_sentences_parity(seed):
+    """Random small vocabularies: many shared n-grams, repeated words, empty and 1-word sentences."""
+    pytest.importorskip("pycocoevalcap")
+    import random
+
+    from pycocoevalcap.bleu.bleu import Bleu
+    from pycocoevalcap.cider.cider import Cider
+    from pycocoevalcap.rouge.rouge import Rouge
+
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(12)]
+
+    def sent(lo=0, hi=25):
+        return " ".join(rng.choice(vocab) for _ in range(rng.randint(lo, hi)))
+
+    ids = [str(i) for i in range(200)]
+    res = {i: [sent(0, 30)] for i in ids}
+    gts = {i: [sent(1, 20) for _ in range(rng.randint(1, 6))] for i in ids}
+    shared = gts["0"]
+    for i in ids[1:20]:  # items sharing one reference list, as images with several candidates do
+        gts[i] = list(shared)
+    report = _ours(ids, gts, res, "bleu,rouge-l,cider-d")
+    b_sys, b_items = Bleu(4).compute_score(gts, res, verbose=0)
+    for k in range(4):
+        r = report[f"bleu-{k + 1}"]
+        assert abs(r.system - b_sys[k]) <= TOL
+        np.testing.assert_allclose([r.items[i] for i in ids], b_items[k], rtol=0, atol=TOL)
+    for name, ref in (("rouge-l", Rouge()), ("cider-d", Cider())):
+        sys_, items = ref.compute_score(gts, res)
+        r = report[name]
+        assert abs(r.system - sys_) <= TOL
+        np.testing.assert_allclose([r.items[i] for i in ids], items, rtol=0, atol=TOL)

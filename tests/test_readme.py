@@ -1,0 +1,49 @@
+"""The README's first two commands are the documented entry points; CI must run the second."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```bash\n(.*?)```", text, re.S)
+    assert block, "README must start with a bash block of the two set-up commands"
+    lines = [l for l in block.group(1).splitlines() if l.strip()]
+    assert len(lines) == 2
+    return lines
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert _readme_commands()[1] in ci.splitlines()
+
+
+def test_readme_main_job_runs(tmp_path):
+    main = _readme_commands()[0]
+    job = main.split("&&", 1)[1].strip()
+    assert job.startswith("capeval score")
+    args = job.split()[1:]
+    out = subprocess.run(
+        [sys.executable, "-m", "capeval.cli", *args, "--quiet", "--per-item", str(tmp_path / "p.json")],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    payload = json.loads(out.stdout)
+    assert set(payload["scores"]) == {"bleu-1", "bleu-2", "bleu-3", "bleu-4", "meteor", "rouge-l", "cider-d"}
+    per_item = json.loads((tmp_path / "p.json").read_text())
+    assert set(per_item["cider-d"]) == {"img1", "img2", "img3", "img4"}
+
+
+def test_package_docstring_examples():
+    import capeval
+
+    failures, _ = doctest.testmod(capeval)
+    assert failures == 0
