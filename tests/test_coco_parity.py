@@ -109,3 +109,16 @@ def test_random_sentences_parity(seed):
         r = report[name]
         assert abs(r.system - sys_) <= TOL
         np.testing.assert_allclose([r.items[i] for i in ids], items, rtol=0, atol=TOL)
+
+
+def test_end_to_end_with_python_tokenizer(expert_pairs, tokenized):
+    """Raw captions through capeval's own PTB tokenizer give pycocoevalcap's numbers."""
+    from pycocoevalcap.cider.cider import Cider
+
+    ids, cands, refs = expert_pairs
+    _, gts, res = tokenized
+    report = capeval.score(cands, refs, metrics="cider-d,bleu-4")
+    ref_sys, ref_items = Cider().compute_score(gts, res)
+    r = report["cider-d"]
+    assert abs(r.system - ref_sys) <= TOL
+    np.testing.assert_allclose([r.items[i] for i in ids], ref_items, rtol=0, atol=TOL)

@@ -31,9 +31,16 @@ class Meteor(TextScorer):
         self._meteor = Meteor15(cache_dir=cache_dir)
 
     def _compute(self, ids: list[str], hyps: list[str], refs: list[list[str]], progress: Progress) -> list[MetricResult]:
-        # the reference wrapper strips the field separator before sending the line to Java
-        hyps = [h.replace("|||", "").replace("  ", " ") for h in hyps]
-        system, items = self._meteor.score(hyps, refs, progress=progress)
+        from capeval.metrics.meteor import corpus_score, pycocoevalcap_fields, segment_score
+
+        stats = []
+        for h, rs in zip(hyps, refs):
+            # the same '|||' handling as pycocoevalcap's line protocol to the Java process
+            hyp, ref_fields = pycocoevalcap_fields(h, rs)
+            stats.append(self._meteor.segment_stats(hyp, ref_fields))
+            progress.update()
+        system = corpus_score(stats)
+        items = [segment_score(s) for s in stats]
         sig = Signature.build(
             "meteor", **self.signature_params(refs), version_meteor="1.5", lang="en", norm="yes",
             modules="exact,stem,synonym,paraphrase",

@@ -1,0 +1,103 @@
+"""Time the one-time METEOR 1.5 resource preparation and report peak memory.
+
+    python benchmarks/bench_meteor_prepare.py [--cache-dir DIR] [--keep] [--score]
+
+Builds the index into a temporary folder (or ``--cache-dir``) with ``force=True``, so the
+number is the real one-time cost; prints wall time, peak RSS of the build, the index size,
+and (with ``--score``) the time and peak RSS of scoring the Flickr8k-Expert pairs with the
+fresh index (candidates/references whitespace-tokenised and lower-cased here, since the
+point is speed, not parity).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+
+def _peak_rss_mb() -> float:
+    # ru_maxrss is KiB on Linux, bytes on macOS
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+
+
+def _flickr_pairs(root: Path) -> tuple[list[str], list[list[str]]]:
+    captions: dict[str, str] = {}
+    by_image: dict[str, list[str]] = {}
+    with open(root / "flickr8k" / "Flickr8k.token.txt", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                cid, text = line.rstrip("\n").split("\t", 1)
+                captions[cid] = text.lower()
+                by_image.setdefault(cid.split("#")[0], []).append(text.lower())
+    hyps, refs, seen = [], [], set()
+    with open(root / "flickr8k" / "ExpertAnnotations.txt", encoding="utf-8") as f:
+        for line in f:
+            image, cid, *_ = line.rstrip("\n").split("\t")
+            if cid.split("#")[0] == image or (image, cid) in seen:
+                continue
+            seen.add((image, cid))
+            hyps.append(captions[cid])
+            refs.append(by_image[image])
+    return hyps, refs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cache-dir", type=Path, default=None, help="build here instead of a temporary folder")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary index")
+    ap.add_argument("--score", action="store_true", help="also time scoring Flickr8k-Expert with it")
+    args = ap.parse_args()
+
+    from capeval.metrics.meteor import prepare
+
+    tmp = None
+    target = args.cache_dir
+    if target is None:
+        tmp = Path(tempfile.mkdtemp(prefix="capeval-meteor-bench-"))
+        target = tmp / "meteor-1.5"
+    t0 = time.perf_counter()
+    out = prepare(target, force=True, verbose=True)
+    prep_s = time.perf_counter() - t0
+    report = {
+        "prepare_seconds": round(prep_s, 2),
+        "prepare_peak_rss_mb": round(_peak_rss_mb(), 1),
+        "index_dir": str(out),
+        "index_mb": round(sum(f.stat().st_size for f in out.iterdir()) / 2**20, 1),
+    }
+    if args.score:
+        data = Path(__file__).resolve().parents[2] / "shared" / "data"
+        if not (data / "flickr8k").is_dir():
+            report["score"] = f"skipped: no data at {data}"
+        else:
+            from capeval.metrics.meteor import Meteor15
+
+            hyps, refs = _flickr_pairs(data)
+            t0 = time.perf_counter()
+            m = Meteor15(out)
+            load_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            corpus, _ = m.score(hyps, refs)
+            report.update(
+                pairs=len(hyps),
+                load_seconds=round(load_s, 2),
+                score_seconds=round(time.perf_counter() - t0, 2),
+                corpus=corpus,
+                peak_rss_mb_after_scoring=round(_peak_rss_mb(), 1),
+            )
+    print(json.dumps(report, indent=2))
+    if tmp is not None and not args.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

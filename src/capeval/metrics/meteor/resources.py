@@ -1,0 +1,467 @@
+"""METEOR 1.5 resources: locating them, indexing them once, and memory-mapping the index.
+
+The resources come from the ``pycocoevalcap==1.2`` wheel (the files METEOR 1.5 itself
+reads): ``meteor/data/paraphrase-en.gz`` (5.27M paraphrase pairs) and, inside
+``meteor/meteor-1.5.jar``, the synonym tables (WordNet synsets and irregular forms), the
+English function-word list and the non-breaking prefixes used by ``-norm``.
+
+:func:`prepare` turns them into flat numpy arrays under the cache directory
+(``$CAPEVAL_CACHE/meteor-1.5``, by default ``~/.cache/capeval/meteor-1.5``). At run time
+the arrays are memory-mapped, so the paraphrase table never becomes Python objects.
+
+String lookup: every distinct phrase (tokens joined by one space) gets the 64-bit key
+``blake2b(utf8, digest_size=8)``; keys are stored sorted and found with binary search,
+and each hit is confirmed against the stored bytes, so a key collision cannot create a
+false match.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from capeval.errors import ResourceError
+
+FORMAT = "capeval-meteor-1.5-index/1"
+_PIP_HINT = "pip install pycocoevalcap==1.2"
+_JAR_MEMBERS = {
+    "function_words": "function/english.words",
+    "synsets": "synonym/english.synsets",
+    "exceptions": "synonym/english.exceptions",
+    "nonbreaking": "nonbreaking/english.prefixes",
+}
+_ARRAYS = (
+    "para_hash", "para_off", "para_blob", "para_ntok", "para_start", "para_entries",
+    "syn_hash", "syn_off", "syn_blob", "syn_start", "syn_sets",
+    "exc_hash", "exc_off", "exc_blob", "exc_start", "exc_sets",
+)  # fmt: skip
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # BufferedReader.readLine terminators
+_JAVA_DELIMS = re.compile(r"[ \t\n\r\f]+")  # StringTokenizer defaults
+_JAVA_DELIMS_B = re.compile(rb"[ \t\n\r\f]+")
+
+
+def default_cache_dir() -> Path:
+    """``<capeval cache>/meteor-1.5`` (``$CAPEVAL_CACHE``, else ``~/.cache/capeval``)."""
+    from capeval.paths import cache_dir
+
+    return cache_dir() / "meteor-1.5"
+
+
+def source_paths() -> dict[str, Path]:
+    """Paths of ``meteor-1.5.jar`` and ``paraphrase-en.gz`` inside the installed pycocoevalcap.
+
+    Only locates the package (``importlib.util.find_spec``); its Java-launching modules are
+    never imported.
+    """
+    spec = importlib.util.find_spec("pycocoevalcap")
+    if spec is None or not spec.submodule_search_locations:
+        raise ResourceError(
+            "METEOR 1.5 needs the resource files shipped with pycocoevalcap 1.2 "
+            f"(paraphrase table, WordNet synonyms, function words): {_PIP_HINT}"
+        )
+    root = Path(list(spec.submodule_search_locations)[0])
+    paths = {
+        "jar": root / "meteor" / "meteor-1.5.jar",
+        "paraphrase": root / "meteor" / "data" / "paraphrase-en.gz",
+    }
+    for name, p in paths.items():
+        if not p.is_file():
+            raise ResourceError(
+                f"pycocoevalcap is installed at {root} but its METEOR 1.5 {name} file is missing ({p}); "
+                f"reinstall it: pip install --force-reinstall pycocoevalcap==1.2"
+            )
+    return paths
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fingerprint(path: Path, with_hash: bool = True) -> dict[str, Any]:
+    st = path.stat()
+    out: dict[str, Any] = {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    if with_hash:
+        out["sha256"] = _sha256(path)
+    return out
+
+
+def key64(data: bytes) -> int:
+    """The 64-bit lookup key of a UTF-8 string (see module docstring)."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def _keys(strings: Iterable[bytes]) -> np.ndarray:
+    blake = hashlib.blake2b
+    joined = b"".join(blake(s, digest_size=8).digest() for s in strings)
+    return np.frombuffer(joined, dtype="<u8").astype(np.uint64)
+
+
+def _string_table(strings: list[bytes]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Sorted-key table of distinct ``strings``; returns (arrays, rank of each input)."""
+    keys = _keys(strings)
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    if len(sorted_keys) > 1 and bool(np.any(sorted_keys[1:] == sorted_keys[:-1])):
+        raise ResourceError("64-bit key collision while indexing METEOR resources (please report this)")
+    lengths = np.fromiter((len(strings[i]) for i in order), dtype=np.int64, count=len(strings))
+    off = np.zeros(len(strings) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=off[1:])
+    blob = np.frombuffer(b"".join(strings[i] for i in order), dtype=np.uint8)
+    rank = np.empty(len(strings), dtype=np.int64)
+    rank[order] = np.arange(len(strings))
+    return {"hash": sorted_keys, "off": off, "blob": blob}, rank
+
+
+def _canonical(line: bytes) -> bytes:
+    """Tokens as Java's StringTokenizer splits them, joined by one space."""
+    return b" ".join(t for t in _JAVA_DELIMS_B.split(line) if t)
+
+
+def _build_paraphrase(gz_path: Path) -> dict[str, np.ndarray]:
+    with gzip.open(gz_path, "rb") as f:
+        raw = f.read()
+    # Work on UTF-8 bytes: Java's line and token delimiters are ASCII, so splitting bytes
+    # gives the same strings. Java decodes with a replacing decoder; if the file were not
+    # valid UTF-8, re-encode what Java would see.
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raw = raw.decode("utf-8", errors="replace").encode("utf-8")
+    if b"\r" in raw:  # BufferedReader.readLine also ends lines at CR and CRLF
+        raw = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    lines = raw.split(b"\n")
+    # Lines already in canonical form (single spaces, no edges) need no rewrite; checking
+    # the whole file once is much cheaper than checking 10M lines.
+    messy = b"\t" in raw or b"\f" in raw or b"  " in raw or b" \n" in raw or b"\n " in raw or raw.startswith(b" ")
+    del raw
+    # groups of three lines: probability, phrase, paraphrase (ParaphraseTransducer)
+    n_entries = len(lines) // 3
+    phrases = lines[1 : 3 * n_entries : 3]
+    paras = lines[2 : 3 * n_entries : 3]
+    del lines
+    if messy:
+        phrases = [_canonical(x) for x in phrases]
+        paras = [_canonical(x) for x in paras]
+    ids: dict[bytes, int] = {}
+    setdefault = ids.setdefault
+    ph_id = np.fromiter((setdefault(x, len(ids)) for x in phrases), dtype=np.int64, count=n_entries)
+    pa_id = np.fromiter((setdefault(x, len(ids)) for x in paras), dtype=np.int64, count=n_entries)
+    del phrases, paras
+    uniq = list(ids)
+    del ids
+    ntok = np.fromiter((x.count(b" ") + 1 if x else 0 for x in uniq), dtype=np.int64, count=len(uniq))
+    table, rank = _string_table(uniq)
+    del uniq
+    ph_rank = rank[ph_id]
+    pa_rank = rank[pa_id]
+    # Entries grouped by phrase, file order kept within a phrase (the order in which
+    # Java's transducer emits them).
+    order = np.argsort(ph_rank, kind="stable")
+    counts = np.bincount(ph_rank, minlength=len(rank))
+    start = np.zeros(len(rank) + 1, dtype=np.int64)
+    np.cumsum(counts, out=start[1:])
+    sorted_ntok = np.empty_like(ntok)
+    sorted_ntok[rank] = ntok
+    if sorted_ntok.max(initial=0) > 255:
+        raise ResourceError("paraphrase phrase longer than 255 tokens")
+    return {
+        "para_hash": table["hash"],
+        "para_off": table["off"],
+        "para_blob": table["blob"],
+        "para_ntok": sorted_ntok.astype(np.uint8),
+        "para_start": start.astype(np.int32 if start[-1] < 2**31 else np.int64),
+        "para_entries": pa_rank[order].astype(np.int32),
+    }
+
+
+def _pairs(text: str) -> list[tuple[str, str]]:
+    """(key line, value line) pairs, read two lines at a time like SynonymDictionary."""
+    lines = _LINE_BREAK.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [(lines[i], lines[i + 1] if i + 1 < len(lines) else "") for i in range(0, len(lines), 2)]
+
+
+def _set_table(mapping: dict[str, list[int]], prefix: str) -> dict[str, np.ndarray]:
+    words = list(mapping)
+    table, rank = _string_table([w.encode("utf-8") for w in words])
+    sets_in_order: list[list[int]] = [[] for _ in words]
+    for w, r in zip(words, rank):
+        sets_in_order[r] = sorted(set(mapping[w]))
+    counts = np.fromiter((len(s) for s in sets_in_order), dtype=np.int64, count=len(words))
+    start = np.zeros(len(words) + 1, dtype=np.int64)
+    np.cumsum(counts, out=start[1:])
+    flat = np.fromiter((x for s in sets_in_order for x in s), dtype=np.int32, count=int(start[-1]))
+    return {
+        f"{prefix}_hash": table["hash"],
+        f"{prefix}_off": table["off"],
+        f"{prefix}_blob": table["blob"],
+        f"{prefix}_start": start.astype(np.int32),
+        f"{prefix}_sets": flat,
+    }
+
+
+def _build_synonyms(synsets_text: str, exceptions_text: str) -> dict[str, np.ndarray]:
+    # word -> synset ids; a repeated word replaces the earlier line (Hashtable.put)
+    synsets: dict[str, list[int]] = {}
+    for word, ids in _pairs(synsets_text):
+        synsets[word] = [int(t) for t in _JAVA_DELIMS.split(ids) if t]
+    # irregular form -> base forms; stored resolved to the union of the bases' synsets,
+    # which is all SynonymDictionary.getStemSynSets ever reads from it.
+    bases: dict[str, list[str]] = {}
+    for base, forms in _pairs(exceptions_text):
+        for form in _JAVA_DELIMS.split(forms):
+            if form:
+                bases.setdefault(form, []).append(base)
+    resolved = {form: [i for b in bs for i in synsets.get(b, [])] for form, bs in bases.items()}
+    return {**_set_table(synsets, "syn"), **_set_table(resolved, "exc")}
+
+
+def _read_manifest(index_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((index_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _index_problem(index_dir: Path, sources: dict[str, Path]) -> str | None:
+    """Why the index at ``index_dir`` cannot be used, or None when it is current."""
+    man = _read_manifest(index_dir)
+    if man is None:
+        return "no index yet" if not index_dir.exists() else "manifest missing or unreadable"
+    if man.get("format") != FORMAT:
+        return f"index format {man.get('format')!r} is not {FORMAT!r}"
+    for name, path in sources.items():
+        rec = man.get("sources", {}).get(name, {})
+        st = path.stat()
+        if rec.get("size") != st.st_size:
+            return f"source {name} changed size ({path})"
+        if rec.get("mtime_ns") != st.st_mtime_ns and rec.get("sha256") != _sha256(path):
+            return f"source {name} changed content ({path})"
+    for name, meta in man.get("arrays", {}).items():
+        p = index_dir / f"{name}.npy"
+        if not p.is_file() or p.stat().st_size != meta.get("file_size"):
+            return f"array file {p.name} missing or truncated"
+    if set(man.get("arrays", {})) != set(_ARRAYS):
+        return "array list does not match this capeval version"
+    return None
+
+
+def prepare(cache_dir: str | os.PathLike[str] | None = None, force: bool = False, verbose: bool = False) -> Path:
+    """Build (once) the memory-mappable METEOR 1.5 index and return its directory.
+
+    Reads the paraphrase table and the jar's synonym / function-word / prefix files, writes
+    numpy arrays and ``manifest.json`` (format marker, sources' sha256) into a temporary
+    folder and moves it into place with ``os.replace``, so a crash never leaves a partial
+    index. An index whose format or sources do not match is rebuilt. ``force`` rebuilds
+    unconditionally.
+    """
+    index_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    sources = source_paths()
+    if not force and _index_problem(index_dir, sources) is None:
+        return index_dir
+    t0 = time.perf_counter()
+    log = (lambda msg: print(f"[capeval meteor] {msg}", file=sys.stderr)) if verbose else (lambda msg: None)
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{index_dir.name}.", suffix=".tmp", dir=index_dir.parent))
+    try:
+        with zipfile.ZipFile(sources["jar"]) as jar:
+            texts = {k: jar.read(m).decode("utf-8", errors="replace") for k, m in _JAR_MEMBERS.items()}
+        arrays = _build_synonyms(texts["synsets"], texts["exceptions"])
+        log(f"synonyms indexed ({time.perf_counter() - t0:.1f}s)")
+        arrays.update(_build_paraphrase(sources["paraphrase"]))
+        log(f"paraphrases indexed ({time.perf_counter() - t0:.1f}s)")
+        meta: dict[str, Any] = {}
+        for name in _ARRAYS:
+            arr = np.ascontiguousarray(arrays[name])
+            path = tmp / f"{name}.npy"
+            np.save(path, arr)
+            meta[name] = {"dtype": str(arr.dtype), "shape": list(arr.shape), "file_size": path.stat().st_size}
+        for key in ("function_words", "nonbreaking"):
+            (tmp / f"{key}.txt").write_text(texts[key], encoding="utf-8")
+        manifest = {
+            "format": FORMAT,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "sources": {name: _fingerprint(p) for name, p in sources.items()},
+            "jar_members": _JAR_MEMBERS,
+            "arrays": meta,
+            "counts": {
+                "paraphrase_entries": int(arrays["para_entries"].shape[0]),
+                "paraphrase_strings": int(arrays["para_hash"].shape[0]),
+                "synonym_words": int(arrays["syn_hash"].shape[0]),
+                "irregular_forms": int(arrays["exc_hash"].shape[0]),
+            },
+            "build_seconds": round(time.perf_counter() - t0, 2),
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        del arrays
+        _swap_into_place(tmp, index_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log(f"index ready at {index_dir} ({time.perf_counter() - t0:.1f}s)")
+    return index_dir
+
+
+def _swap_into_place(tmp: Path, index_dir: Path) -> None:
+    """Atomically publish ``tmp`` as ``index_dir`` (replacing an old index if any)."""
+    try:
+        os.replace(tmp, index_dir)
+        return
+    except OSError:
+        if not index_dir.exists():
+            raise
+    old = index_dir.with_name(f".{index_dir.name}.old-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        os.replace(index_dir, old)
+    except FileNotFoundError:
+        pass
+    try:
+        os.replace(tmp, index_dir)
+    except OSError:
+        # another process published a fresh index meanwhile: keep theirs
+        if _read_manifest(index_dir) is None:
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def resource_info(cache_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Paths, sizes and sha256 of the METEOR 1.5 sources and the state of the index (for ``capeval info``)."""
+    index_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    info: dict[str, Any] = {"index_dir": str(index_dir), "format": FORMAT}
+    try:
+        sources = source_paths()
+    except ResourceError as exc:
+        info["error"] = str(exc)
+        return info
+    man = _read_manifest(index_dir)
+    recorded = (man or {}).get("sources", {})
+    info["sources"] = {}
+    for name, p in sources.items():
+        st = p.stat()
+        rec = recorded.get(name, {})
+        same = rec.get("size") == st.st_size and rec.get("mtime_ns") == st.st_mtime_ns
+        info["sources"][name] = {
+            "path": str(p),
+            "size": st.st_size,
+            "sha256": rec["sha256"] if same and "sha256" in rec else _sha256(p),
+        }
+    problem = _index_problem(index_dir, sources)
+    info["prepared"] = problem is None
+    if problem is not None:
+        info["index_problem"] = problem
+    if man is not None:
+        info["index_size"] = sum(f.stat().st_size for f in index_dir.iterdir() if f.is_file())
+        info["counts"] = man.get("counts")
+        info["created"] = man.get("created")
+    return info
+
+
+class StringTable:
+    """Memory-mapped set of UTF-8 strings: sorted 64-bit keys, offsets and bytes."""
+
+    def __init__(self, keys: np.ndarray, off: np.ndarray, blob: np.ndarray):
+        self.keys = keys
+        self.off = off
+        self.blob = blob
+        self._n = int(keys.shape[0])
+
+    def __len__(self) -> int:
+        return self._n
+
+    def string(self, i: int) -> str:
+        return self.blob[int(self.off[i]) : int(self.off[i + 1])].tobytes().decode("utf-8")
+
+    def lookup(self, s: str) -> int:
+        """Index of ``s`` or -1."""
+        data = s.encode("utf-8")
+        k = np.uint64(key64(data))
+        i = int(np.searchsorted(self.keys, k))
+        if i < self._n and self.keys[i] == k and self.blob[int(self.off[i]) : int(self.off[i + 1])].tobytes() == data:
+            return i
+        return -1
+
+    def lookup_many(self, strings: list[str]) -> list[int]:
+        """Indices of ``strings`` (-1 where absent), one vectorised search."""
+        if not strings:
+            return []
+        encoded = [s.encode("utf-8") for s in strings]
+        keys = _keys(encoded)
+        pos = np.searchsorted(self.keys, keys)
+        out = [-1] * len(strings)
+        n = self._n
+        hits = np.flatnonzero(pos < n)
+        if hits.size:
+            cand = pos[hits]
+            ok = self.keys[cand] == keys[hits]
+            for j, i in zip(hits[ok].tolist(), cand[ok].tolist()):
+                lo, hi = int(self.off[i]), int(self.off[i + 1])
+                if self.blob[lo:hi].tobytes() == encoded[j]:
+                    out[j] = i
+        return out
+
+
+class Resources:
+    """Loaded (memory-mapped) METEOR 1.5 index: paraphrase and synonym tables, word lists."""
+
+    def __init__(self, index_dir: Path):
+        self.index_dir = index_dir
+        # Memory-mapped, viewed as plain ndarrays: np.memmap's Python-level indexing
+        # overhead dominates the many tiny lookups the scorer makes.
+        arr = {name: np.load(index_dir / f"{name}.npy", mmap_mode="r").view(np.ndarray) for name in _ARRAYS}
+        self.para = StringTable(arr["para_hash"], arr["para_off"], arr["para_blob"])
+        self.para_ntok = arr["para_ntok"]
+        self.para_start = arr["para_start"]
+        self.para_entries = arr["para_entries"]
+        self.syn = StringTable(arr["syn_hash"], arr["syn_off"], arr["syn_blob"])
+        self.syn_start = arr["syn_start"]
+        self.syn_sets = arr["syn_sets"]
+        self.exc = StringTable(arr["exc_hash"], arr["exc_off"], arr["exc_blob"])
+        self.exc_start = arr["exc_start"]
+        self.exc_sets = arr["exc_sets"]
+        from capeval.metrics.meteor.normalize import parse_nonbreaking_prefixes
+
+        words = (index_dir / "function_words.txt").read_text(encoding="utf-8")
+        self.function_words = frozenset(_LINE_BREAK.split(words))
+        self.nonbreaking = parse_nonbreaking_prefixes((index_dir / "nonbreaking.txt").read_text(encoding="utf-8"))
+
+
+def load(cache_dir: str | os.PathLike[str] | None = None, auto_prepare: bool = True) -> Resources:
+    """Open the index, preparing it first when missing or stale (unless ``auto_prepare`` is False)."""
+    index_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    problem = _index_problem(index_dir, source_paths())
+    if problem is not None:
+        if not auto_prepare:
+            raise ResourceError(
+                f"METEOR 1.5 index at {index_dir} is not usable ({problem}); "
+                "run capeval.metrics.meteor.prepare() to build it"
+            )
+        print(
+            f"[capeval meteor] preparing METEOR 1.5 resources in {index_dir} ({problem}); one-time, under a minute",
+            file=sys.stderr,
+        )
+        prepare(index_dir, force=True)
+    try:
+        return Resources(index_dir)
+    except (OSError, ValueError) as exc:
+        raise ResourceError(
+            f"METEOR 1.5 index at {index_dir} is corrupt ({exc}); rebuild it with prepare(force=True)"
+        ) from exc
