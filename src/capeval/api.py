@@ -9,7 +9,7 @@ from capeval.result import MetricResult, Report
 
 
 _MEDIA = frozenset({"images", "videos"})
-_MEDIA_ONLY = _MEDIA | {"skip_bad_items"}
+_MEDIA_ONLY = _MEDIA | {"skip_bad_items", "segments"}
 
 
 def load(name: str, **options: Any) -> Any:

@@ -1,0 +1,218 @@
+"""Benchmark protocol objects: what a loader returns and what a benchmark computes.
+
+A :class:`Benchmark` knows its files, citation, protocol text and expected checksums.
+``load(root, seed)`` returns a :class:`Loaded`: one or more *settings* (scoring corpora,
+e.g. FOIL with 1 or 4 references, the five random reference draws of Pascal-50S), each an
+ordered mapping ``key -> ScoreItem``. Every item is scored once per setting and all the
+statistics of the benchmark reuse those scores. ``statistics(loaded, scores)`` turns the
+per-item scores into :class:`StatSpec` objects whose ``fn(unit_indices)`` computes the
+statistic on the full data (``None``) or on a bootstrap resample of units.
+
+Why settings are not deduplicated by text: corpus-level metric statistics (CIDEr-D's
+document frequencies) depend on how often each reference list occurs in the corpus the
+reference scripts score. Scoring exactly the protocol's items keeps those multiplicities,
+so CIDEr-D matches the reference code; rows that share an item (the three expert ratings
+of one Flickr8k pair, the with/without-Human THumB subsets) share its score.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterable, Mapping
+
+import numpy as np
+
+from capeval.errors import InputError, ResourceError, UnknownNameError
+from capeval.result import Signature
+
+
+@dataclass(frozen=True)
+class ScoreItem:
+    """One thing to score: a candidate, its references and its image/video (relative name)."""
+
+    candidate: str
+    references: tuple[str, ...] = ()
+    image: str | None = None
+    video: str | None = None
+    segment: tuple[float, float] | None = None  # seconds, for video segments
+
+
+@dataclass
+class Setting:
+    """A scoring corpus of a benchmark (items scored together, in order)."""
+
+    name: str
+    items: dict[str, ScoreItem]
+    with_references: bool = True
+    description: str = ""
+
+
+@dataclass
+class StatSpec:
+    """A statistic of one metric: ``fn(None)`` on all data, ``fn(units)`` on a resample.
+
+    ``n`` is the number of rows (judgments) it uses, ``n_units`` the number of resampling
+    units, ``strata`` optional stratum labels per unit. ``bootstrap=False`` for counts.
+    ``setting`` names the scoring corpus (for the metric signature).
+    """
+
+    name: str
+    fn: Callable[[np.ndarray | None], float]
+    n: int
+    n_units: int
+    setting: str
+    strata: np.ndarray | None = None
+    bootstrap: bool = True
+    headline: bool = False
+
+
+@dataclass
+class Loaded:
+    """A loaded benchmark: its settings, protocol data, file hashes and notes."""
+
+    benchmark: "Benchmark"
+    settings: dict[str, Setting]
+    data: Any
+    files: dict[str, str]  # relative path -> sha256
+    info: dict[str, Any] = field(default_factory=dict)
+    root: Path | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def signature(self) -> Signature:
+        b = self.benchmark
+        params: dict[str, Any] = {"protocol": b.protocol_id}
+        params.update({k: v for k, v in sorted(self.options.items())})
+        params["files"] = ",".join(f"{Path(p).name}:{h[:12]}" for p, h in sorted(self.files.items()))
+        if self.info.get("modified_files"):
+            params["data"] = "modified"
+        from capeval._version import __version__
+
+        return Signature({"benchmark": b.name, **params, "version": __version__})
+
+
+class Benchmark:
+    """Base class of registered benchmarks. Subclasses set the class attributes."""
+
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    citation: ClassVar[str] = ""
+    protocol: ClassVar[str] = ""
+    protocol_id: ClassVar[str] = "v1"
+    modality: ClassVar[str] = "image"  # "image" or "video"
+    # checksum list(s) in capeval/data/checksums for the benchmark's images
+    image_checksums: ClassVar[tuple[str, ...]] = ()
+    # relative file -> expected sha256 (None: unknown, recorded only)
+    files: ClassVar[dict[str, str | None]] = {}
+    human_label: ClassVar[str] = "human score"
+
+    def load(self, root: Path, seed: int = 0, **options: Any) -> Loaded:
+        raise NotImplementedError
+
+    def statistics(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> list[StatSpec]:
+        """Statistics from per-item scores (``scores[setting]`` aligned with its items)."""
+        raise NotImplementedError
+
+    def plot_data(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+        """(human, metric) per row for the report's heatmap, or None."""
+        return None
+
+    # -- helpers for subclasses -----------------------------------------------------
+    def path(self, root: Path, rel: str, alternatives: Iterable[str] = ()) -> Path:
+        """The file ``root/rel`` (or the first existing alternative), or a clear error."""
+        tried = [rel, *alternatives]
+        for r in tried:
+            p = root / r
+            if p.is_file():
+                return p
+        looked = ", ".join(str(root / r) for r in tried)
+        raise ResourceError(
+            f"{self.name}: missing data file {rel!r} (looked for {looked}); "
+            f"pass --data-root DIR or set CAPEVAL_DATA to the folder holding the benchmark files"
+        )
+
+    def checksum_files(self, root: Path, paths: Mapping[str, Path], info: dict[str, Any]) -> dict[str, str]:
+        """sha256 of every file read; compare with the registered hashes (warn on mismatch)."""
+        import warnings
+
+        out: dict[str, str] = {}
+        modified = []
+        for rel, p in paths.items():
+            digest = sha256_file(p)
+            out[rel] = digest
+            expected = self.files.get(rel)
+            if expected and expected != digest:
+                modified.append(rel)
+        if modified:
+            info["modified_files"] = modified
+            warnings.warn(
+                f"{self.name}: {', '.join(modified)} differ from the published release (sha256); "
+                "results are marked data:modified in the benchmark signature",
+                stacklevel=3,
+            )
+        return out
+
+
+_SHA_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def sha256_file(path: Path) -> str:
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _SHA_CACHE:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        _SHA_CACHE[key] = h.hexdigest()
+    return _SHA_CACHE[key]
+
+
+def collapse(text: str) -> str:
+    """Whitespace-collapsed text, as CLIPScore's scripts (``' '.join(s.split())``)."""
+    return " ".join(text.split())
+
+
+def malformed(path: Path, where: str, what: str) -> ResourceError:
+    return ResourceError(f"malformed data file {path} ({where}): {what}")
+
+
+# -- registry -----------------------------------------------------------------------
+
+_BENCHMARKS: dict[str, Benchmark] = {}
+
+
+def register_benchmark(bench: Benchmark) -> Benchmark:
+    _BENCHMARKS[bench.name] = bench
+    return bench
+
+
+def benchmarks() -> dict[str, Benchmark]:
+    """All registered benchmarks by name."""
+    from capeval.bench import _load_all
+
+    _load_all()
+    return dict(_BENCHMARKS)
+
+
+def get_benchmark(name: str) -> Benchmark:
+    known = benchmarks()
+    key = name.strip().lower()
+    if key not in known:
+        raise UnknownNameError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(known)}")
+    return known[key]
+
+
+def default_data_root(data_root: str | os.PathLike[str] | None) -> Path:
+    if data_root is None:
+        env = os.environ.get("CAPEVAL_DATA")
+        if not env:
+            raise InputError("no benchmark data folder: pass --data-root DIR (data_root=...) or set CAPEVAL_DATA")
+        data_root = env
+    root = Path(data_root).expanduser()
+    if not root.is_dir():
+        raise ResourceError(f"benchmark data folder not found: {root}")
+    return root

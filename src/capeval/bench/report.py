@@ -1,0 +1,174 @@
+"""Self-contained HTML report of a :class:`~capeval.bench.runner.BenchRun` (inline SVG, no JS)."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
+h1{font-size:1.5em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:.5em 0 1em}td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:right}
+th:first-child,td:first-child{text-align:left}th{background:#f4f4f4}
+.sig{font-family:monospace;font-size:.8em;color:#555;word-break:break-all}
+.plots{display:flex;flex-wrap:wrap;gap:1em}.note{color:#555;font-size:.9em}
+figure{margin:0}figcaption{font-size:.85em;text-align:center}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _fmt(v: Any, stat: str = "") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:.0f}" if stat.startswith("ties") else f"{v:.2f}"
+
+
+def _stat_table(records: list[Any]) -> str:
+    stats_order: list[str] = []
+    metrics: list[str] = []
+    cell: dict[tuple[str, str], Any] = {}
+    for r in records:
+        if r.statistic not in stats_order:
+            stats_order.append(r.statistic)
+        if r.metric not in metrics:
+            metrics.append(r.metric)
+        cell[(r.metric, r.statistic)] = r
+    head = "".join(f"<th>{_e(s)}</th>" for s in stats_order)
+    rows = []
+    for m in metrics:
+        tds = []
+        for s in stats_order:
+            r = cell.get((m, s))
+            if r is None:
+                tds.append("<td>–</td>")
+                continue
+            ci = "" if r.ci_low is None else f"<br><small>[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]</small>"
+            tds.append(f"<td title='n={r.n}'>{_fmt(r.value, s)}{ci}</td>")
+        rows.append(f"<tr><td>{_e(m)}</td>{''.join(tds)}</tr>")
+    return f"<table><tr><th>metric</th>{head}</tr>{''.join(rows)}</table>"
+
+
+def _heatmap_svg(plot: dict[str, Any]) -> str:
+    counts = plot["counts"]
+    levels = plot["human_levels"]
+    edges = plot["metric_edges"]
+    nrow, ncol = len(counts), len(edges) - 1
+    cw, ch, left, top = 28, 20, 70, 10
+    w, h = left + ncol * cw + 10, top + nrow * ch + 40
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-size='10'>"]
+    for i, row in enumerate(counts):
+        total = sum(row) or 1
+        y = top + (nrow - 1 - i) * ch
+        parts.append(f"<text x='{left - 4}' y='{y + ch * 0.65}' text-anchor='end'>{_e(levels[i])}</text>")
+        for j, c in enumerate(row):
+            frac = c / total
+            shade = int(255 - 200 * frac)
+            parts.append(
+                f"<rect x='{left + j * cw}' y='{y}' width='{cw - 1}' height='{ch - 1}' "
+                f"fill='rgb({shade},{shade},255)'><title>{c} rows ({frac:.0%} of this rating)</title></rect>"
+            )
+    yb = top + nrow * ch + 12
+    parts.append(f"<text x='{left}' y='{yb}'>{edges[0]:.3g}</text>")
+    parts.append(f"<text x='{left + ncol * cw}' y='{yb}' text-anchor='end'>{edges[-1]:.3g}</text>")
+    parts.append(f"<text x='{left + ncol * cw / 2}' y='{yb + 14}' text-anchor='middle'>metric score</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _bars_svg(records: list[Any], suffix: str) -> str:
+    cats = ["HC", "HI", "HM", "MM", "mean"]
+    metrics: list[str] = []
+    vals: dict[tuple[str, str], float] = {}
+    for r in records:
+        for c in cats:
+            if r.statistic == f"accuracy_{c}{suffix}":
+                vals[(r.metric, c)] = r.value
+                if r.metric not in metrics:
+                    metrics.append(r.metric)
+    if not metrics:
+        return ""
+    palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f"]
+    bw, gap, left, top, height = 12, 14, 40, 10, 160
+    group_w = len(metrics) * bw + gap
+    w = left + len(cats) * group_w + 160
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{top + height + 30}' font-size='10'>"]
+    for t in (0, 25, 50, 75, 100):
+        y = top + height - height * t / 100
+        parts.append(f"<line x1='{left}' x2='{left + len(cats) * group_w}' y1='{y}' y2='{y}' stroke='#ddd'/>")
+        parts.append(f"<text x='{left - 4}' y='{y + 3}' text-anchor='end'>{t}</text>")
+    for ci, c in enumerate(cats):
+        x0 = left + ci * group_w
+        for mi, m in enumerate(metrics):
+            v = vals.get((m, c))
+            if v is None or math.isnan(v):
+                continue
+            bh = height * v / 100
+            parts.append(
+                f"<rect x='{x0 + mi * bw}' y='{top + height - bh}' width='{bw - 1}' height='{bh}' "
+                f"fill='{palette[mi % len(palette)]}'><title>{_e(m)} {c}: {v:.2f}</title></rect>"
+            )
+        parts.append(f"<text x='{x0 + len(metrics) * bw / 2}' y='{top + height + 14}' text-anchor='middle'>{c}</text>")
+    lx = left + len(cats) * group_w + 10
+    for mi, m in enumerate(metrics):
+        parts.append(f"<rect x='{lx}' y='{top + mi * 14}' width='10' height='10' fill='{palette[mi % len(palette)]}'/>")
+        parts.append(f"<text x='{lx + 14}' y='{top + mi * 14 + 9}'>{_e(m)}</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def render_html(run: Any) -> str:
+    """The report: per benchmark a table, protocol notes, signatures, heatmaps / bars."""
+    out = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>capeval bench report</title>",
+        f"<style>{_CSS}</style></head><body><h1>capeval bench</h1>",
+        f"<p class='note'>seed {_e(run.config.get('seed'))}, bootstrap resamples "
+        f"{_e(run.config.get('bootstrap'))}, confidence {_e(run.config.get('confidence'))}. "
+        "Correlations and accuracies x100; brackets: bootstrap percentile intervals.</p>",
+    ]
+    for name, meta in run.benchmarks.items():
+        recs = [r for r in run if r.benchmark == name]
+        out.append(f"<h2>{_e(meta['title'])} <small>({_e(name)})</small></h2>")
+        out.append(f"<p class='note'>{_e(meta['protocol'])}</p><p class='note'>Cite: {_e(meta['citation'])}</p>")
+        out.append(_stat_table(recs))
+        if name == "pascal-50s":
+            for suffix, label in (("", "random reference draws"), ("_fixed", "fixed references")):
+                svg = _bars_svg(recs, suffix)
+                if svg:
+                    out.append(f"<figure>{svg}<figcaption>accuracy per category ({label})</figcaption></figure>")
+        plots = [p for p in run.plots if p["benchmark"] == name]
+        if plots:
+            out.append("<div class='plots'>")
+            for p in plots:
+                out.append(
+                    f"<figure>{_heatmap_svg(p)}<figcaption>{_e(p['metric'])}: distribution of metric scores "
+                    f"per {_e(p['human_label'])} (row-normalised)</figcaption></figure>"
+                )
+            out.append("</div>")
+        comps = [c for c in run.comparisons if c["benchmark"] == name]
+        if comps:
+            out.append("<table><tr><th>statistic</th><th>A</th><th>B</th><th>A - B</th><th>95% CI</th><th>p</th></tr>")
+            for c in comps:
+                out.append(
+                    f"<tr><td>{_e(c['statistic'])}</td><td>{_e(c['metric_a'])}</td><td>{_e(c['metric_b'])}</td>"
+                    f"<td>{_fmt(c['delta'])}</td><td>[{_fmt(c['ci_low'])}, {_fmt(c['ci_high'])}]</td>"
+                    f"<td>{c['p_value']:.3g}</td></tr>"
+                )
+            out.append("</table>")
+        out.append(f"<p class='sig'>benchmark signature: {_e(meta['signature'])}</p>")
+        sigs = sorted({(r.metric, r.metric_signature) for r in recs})
+        out.append("<p class='sig'>" + "<br>".join(f"{_e(m)}: {_e(s)}" for m, s in sigs) + "</p>")
+        info = meta.get("info", {})
+        if info:
+            out.append("<details><summary>loader notes</summary><pre>" + _e(_pretty(info)) + "</pre></details>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def _pretty(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj, indent=2, ensure_ascii=False, default=str)

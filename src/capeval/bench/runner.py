@@ -1,0 +1,296 @@
+"""``capeval.bench.run``: score benchmarks with metrics, compute statistics, CIs and paired tests."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import zlib
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from capeval import registry, stats
+from capeval.bench.base import Benchmark, Loaded, default_data_root, get_benchmark
+from capeval.errors import InputError
+from capeval.progress import make_progress
+
+
+@dataclass(frozen=True)
+class BenchRecord:
+    """One number: a statistic of a metric on a benchmark, with its CI and signatures."""
+
+    benchmark: str
+    metric: str
+    statistic: str
+    value: float
+    n: int
+    ci_low: float | None
+    ci_high: float | None
+    metric_signature: str
+    benchmark_signature: str
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("value", "ci_low", "ci_high"):
+            v = d[k]
+            d[k] = None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+        return d
+
+
+class BenchRun(list):
+    """The list of :class:`BenchRecord` of a run, plus paired tests, benchmark notes and plots."""
+
+    def __init__(self, records: Iterable[BenchRecord] = ()):
+        super().__init__(records)
+        self.comparisons: list[dict[str, Any]] = []
+        self.benchmarks: dict[str, dict[str, Any]] = {}
+        self.plots: list[dict[str, Any]] = []
+        self.config: dict[str, Any] = {}
+
+    def get(self, benchmark: str, metric: str, statistic: str) -> BenchRecord:
+        for r in self:
+            if (r.benchmark, r.metric, r.statistic) == (benchmark, metric, statistic):
+                return r
+        raise KeyError((benchmark, metric, statistic))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "results": [r.to_dict() for r in self],
+            "comparisons": self.comparisons,
+            "benchmarks": self.benchmarks,
+            "config": self.config,
+        }
+
+    def table(self) -> str:
+        """A plain-text table of the records (the CLI prints it)."""
+        rows = [("benchmark", "metric", "statistic", "value", "95% CI", "n")]
+        for r in self:
+            ci = "" if r.ci_low is None or math.isnan(r.ci_low) else f"[{r.ci_low:.2f}, {r.ci_high:.2f}]"
+            val = "nan" if math.isnan(r.value) else (f"{r.value:.0f}" if r.statistic.startswith("ties") else f"{r.value:.2f}")
+            rows.append((r.benchmark, r.metric, r.statistic, val, ci, str(r.n)))
+        widths = [max(len(row[i]) for row in rows) for i in range(6)]
+        lines = []
+        for k, row in enumerate(rows):
+            cells = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+            lines.append("  ".join(cells).rstrip())
+            if k == 0:
+                lines.append("  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+
+def _derive_seed(seed: int, *parts: str) -> int:
+    return (int(seed) * 1_000_003 + zlib.crc32("/".join(parts).encode())) % (2**32)
+
+
+def expand_benchmarks(names: str | Iterable[str]) -> list[Benchmark]:
+    if isinstance(names, str):
+        names = [names]
+    out: list[Benchmark] = []
+    for entry in names:
+        for part in str(entry).split(","):
+            if part.strip():
+                b = get_benchmark(part)
+                if b not in out:
+                    out.append(b)
+    if not out:
+        raise InputError("no benchmark named")
+    return out
+
+
+def _heatmap(human: np.ndarray, metric: np.ndarray, bins: int = 10) -> dict[str, Any]:
+    ok = ~(np.isnan(human) | np.isnan(metric))
+    human, metric = human[ok], metric[ok]
+    levels = np.unique(human)
+    if levels.size > 12:
+        edges_h = np.unique(np.quantile(human, np.linspace(0, 1, 9)))
+        hbin = np.clip(np.searchsorted(edges_h, human, side="right") - 1, 0, len(edges_h) - 2)
+        labels = [f"{edges_h[i]:.2g}-{edges_h[i + 1]:.2g}" for i in range(len(edges_h) - 1)]
+    else:
+        hbin = np.searchsorted(levels, human)
+        labels = [f"{v:g}" for v in levels]
+    lo, hi = (float(metric.min()), float(metric.max())) if metric.size else (0.0, 1.0)
+    if hi <= lo:
+        hi = lo + 1.0
+    edges = np.linspace(lo, hi, bins + 1)
+    mbin = np.clip(np.searchsorted(edges, metric, side="right") - 1, 0, bins - 1)
+    counts = np.zeros((len(labels), bins), dtype=int)
+    np.add.at(counts, (hbin, mbin), 1)
+    return {"human_levels": labels, "metric_edges": [float(e) for e in edges], "counts": counts.tolist()}
+
+
+def run(
+    benchmarks: str | Sequence[str],
+    metrics: str | Sequence[str],
+    data_root: str | os.PathLike[str] | None = None,
+    *,
+    images: str | os.PathLike[str] | None = None,
+    videos: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+    bootstrap: int = 1000,
+    confidence: float = 0.95,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    bench_options: Mapping[str, Mapping[str, Any]] | None = None,
+    verify_media: bool = True,
+    progress: bool | None = False,
+) -> BenchRun:
+    """Meta-evaluate ``metrics`` on ``benchmarks``; returns a :class:`BenchRun` (a list of records).
+
+    ``data_root`` defaults to ``$CAPEVAL_DATA``. ``images`` / ``videos``: folders of the
+    benchmark media, required by image/video-conditioned metrics (verified against the
+    published MD5 lists where there are some). ``bootstrap``: number of seeded resamples
+    for the confidence intervals and the paired tests (0: none). ``options``: metric
+    constructor options as in :func:`capeval.score`; ``bench_options``: per-benchmark
+    loader options (e.g. ``{"pascal-50s": {"refs": "fixed"}}``). Same inputs and seed give
+    identical numbers.
+    """
+    from capeval.api import score as score_fn
+
+    benches = expand_benchmarks(benchmarks)
+    names = registry.expand(metrics)
+    specs = {m: registry.get(m) for m in names}
+    # fail before any loading/scoring when media are needed but not given
+    for b in benches:
+        for m, spec in specs.items():
+            if "images" in spec.needs:
+                if b.modality != "image":
+                    raise InputError(f"metric {m} needs images; benchmark {b.name} is a {b.modality} benchmark")
+                if images is None:
+                    raise InputError(
+                        f"metric {m} needs the images of benchmark {b.name}: pass --images DIR (images=...) "
+                        f"with the benchmark's image files"
+                    )
+            if "videos" in spec.needs:
+                if b.modality != "video":
+                    raise InputError(f"metric {m} needs videos; benchmark {b.name} is an {b.modality} benchmark")
+                if videos is None:
+                    raise InputError(f"metric {m} needs the videos of benchmark {b.name}: pass --videos DIR (videos=...)")
+    root = default_data_root(data_root)
+    out = BenchRun()
+    out.config = {"seed": seed, "bootstrap": bootstrap, "confidence": confidence, "metrics": names, "benchmarks": [b.name for b in benches]}
+    bench_options = dict(bench_options or {})
+    with make_progress(len(benches) * (1 + len(names)), "bench", progress) as bar:
+        for b in benches:
+            bar.desc = b.name[:12]
+            loaded = b.load(root, seed=seed, **dict(bench_options.get(b.name, {})))
+            loaded.options.setdefault("seed", seed)
+            bar.update(1)
+            scores, sigs = _score_benchmark(loaded, names, specs, score_fn, options, images, videos, verify_media)
+            out.benchmarks[b.name] = {
+                "title": b.title,
+                "citation": b.citation,
+                "protocol": b.protocol,
+                "signature": str(loaded.signature),
+                "files": loaded.files,
+                "info": loaded.info,
+                "settings": {s: len(st.items) for s, st in loaded.settings.items()},
+            }
+            dists: dict[str, dict[str, np.ndarray]] = {}
+            full_values: dict[str, dict[str, float]] = {}
+            for m in names:
+                bar.update(1)
+                if not scores.get(m):
+                    out.benchmarks[b.name].setdefault("skipped_metrics", {})[m] = "no applicable setting (needs references)"
+                    continue
+                for spec in b.statistics(loaded, scores[m]):
+                    value = float(spec.fn(None))
+                    lo = hi = None
+                    if bootstrap and spec.bootstrap:
+                        resamples = stats.iter_resamples(
+                            spec.n_units, bootstrap, _derive_seed(seed, b.name), spec.strata
+                        )
+                        dist = stats.bootstrap_distribution(spec.fn, resamples)
+                        lo, hi = stats._percentile_ci(dist, confidence)
+                        if spec.headline:
+                            dists.setdefault(spec.name, {})[m] = dist
+                            full_values.setdefault(spec.name, {})[m] = value
+                    out.append(
+                        BenchRecord(
+                            benchmark=b.name,
+                            metric=m,
+                            statistic=spec.name,
+                            value=value,
+                            n=spec.n,
+                            ci_low=lo,
+                            ci_high=hi,
+                            metric_signature=sigs[m].get(spec.setting, next(iter(sigs[m].values()), "")),
+                            benchmark_signature=str(loaded.signature),
+                        )
+                    )
+                plot = b.plot_data(loaded, scores[m])
+                if plot is not None:
+                    out.plots.append({"benchmark": b.name, "metric": m, "human_label": b.human_label, **_heatmap(*plot)})
+            for stat_name, by_metric in dists.items():
+                for ma, mb in itertools.combinations([m for m in names if m in by_metric], 2):
+                    t = stats.paired_test_from_distributions(
+                        full_values[stat_name][ma] - full_values[stat_name][mb], by_metric[ma], by_metric[mb], confidence
+                    )
+                    out.comparisons.append(
+                        {
+                            "benchmark": b.name,
+                            "statistic": stat_name,
+                            "metric_a": ma,
+                            "metric_b": mb,
+                            "delta": t.delta,
+                            "ci_low": t.ci_low,
+                            "ci_high": t.ci_high,
+                            "p_value": t.p_value,
+                            "n_resamples": t.n_resamples,
+                            "test": "paired bootstrap over items (same resamples for both metrics)",
+                        }
+                    )
+    return out
+
+
+def _score_benchmark(
+    loaded: Loaded,
+    names: list[str],
+    specs: Mapping[str, Any],
+    score_fn: Any,
+    options: Mapping[str, Mapping[str, Any]] | None,
+    images: Any,
+    videos: Any,
+    verify_media: bool,
+) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, str]]]:
+    """Score every setting once per metric group: ``{metric: {setting: scores}}`` and signatures."""
+    from capeval.bench.media import resolve_media
+
+    b = loaded.benchmark
+    need_images = any("images" in specs[m].needs for m in names)
+    need_videos = any("videos" in specs[m].needs for m in names)
+    image_paths = video_paths = None
+    if need_images:
+        wanted = {it.image for st in loaded.settings.values() for it in st.items.values() if it.image}
+        image_paths = resolve_media(b.name, wanted, images, b.image_checksums, "image", verify_media)
+    if need_videos:
+        wanted = {it.video for st in loaded.settings.values() for it in st.items.values() if it.video}
+        video_paths = resolve_media(b.name, wanted, videos, (), "video", verify_media)
+    scores: dict[str, dict[str, np.ndarray]] = {m: {} for m in names}
+    sigs: dict[str, dict[str, str]] = {m: {} for m in names}
+    for sname, setting in loaded.settings.items():
+        keys = list(setting.items)
+        with_refs = [m for m in names if "references" in specs[m].needs]
+        without = [m for m in names if "references" not in specs[m].needs]
+        groups = []
+        if with_refs and setting.with_references:
+            groups.append((with_refs, True))
+        if without:
+            groups.append((without, False))
+        for members, use_refs in groups:
+            cands = {k: setting.items[k].candidate for k in keys}
+            refs = {k: list(setting.items[k].references) for k in keys} if use_refs else None
+            inputs: dict[str, Any] = {}
+            if image_paths is not None and any("images" in specs[m].needs for m in members):
+                inputs["images"] = {k: image_paths[setting.items[k].image] for k in keys}
+            if video_paths is not None and any("videos" in specs[m].needs for m in members):
+                inputs["videos"] = {k: video_paths[setting.items[k].video] for k in keys}
+                segs = {k: setting.items[k].segment for k in keys if setting.items[k].segment is not None}
+                if segs:
+                    inputs["segments"] = segs
+            report = score_fn(cands, refs, metrics=members, options=options, progress=False, **inputs)
+            for m in members:
+                res = report[m]
+                scores[m][sname] = np.array([res.items.get(k, float("nan")) for k in keys], dtype=float)
+                sigs[m][sname] = str(res.signature)
+    return scores, sigs

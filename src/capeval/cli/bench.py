@@ -1,0 +1,88 @@
+"""``capeval bench``: meta-evaluate metrics against human judgments on registered benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from capeval.errors import InputError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="correlate metrics with human judgments on benchmarks",
+        description="Score benchmark captions with metrics and report the literature's statistics "
+        "(Kendall tau, accuracy, Pearson; x100) with bootstrap confidence intervals and paired tests.",
+    )
+    p.add_argument("benchmarks", nargs="*", metavar="BENCH", help="benchmark names (see --list)")
+    p.add_argument("--metrics", "-m", nargs="+", default=None, help="metric names/presets (space or comma separated)")
+    p.add_argument("--data-root", help="folder with the benchmark files (default: $CAPEVAL_DATA)")
+    p.add_argument("--images", help="folder with the benchmark images (image-conditioned metrics)")
+    p.add_argument("--videos", help="folder with the benchmark videos (video metrics)")
+    p.add_argument("--out", "-o", metavar="OUT.json", help="write the results as JSON (atomically)")
+    p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML report")
+    p.add_argument("--seed", type=int, default=0, help="seed of reference draws and bootstrap (default 0)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for CIs and paired tests (0: none)")
+    p.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
+    p.add_argument(
+        "--bench-option",
+        "-B",
+        action="append",
+        default=[],
+        metavar="BENCH.KEY=VALUE",
+        help="loader option, e.g. pascal-50s.refs=fixed or pascal-50s.draws=5; repeatable",
+    )
+    p.add_argument("--option", "-O", action="append", default=[], metavar="METRIC.KEY=VALUE", help="metric option (as in score)")
+    p.add_argument("--no-verify-media", action="store_true", help="do not check image MD5 sums")
+    p.add_argument("--list", action="store_true", help="list the registered benchmarks and exit")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def _list() -> int:
+    from capeval.bench import benchmarks
+
+    for name, b in benchmarks().items():
+        sys.stdout.write(f"{name:18} {b.title} [{b.modality}]\n    {b.citation}\n")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        return _list()
+    if not args.benchmarks:
+        raise InputError("name at least one benchmark (capeval bench --list shows them)")
+    if not args.metrics:
+        raise InputError("--metrics is required, e.g. --metrics coco")
+    from capeval.bench import run as bench_run
+    from capeval.bench.report import render_html
+    from capeval.cli.score import parse_options
+    from capeval.fileio import atomic_write_json, atomic_write_text
+
+    bench_options = parse_options(args.bench_option) if args.bench_option else {}
+    result = bench_run(
+        args.benchmarks,
+        args.metrics,
+        data_root=args.data_root,
+        images=args.images,
+        videos=args.videos,
+        seed=args.seed,
+        bootstrap=args.bootstrap,
+        confidence=args.confidence,
+        options=parse_options(args.option),
+        bench_options=bench_options,
+        verify_media=not args.no_verify_media,
+        progress=False if args.quiet else None,
+    )
+    payload: dict[str, Any] = result.to_dict()
+    if args.out:
+        atomic_write_json(args.out, payload)
+    if args.html:
+        atomic_write_text(args.html, render_html(result))
+    sys.stdout.write(result.table() + "\n")
+    if not args.out:
+        sys.stdout.write(json.dumps({"results": payload["results"]}, indent=2) + "\n")
+    return 0
