@@ -1,0 +1,205 @@
+"""Checkpoints as data: name -> architecture, URLs, sha256, preprocessing, activation, kind.
+
+Sources (checked by reading the reference code):
+
+- OpenAI: ``clip/clip.py`` ``_MODELS``; the sha256 is the folder name in each URL. The
+  files are TorchScript archives (fp16); see :func:`read_state_dict` for how they are read.
+- open_clip ``ViT-L-14`` ``laion2b_s32b_b82k``: Hugging Face ``laion/CLIP-ViT-L-14-laion2B-s32B-b82K``;
+  GELU (not QuickGELU), mean = std = 0.5 (open_clip ``pretrained.py``). sha256 not published -> None.
+- PAC-S (aimagelab/pacscore README): ``clip_ViT-B-32.pth`` and ``openClip_ViT-L-14.pth`` on
+  Google Drive; the README links both names to one Drive id (pacscore issues #3, #8, #9), so
+  the ViT-L/14 file has no trusted direct URL here: download it by hand from the Drive folder.
+- PAC-S++: ``PAC++_clip_ViT-{B-32,L-14}.pth`` from ailb-web.ing.unimore.it (users report 403s).
+  No sha256 is published for any PAC-S/PAC-S++ file -> None. The signature always records
+  the sha256 computed from the file actually loaded, so results stay traceable.
+
+A PAC-S/PAC-S++ file is a dict whose ``state_dict`` holds the whole fine-tuned model; the
+base weights are still needed to build the architecture (and for the OpenAI keys that the
+LoRA files do not carry), so ``base`` names the base checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from capeval.clip.preprocess import INCEPTION_MEAN, INCEPTION_STD, OPENAI_MEAN, OPENAI_STD, Preprocess
+from capeval.errors import ResourceError, UnknownNameError
+
+_OPENAI = "https://openaipublic.azureedge.net/clip/models"
+_PACS_DRIVE_FOLDER = "https://drive.google.com/drive/folders/15Da_nh7CYv8xfryIdETG6dPFSqcBiqpd"
+_PACPP = "https://ailb-web.ing.unimore.it/publicfiles/pac++"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One entry of the table. ``kind``: openai | open_clip | pacs | pacs++."""
+
+    name: str
+    arch: str
+    kind: str
+    filename: str
+    urls: tuple[str, ...]
+    sha256: str | None
+    preprocess: Preprocess = field(default_factory=Preprocess)
+    activation: str = "quick_gelu"
+    base: str | None = None  # checkpoint whose weights the fine-tuned file is applied to
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"arch": self.arch, "kind": self.kind, "file": self.filename, "urls": list(self.urls),
+                "sha256": self.sha256, "base": self.base, "activation": self.activation,
+                "preprocess": self.preprocess.signature(), "note": self.note}
+
+
+def _openai(arch: str, sha: str, size: int = 224) -> Checkpoint:
+    fname = f"{arch}.pt" if size == 224 else f"{arch}-{size}px.pt"
+    return Checkpoint(f"openai/{arch}" + ("" if size == 224 else f"-{size}"), arch if size == 224 else f"{arch}-{size}",
+                      "openai", fname, (f"{_OPENAI}/{sha}/{fname}",), sha, Preprocess(size))
+
+
+CHECKPOINTS: dict[str, Checkpoint] = {
+    c.name: c
+    for c in (
+        _openai("ViT-B-32", "40d365715913c9da98579312b702a82c18be219cc2a73407c4526f58eba950af"),
+        _openai("ViT-B-16", "5806e77cd80f8b59890b7e101eabd078d9fb84e6937f9e85e4ecb61988df416f"),
+        _openai("ViT-L-14", "b8cca3fd41ae0c99ba7e8951adf17d267cdb84cd88be6f7c2e0eca1737a03836"),
+        _openai("ViT-L-14", "3035c92b350959924f9f00213499208652fc7ea050643e8b385c2dac08641f02", 336),
+        Checkpoint(
+            "open_clip/ViT-L-14-laion2b_s32b_b82k", "ViT-L-14", "open_clip", "open_clip_pytorch_model.bin",
+            ("https://huggingface.co/laion/CLIP-ViT-L-14-laion2B-s32B-b82K/resolve/main/open_clip_pytorch_model.bin",),
+            None, Preprocess(224, INCEPTION_MEAN, INCEPTION_STD), "gelu",
+            note="sha256 not published by open_clip; the computed hash is recorded in the signature",
+        ),
+        Checkpoint(
+            "pac-s/ViT-B-32", "ViT-B-32", "pacs", "clip_ViT-B-32.pth",
+            ("https://drive.usercontent.google.com/download?id=1F-0Pma-vfJPAiDzeyl-iEdSXZIO1cDae&export=download&confirm=t",),
+            None, base="openai/ViT-B-32",
+            note="PAC-S (Sarto et al. 2023) over OpenAI ViT-B/32; sha256 not published",
+        ),
+        Checkpoint(
+            "pac-s/ViT-L-14", "ViT-L-14", "pacs", "openClip_ViT-L-14.pth", (),
+            None, Preprocess(224, INCEPTION_MEAN, INCEPTION_STD), "gelu", base="open_clip/ViT-L-14-laion2b_s32b_b82k",
+            note=f"PAC-S over open_clip ViT-L-14 laion2b_s32b_b82k; the pacscore README links this name to the "
+            f"ViT-B/32 file's Drive id, so download openClip_ViT-L-14.pth by hand from {_PACS_DRIVE_FOLDER}; "
+            "sha256 not published",
+        ),
+        Checkpoint(
+            "pac-s++/ViT-B-32", "ViT-B-32", "pacs++", "PAC++_clip_ViT-B-32.pth", (f"{_PACPP}/PAC++_clip_ViT-B-32.pth",),
+            None, base="openai/ViT-B-32", note="PAC-S++ (Sarto et al. 2024), LoRA r=4 over OpenAI ViT-B/32; sha256 not published",
+        ),
+        Checkpoint(
+            "pac-s++/ViT-L-14", "ViT-L-14", "pacs++", "PAC++_clip_ViT-L-14.pth", (f"{_PACPP}/PAC++_clip_ViT-L-14.pth",),
+            None, base="openai/ViT-L-14", note="PAC-S++, LoRA r=4 over OpenAI ViT-L/14; sha256 not published",
+        ),
+        Checkpoint(
+            "clip-vocab", "", "vocab", "bpe_simple_vocab_16e6.txt.gz",
+            ("https://github.com/openai/CLIP/raw/main/clip/bpe_simple_vocab_16e6.txt.gz",
+             "https://raw.githubusercontent.com/mlfoundations/open_clip/v2.24.0/src/open_clip/bpe_simple_vocab_16e6.txt.gz"),
+            "924691ac288e54409236115652ad4aa250f48203de50a9e4722a6ecd48d6804a",
+            note="CLIP's BPE vocabulary (OpenAI, MIT licence)",
+        ),
+    )
+}
+
+
+def get_checkpoint(name: str) -> Checkpoint:
+    if name not in CHECKPOINTS:
+        raise UnknownNameError(f"unknown checkpoint {name!r}; known: {', '.join(CHECKPOINTS)}")
+    return CHECKPOINTS[name]
+
+
+def checkpoint_dir() -> Path:
+    """Where downloaded checkpoints live: ``$CAPEVAL_CHECKPOINTS`` or ``cache_dir()/clip``."""
+    env = os.environ.get("CAPEVAL_CHECKPOINTS")
+    if env:
+        return Path(env).expanduser()
+    from capeval.paths import cache_dir
+
+    return cache_dir() / "clip"
+
+
+def local_path(ckpt: Checkpoint, directory: str | os.PathLike[str] | None = None) -> Path:
+    sub = "" if ckpt.kind == "vocab" else ckpt.name.split("/")[0]
+    return Path(directory or checkpoint_dir()) / sub / ckpt.filename
+
+
+def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def resolve(ckpt: Checkpoint, directory: str | os.PathLike[str] | None = None) -> tuple[Path, str]:
+    """Path of the local file and its sha256 (verified when the table knows it); else ResourceError."""
+    path = local_path(ckpt, directory)
+    if not path.is_file():
+        how = f"run `capeval download {ckpt.name}`" if ckpt.urls else f"download {ckpt.filename} by hand ({ckpt.note})"
+        raise ResourceError(
+            f"checkpoint {ckpt.name} is not available: {how}, or place {ckpt.filename} at {path} "
+            f"(set CAPEVAL_CHECKPOINTS to use another folder); a file path also works as the backbone name"
+        )
+    digest = sha256_file(path)
+    if ckpt.sha256 and digest != ckpt.sha256:
+        raise ResourceError(
+            f"{path}: sha256 {digest} does not match the expected {ckpt.sha256} for {ckpt.name}; "
+            f"the file is corrupt or a different checkpoint: delete it and run `capeval download {ckpt.name}`"
+        )
+    return path, digest
+
+
+def is_torchscript(path: str | os.PathLike[str]) -> bool:
+    """TorchScript archives (OpenAI's ``.pt``) are zips with a ``code/`` folder and ``constants.pkl``."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return False
+    return any("/code/" in n or n.startswith("code/") for n in names) and any(n.endswith("constants.pkl") for n in names)
+
+
+def read_state_dict(path: str | os.PathLike[str], trusted: bool = False) -> dict[str, Any]:
+    """Tensors of a checkpoint file: safetensors, or ``torch.load(weights_only=True)``.
+
+    OpenAI's ``.pt`` files are TorchScript archives, which ``weights_only`` cannot read; they
+    are opened with ``torch.jit.load(map_location="cpu").state_dict()`` only when ``trusted``
+    (the file's sha256 matched the official hash, or the user named the file directly).
+    A dict with ``state_dict`` (PAC-S, PAC-S++) is unwrapped.
+    """
+    import torch
+
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return dict(load_file(str(path)))
+    if is_torchscript(path):
+        if not trusted:
+            raise ResourceError(f"{path} is a TorchScript archive whose sha256 is not the official one; refusing to load it")
+        return dict(torch.jit.load(str(path), map_location="cpu").state_dict())
+    try:
+        obj = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # corrupt file or pickled objects beyond tensors
+        raise ResourceError(f"cannot read checkpoint {path} with torch.load(weights_only=True): {exc}") from None
+    if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
+        obj = obj["state_dict"]
+    if not isinstance(obj, dict):
+        raise ResourceError(f"{path}: expected a state dict, got {type(obj).__name__}")
+    return obj
+
+
+def checkpoint_info() -> dict[str, Any]:
+    """For ``capeval info``: each checkpoint's table entry, local path and whether it is present."""
+    out: dict[str, Any] = {"dir": str(checkpoint_dir()), "entries": {}}
+    for name, ckpt in CHECKPOINTS.items():
+        path = local_path(ckpt)
+        entry = ckpt.to_dict()
+        entry.update({"path": str(path), "present": path.is_file()})
+        out["entries"][name] = entry
+    return out

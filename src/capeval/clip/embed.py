@@ -1,0 +1,239 @@
+"""Embedding many images/texts fast: each unique input once, length-sorted text batches,
+image decoding in threads overlapped with the model, and an optional on-disk cache.
+
+Cache: off by default; ``cache=True`` uses ``cache_dir()/embeddings``, a path uses that
+folder. Content-addressed: ``<dir>/<backbone signature hash[:16]>/<kind>/<sha256>.npy`` where
+the sha256 is of the file bytes (images), of mode/size/pixels (PIL images and arrays) or of
+the UTF-8 text. Files are written atomically (temporary file + ``os.replace``).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import io
+import os
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from capeval.errors import InputError
+from capeval.progress import make_progress
+
+
+class EmbeddingCache:
+    """``.npy`` files keyed by (backbone signature, content hash)."""
+
+    def __init__(self, root: str | os.PathLike[str], namespace: str):
+        self.root = Path(root) / namespace[:16]
+
+    def _path(self, kind: str, key: str) -> Path:
+        return self.root / kind / key[:2] / f"{key}.npy"
+
+    def get(self, kind: str, key: str) -> np.ndarray | None:
+        path = self._path(kind, key)
+        try:
+            return np.load(path, allow_pickle=False)
+        except (FileNotFoundError, ValueError, OSError):
+            return None  # absent or unreadable: recompute
+
+    def put(self, kind: str, key: str, value: np.ndarray) -> None:
+        path = self._path(kind, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".emb.", suffix=".npy", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.save(f, np.asarray(value, dtype=np.float32), allow_pickle=False)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def open_cache(cache: Any, backbone: Any) -> EmbeddingCache | None:
+    if cache is None or cache is False:
+        return None
+    if cache is True:
+        from capeval.paths import cache_dir
+
+        root = cache_dir() / "embeddings"
+    else:
+        root = Path(cache)
+    return EmbeddingCache(root, backbone.signature_hash)
+
+
+def _image_key(image: Any) -> Any:
+    """Identity for de-duplication within one call: the path string, else the object."""
+    if isinstance(image, (str, os.PathLike)):
+        return ("path", os.path.abspath(os.fspath(image)))
+    return ("obj", id(image))
+
+
+def _content_hash(image: Any) -> tuple[str, Any]:
+    """(sha256, what to decode) - files are read once and decoded from memory."""
+    if isinstance(image, (str, os.PathLike)):
+        try:
+            data = Path(image).read_bytes()
+        except FileNotFoundError:
+            raise InputError(f"image file not found: {image}") from None
+        except IsADirectoryError:
+            raise InputError(f"expected an image file, got a directory: {image}") from None
+        return hashlib.sha256(data).hexdigest(), data
+    if isinstance(image, np.ndarray):
+        h = hashlib.sha256(f"{image.dtype}{image.shape}".encode())
+        h.update(np.ascontiguousarray(image).tobytes())
+        return h.hexdigest(), image
+    h = hashlib.sha256(f"{getattr(image, 'mode', '')}{getattr(image, 'size', '')}".encode())
+    h.update(image.tobytes())
+    return h.hexdigest(), image
+
+
+def embed_images(backbone: Any, images: Sequence[Any], batch_size: int = 64, cache: Any = None,
+                 progress: bool | None = False, errors: dict[int, str] | None = None,
+                 names: Sequence[str] | None = None, workers: int | None = None,
+                 stats: dict[str, Any] | None = None) -> np.ndarray:
+    """(N, D) float32 image embeddings (projected, not normalised), one row per input.
+
+    ``images``: paths, PIL images or HWC uint8 arrays; duplicates are embedded once.
+    Bad images raise :class:`InputError` naming the file, or, when an ``errors`` dict is
+    given, are recorded there (input index -> message) and get a row of NaN.
+    """
+    store = open_cache(cache, backbone)
+    first: dict[Any, int] = {}
+    owner = [first.setdefault(_image_key(im), i) for i, im in enumerate(images)]
+    uniq = list(first.values())
+    out = np.full((len(images), backbone.embed_dim), np.nan, dtype=np.float32)
+    done: dict[int, np.ndarray] = {}
+    bad: dict[int, str] = {}
+
+    def label(i: int) -> str:
+        return names[i] if names is not None else (os.fspath(images[i]) if isinstance(images[i], (str, os.PathLike)) else f"#{i}")
+
+    def prepare(i: int) -> tuple[str | None, Any]:
+        """Runs in a worker thread: hash (for the cache), look up, else decode + preprocess."""
+        im = images[i]
+        key = None
+        if store is not None:
+            key, im = _content_hash(im)
+            hit = store.get("image", key)
+            if hit is not None:
+                return key, hit
+            if isinstance(im, bytes):
+                buf = io.BytesIO(im)
+                buf.name = os.fspath(images[i])  # errors name the user's file
+                im = buf
+        return key, backbone.load_image(im, label(i))
+
+    workers = workers or min(4, (os.cpu_count() or 2))
+    with ThreadPoolExecutor(max_workers=workers) as pool, make_progress(len(uniq), "images", progress) as bar:
+        pending: collections.deque[tuple[int, Future]] = collections.deque()
+        it = iter(uniq)
+        ahead = 3 * batch_size  # bounded prefetch keeps memory flat
+
+        def refill() -> None:
+            while len(pending) < ahead:
+                try:
+                    i = next(it)
+                except StopIteration:
+                    return
+                pending.append((i, pool.submit(prepare, i)))
+
+        refill()
+        batch_idx: list[int] = []
+        batch_px: list[torch.Tensor] = []
+        batch_keys: list[str | None] = []
+
+        def flush() -> None:
+            if not batch_idx:
+                return
+            feats = backbone.encode_images(torch.stack(batch_px)).to("cpu", torch.float32).numpy()
+            for j, i in enumerate(batch_idx):
+                done[i] = feats[j]
+                if store is not None and batch_keys[j] is not None:
+                    store.put("image", batch_keys[j], feats[j])
+            bar.update(len(batch_idx))
+            batch_idx.clear(), batch_px.clear(), batch_keys.clear()
+
+        while pending:
+            i, fut = pending.popleft()
+            refill()
+            try:
+                key, value = fut.result()
+            except InputError as exc:
+                if errors is None:
+                    raise
+                bad[i] = str(exc)
+                bar.update(1)
+                continue
+            if isinstance(value, np.ndarray):  # cache hit
+                done[i] = value
+                bar.update(1)
+                continue
+            batch_idx.append(i), batch_px.append(value), batch_keys.append(key)
+            if len(batch_idx) >= batch_size:
+                flush()
+        flush()
+    for i, o in enumerate(owner):
+        if o in done:
+            out[i] = done[o]
+        elif errors is not None and o in bad:
+            errors[i] = bad[o]
+    if stats is not None:
+        stats.update({"unique_images": len(uniq)})
+    return out
+
+
+def embed_texts(backbone: Any, texts: Sequence[str], batch_size: int = 256, cache: Any = None,
+                progress: bool | None = False, stats: dict[str, Any] | None = None) -> np.ndarray:
+    """(N, D) float32 text embeddings (EOT features @ text_projection, not normalised).
+
+    Each unique text is tokenised and embedded once; texts are sorted by token count and
+    each batch is padded to its own longest sequence (exact under the causal mask).
+    ``stats`` (optional dict) receives ``unique_texts`` and ``truncated`` (unique texts cut at 77).
+    """
+    store = open_cache(cache, backbone)
+    index: dict[str, int] = {}
+    owner = [index.setdefault(t, len(index)) for t in texts]
+    uniq = list(index)
+    ids: list[list[int]] = []
+    cut: list[bool] = []
+    for t in uniq:  # one at a time to know which texts were truncated
+        one, n = backbone.tokenize([t])
+        ids.append(one[0])
+        cut.append(bool(n))
+    feats = np.zeros((len(uniq), backbone.embed_dim), dtype=np.float32)
+    todo = list(range(len(uniq)))
+    keys: list[str] = []
+    if store is not None:
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in uniq]
+        todo = []
+        for i, k in enumerate(keys):
+            hit = store.get("text", k)
+            if hit is None:
+                todo.append(i)
+            else:
+                feats[i] = hit
+    todo.sort(key=lambda i: len(ids[i]))
+    with make_progress(len(todo), "texts", progress) as bar:
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            emb = backbone.encode_texts([ids[i] for i in chunk]).to("cpu", torch.float32).numpy()
+            feats[chunk] = emb
+            if store is not None:
+                for j, i in enumerate(chunk):
+                    store.put("text", keys[i], emb[j])
+            bar.update(len(chunk))
+    if stats is not None:
+        stats.update({"unique_texts": len(uniq), "truncated": sum(cut),
+                      "truncated_texts": {uniq[i] for i in range(len(uniq)) if cut[i]}})
+    return feats[owner] if owner else feats[:0]
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """Row-wise L2 normalisation in float32, as the reference code does it in numpy."""
+    x = np.asarray(x, dtype=np.float32)
+    return x / np.sqrt(np.sum(x**2, axis=1, keepdims=True))

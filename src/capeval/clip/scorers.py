@@ -1,0 +1,223 @@
+"""CLIP-S / RefCLIP-S, PAC-S / RefPAC-S and PAC-S++ / RefPAC-S++ scorers.
+
+Reference-free (Hessel et al. 2021, CLIPScore; Sarto et al. 2023, PAC-S; Sarto et al.
+2024, PAC-S++)::
+
+    score(c, v) = w * max(cos(E_t(prompt + c), E_i(v)), 0)           range [0, w], higher is better
+
+Reference-based::
+
+    t = max(0, max_r cos(E_t(prompt + c), E_t(prompt + r)))
+    ref-score = 2 * score * t / (score + t), and 0 when score + t = 0   range [0, w), higher is better
+
+The reference code (clipscore, pacscore) divides by zero when both parts are 0 (NaN) and
+does not clamp ``t``; capeval clamps ``t`` at 0 as the paper's formula says and defines the
+score as 0 in that case. System score = mean of item scores. Inputs: candidates and images
+(plus references for the ``ref-`` variants). Prompt ``"A photo depicts "`` before every
+candidate and reference; CLIP BPE, 77 tokens with EOT kept; images resized (shorter side,
+bicubic), centre-cropped, normalised with the checkpoint's mean/std; fp32.
+
+w: CLIP-S 2.5 (clipscore), PAC-S 2.0 (pacscore). PAC-S++: 2.5 for ViT-B/32 and 3.0 for
+ViT-L/14, as the PAC-S++ paper states (pacscore's correlation script reuses 2.0; w never
+changes the ranking of the reference-free score, but it does change the ref- variant).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from capeval.clip.embed import embed_images, embed_texts, l2_normalize
+from capeval.errors import InputError
+from capeval.inputs import check_same_ids, normalize_candidates, normalize_references
+from capeval.result import MetricResult, Report, Signature
+
+PROMPT = "A photo depicts "
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
+
+
+class _ClipFamilyScorer:
+    """Shared machinery; subclasses set ``produces``, the default backbone and ``w``."""
+
+    produces: ClassVar[tuple[str, ...]] = ()
+    needs: ClassVar[frozenset[str]] = frozenset({"images"})
+    default_backbone: ClassVar[str] = ""
+    default_w: ClassVar[float] = 2.5
+
+    def __init__(self, metrics: Sequence[str] | None = None, backbone: Any = None, device: str = "cpu",
+                 w: float | None = None, prompt: str = PROMPT, batch_size: int = 64, text_batch_size: int = 256,
+                 cache: Any = None, lora: str = "effective"):
+        chosen = tuple(metrics) if metrics else self.produces
+        unknown = [m for m in chosen if m not in self.produces]
+        if unknown:
+            raise InputError(f"{type(self).__name__} cannot produce {unknown}; it produces {list(self.produces)}")
+        self.metrics = chosen
+        if backbone is None or isinstance(backbone, (str, os.PathLike)):
+            from capeval.clip.backbone import load_backbone
+
+            backbone = load_backbone(backbone or self.default_backbone, device=device, lora=lora)
+        self.backbone = backbone
+        self.w = float(w) if w is not None else self._default_w()
+        self.prompt = prompt
+        self.batch_size = batch_size
+        self.text_batch_size = text_batch_size
+        self.cache = cache
+
+    def _default_w(self) -> float:
+        return self.default_w
+
+    # -- inputs -------------------------------------------------------------------
+    def _image_source(self, images: Any, ids: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+        """id -> image (path/PIL/array), and id -> problem for ids without a usable image."""
+        found: dict[str, Any] = {}
+        bad: dict[str, str] = {}
+        if images is None:
+            raise InputError(f"{'/'.join(self.metrics)} needs images: pass images=<folder> or a mapping id -> image")
+        if isinstance(images, (str, os.PathLike)):
+            folder = Path(images)
+            if not folder.is_dir():
+                raise InputError(f"images folder not found: {folder}")
+            by_stem: dict[str, list[Path]] = {}
+            names = {}
+            for entry in os.scandir(folder):
+                names[entry.name] = Path(entry.path)
+                stem, ext = os.path.splitext(entry.name)
+                if ext.lower() in IMAGE_EXTENSIONS:
+                    by_stem.setdefault(stem, []).append(Path(entry.path))
+            for i in ids:
+                if i in names and names[i].is_file():
+                    found[i] = names[i]
+                elif len(by_stem.get(i, [])) == 1:
+                    found[i] = by_stem[i][0]
+                elif by_stem.get(i):
+                    bad[i] = f"item {i!r}: several image files match: {sorted(p.name for p in by_stem[i])}"
+                else:
+                    bad[i] = f"item {i!r}: no image {i} or {i}.{{{','.join(e[1:] for e in IMAGE_EXTENSIONS)}}} in {folder}"
+            return found, bad
+        if isinstance(images, Mapping):
+            table = {str(k): v for k, v in images.items()}
+            for i in ids:
+                if i in table:
+                    found[i] = table[i]
+                else:
+                    bad[i] = f"item {i!r}: no image given for this id"
+            return found, bad
+        raise InputError(f"images must be a folder or a mapping id -> path/PIL image/array, got {type(images).__name__}")
+
+    # -- scoring ------------------------------------------------------------------
+    def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
+              *, images: Any = None, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
+        """Score ``{id: caption}`` against ``images`` (folder or ``{id: image}``) and optional references."""
+        cands = normalize_candidates(candidates, allow_empty=True)
+        want_ref = any(m.startswith("ref-") for m in self.metrics)
+        refs: dict[str, list[str]] | None = None
+        if want_ref:
+            if references is None:
+                raise InputError(f"{', '.join(m for m in self.metrics if m.startswith('ref-'))} needs references")
+            refs = normalize_references(references)
+            check_same_ids(cands, refs)
+        ids = list(cands)
+        sources, bad = self._image_source(images, ids)
+        for i in ids:
+            if not cands[i].strip():
+                bad.setdefault(i, f"item {i!r}: caption is empty")
+        good = [i for i in ids if i not in bad]
+        errors: dict[int, str] = {}
+        img = embed_images(self.backbone, [sources[i] for i in good], self.batch_size, self.cache, progress,
+                           errors=errors, names=good, stats=(img_stats := {}))
+        for k, msg in errors.items():
+            bad[good[k]] = msg if msg.startswith("item ") else f"item {good[k]!r}: {msg}"
+        if bad and not skip_bad_items:
+            first = next(i for i in ids if i in bad)
+            more = f" (and {len(bad) - 1} more bad items; use skip_bad_items to skip them)" if len(bad) > 1 else ""
+            raise InputError(bad[first] + more, first)
+        keep = [k for k, i in enumerate(good) if i not in bad]
+        good = [good[k] for k in keep]
+        if not good:
+            raise InputError("no usable items: every item was skipped")
+        img = l2_normalize(img[keep])
+        texts = [self.prompt + cands[i] for i in good]
+        n_ref = [len(refs[i]) for i in good] if refs is not None else []
+        if refs is not None:
+            texts += [self.prompt + r for i in good for r in refs[i]]
+        txt = l2_normalize(embed_texts(self.backbone, texts, self.text_batch_size, self.cache, progress,
+                                       stats=(txt_stats := {})))
+        cand = txt[: len(good)]
+        clip = self.w * np.clip(np.sum(cand * img, axis=1), 0, None)
+        cut = txt_stats.get("truncated_texts", set())
+        counters = {
+            "truncated_candidates": sum(1 for i in good if self.prompt + cands[i] in cut),
+            "unique_images": img_stats.get("unique_images", 0),
+            "unique_texts": txt_stats.get("unique_texts", 0),
+        }
+        skipped = [i for i in ids if i in bad]
+        results = []
+        base = self.metrics[0].removeprefix("ref-")
+        if base in self.metrics:
+            items = {i: float(s) for i, s in zip(good, clip)}
+            results.append(self._result(base, items, counters, skipped, None))
+        if refs is not None:
+            ref_feats = txt[len(good):]
+            sims = np.empty(len(good))
+            pos = 0
+            for k, n in enumerate(n_ref):
+                sims[k] = max(0.0, float(np.max(ref_feats[pos : pos + n] @ cand[k])))
+                pos += n
+            denom = clip + sims
+            ref_score = np.where(denom > 0, 2 * clip * sims / np.where(denom > 0, denom, 1), 0.0)
+            extras = dict(counters)
+            extras["truncated_references"] = sum(1 for i in good for r in refs[i] if self.prompt + r in cut)
+            extras[base] = {i: float(s) for i, s in zip(good, clip)}
+            extras["ref_similarity"] = {i: float(s) for i, s in zip(good, sims)}
+            items = {i: float(s) for i, s in zip(good, ref_score)}
+            results.append(self._result("ref-" + base, items, extras, skipped, n_ref))
+        return Report([r for m in self.metrics for r in results if r.metric == m])
+
+    def _result(self, metric: str, items: dict[str, float], extras: dict[str, Any], skipped: list[str],
+                n_ref: list[int] | None) -> MetricResult:
+        return MetricResult(metric=metric, system=float(np.mean(list(items.values()))), items=items,
+                            signature=self.signature(metric, n_ref), extras=extras, skipped=tuple(skipped))
+
+    def signature(self, metric: str, n_ref: list[int] | None = None) -> Signature:
+        import torch
+
+        sig = dict(self.backbone.signature)
+        params: dict[str, Any] = {"backbone": sig.pop("backbone"), "w": self.w, "prompt": json.dumps(self.prompt)}
+        if n_ref:
+            lo, hi = min(n_ref), max(n_ref)
+            params["nrefs"] = str(lo) if lo == hi else f"{lo}-{hi}"
+        params.update(sig)
+        params["versions"] = {"torch": torch.__version__, "numpy": np.__version__}
+        return Signature.build(metric, **params)
+
+
+class ClipScore(_ClipFamilyScorer):
+    """CLIP-S and RefCLIP-S (Hessel et al. 2021, CLIPScore): OpenAI ViT-B/32, w = 2.5; range [0, 2.5]."""
+
+    produces = ("clip-s", "ref-clip-s")
+    default_backbone = "openai/ViT-B-32"
+    default_w = 2.5
+
+
+class PacScore(_ClipFamilyScorer):
+    """PAC-S and RefPAC-S (Sarto et al. 2023): PAC-S fine-tuned CLIP ViT-B/32, w = 2.0; range [0, 2]."""
+
+    produces = ("pac-s", "ref-pac-s")
+    default_backbone = "pac-s/ViT-B-32"
+    default_w = 2.0
+
+
+class PacScorePlusPlus(_ClipFamilyScorer):
+    """PAC-S++ and RefPAC-S++ (Sarto et al. 2024): LoRA-tuned CLIP; w = 2.5 (ViT-B/32) or 3.0 (ViT-L/14)."""
+
+    produces = ("pac-s++", "ref-pac-s++")
+    default_backbone = "pac-s++/ViT-B-32"
+    default_w = 2.5
+
+    def _default_w(self) -> float:
+        arch = str(self.backbone.signature.get("arch", ""))
+        return 3.0 if "L-14" in arch else 2.5

@@ -1,0 +1,98 @@
+"""Checkpoint table, missing-file and hash errors, and ``capeval download``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from capeval.clip import checkpoints as ck
+from capeval.cli.main import main
+from capeval.errors import ResourceError
+
+
+def test_table_has_the_required_entries():
+    for name in ("openai/ViT-B-32", "openai/ViT-L-14", "open_clip/ViT-L-14-laion2b_s32b_b82k", "pac-s/ViT-B-32",
+                 "pac-s/ViT-L-14", "pac-s++/ViT-B-32", "pac-s++/ViT-L-14", "clip-vocab"):
+        assert name in ck.CHECKPOINTS
+    # OpenAI's URLs carry the sha256 as the folder name
+    for name in ("openai/ViT-B-32", "openai/ViT-L-14"):
+        entry = ck.CHECKPOINTS[name]
+        assert entry.urls[0].split("/")[-2] == entry.sha256
+    laion = ck.CHECKPOINTS["pac-s/ViT-L-14"]
+    assert laion.preprocess.mean == laion.preprocess.std == (0.5, 0.5, 0.5) and laion.activation == "gelu"
+    assert ck.CHECKPOINTS["pac-s++/ViT-L-14"].base == "openai/ViT-L-14"
+    info = ck.checkpoint_info()
+    assert info["entries"]["openai/ViT-B-32"]["present"] in (True, False)
+
+
+def test_missing_file_says_what_to_download(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPEVAL_CHECKPOINTS", str(tmp_path))
+    with pytest.raises(ResourceError) as err:
+        ck.resolve(ck.CHECKPOINTS["pac-s++/ViT-B-32"])
+    msg = str(err.value)
+    assert "capeval download pac-s++/ViT-B-32" in msg and str(tmp_path / "pac-s++" / "PAC++_clip_ViT-B-32.pth") in msg
+
+
+def test_missing_file_through_the_scorer(tmp_path, monkeypatch):
+    import capeval
+
+    monkeypatch.setenv("CAPEVAL_CHECKPOINTS", str(tmp_path))
+    with pytest.raises(ResourceError, match="capeval download pac-s/ViT-B-32"):
+        capeval.load("pac-s")
+
+
+def test_hash_mismatch_names_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPEVAL_CHECKPOINTS", str(tmp_path))
+    path = tmp_path / "openai" / "ViT-L-14.pt"
+    path.parent.mkdir()
+    path.write_bytes(b"not the model")
+    with pytest.raises(ResourceError) as err:
+        ck.resolve(ck.CHECKPOINTS["openai/ViT-L-14"])
+    assert str(path) in str(err.value) and "sha256" in str(err.value)
+
+
+def test_unknown_sha_is_recorded_not_invented(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPEVAL_CHECKPOINTS", str(tmp_path))
+    path = tmp_path / "pac-s" / "clip_ViT-B-32.pth"
+    path.parent.mkdir()
+    path.write_bytes(b"abc")
+    assert ck.CHECKPOINTS["pac-s/ViT-B-32"].sha256 is None
+    got, digest = ck.resolve(ck.CHECKPOINTS["pac-s/ViT-B-32"])
+    assert got == path and digest == hashlib.sha256(b"abc").hexdigest()
+
+
+def _fake_entry(monkeypatch, tmp_path, payload: bytes, sha: str | None):
+    src = tmp_path / "remote.bin"
+    src.write_bytes(payload)
+    entry = replace(ck.CHECKPOINTS["pac-s++/ViT-B-32"], urls=(src.as_uri(),), sha256=sha)
+    monkeypatch.setitem(ck.CHECKPOINTS, "pac-s++/ViT-B-32", entry)
+    return entry
+
+
+def test_download_verifies_and_writes_atomically(tmp_path, monkeypatch, capsys):
+    payload = b"weights" * 1000
+    _fake_entry(monkeypatch, tmp_path, payload, hashlib.sha256(payload).hexdigest())
+    out = tmp_path / "ckpts"
+    assert main(["download", "pac-s++/ViT-B-32", "--dir", str(out)]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    target = out / "pac-s++" / "PAC++_clip_ViT-B-32.pth"
+    assert Path(line["path"]) == target and target.read_bytes() == payload
+    assert [p.name for p in target.parent.iterdir()] == [target.name]  # no temporary files left
+
+
+def test_download_with_wrong_hash_writes_nothing(tmp_path, monkeypatch, capsys):
+    _fake_entry(monkeypatch, tmp_path, b"tampered", "0" * 64)
+    out = tmp_path / "ckpts"
+    assert main(["download", "pac-s++/ViT-B-32", "--dir", str(out)]) == 2
+    assert "sha256" in capsys.readouterr().err
+    assert not any(p.is_file() for p in out.rglob("*"))
+
+
+def test_download_list(capsys):
+    assert main(["download", "--list"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert "pac-s++/ViT-L-14" in table["entries"]
