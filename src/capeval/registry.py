@@ -108,7 +108,7 @@ register_preset("bleu", ("bleu-1", "bleu-2", "bleu-3", "bleu-4"))
 
 def _load_plugins() -> None:
     """Spec tables of the optional metric families (data only, no heavy imports)."""
-    for module in ("capeval.clip.specs",):
+    for module in ("capeval.clip.specs", "capeval.video.specs"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -1,0 +1,420 @@
+"""Scorers behind ``emscore`` / ``ref-emscore`` and ``pac-s-video`` / ``ref-pac-s-video``.
+
+EMScore (Shi et al., CVPR 2022) with OpenAI CLIP ViT-B/32 by default, and the same formulas
+on the PAC-S ViT-B/32 backbone for PAC-S's video evaluation (Sarto et al., CVPR 2023). Item
+score: ``full_F``; reference-free = ``(F + coarse) / 2`` of the caption against the video,
+reference-based = the mean of that and the same quantity against the references (each in
+[-1, 1], in practice about 0.1-0.4 for CLIP; higher is better). System score: mean of items.
+The formulas, and where capeval deliberately differs from the reference code, are in
+:mod:`capeval.video.emscore`; how videos are read and frames sampled in
+:mod:`capeval.video.frames`.
+
+PAC-S for video
+    No official code for it is public (aimagelab/pacscore has image evaluation only). The
+    paper evaluates videos with EMScore's formulation on the PAC-S backbone; third-party
+    reproductions swap the CLIP model inside EMScore's code. So: EMScore's text handling,
+    i.e. the raw caption *without* the ``"A photo depicts"`` prefix of image PAC-S, and no
+    ``w`` rescaling (EMScore's formula has none). ``prefix=`` is available for experiments
+    and is recorded in the signature when set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from capeval.errors import InputError
+from capeval.inputs import check_same_ids, normalize_candidates, normalize_references
+from capeval.progress import make_progress
+from capeval.result import MetricResult, Report, Signature
+from capeval.video import emscore as em
+from capeval.video import frames as vf
+
+_IDF_CHOICES = ("auto", "candidates", "references", "none")
+
+
+def _versions() -> dict[str, str]:
+    out = {"torch": torch.__version__.split("+")[0]}
+    try:
+        import av
+
+        out["av"] = av.__version__
+    except ImportError:
+        pass
+    return out
+
+
+class EMScore:
+    """EMScore (reference-free) and EMScore with references, on a CLIP backbone.
+
+    Options: ``backbone`` (checkpoint name, path, or a loaded ``ClipBackbone``), ``device``,
+    ``n_frames`` (10, VATEX-EVAL's uniform sampling; ``None`` = every frame, as
+    ``EMScorer.score`` on video files), ``idf`` (``True``/``"auto"``: references for the
+    reference-based metric and candidates for the reference-free one, as the reference does
+    when called without references; ``"candidates"``, ``"references"``, ``False``/``"none"``
+    = weight 1 for every token; or a list of sentences = a fixed corpus such as VATEX's
+    training captions, as the VATEX-EVAL demo uses), ``batch_size`` (texts/items per
+    batch), ``frame_batch_size``, ``prefix`` (prepended to every caption; none by default).
+
+    Needs ``videos=`` (folder or ``{id: video}``) at :meth:`score`; the ``ref-`` metric also
+    references. Extras per item: fine-grained ``precision``/``recall``/``f`` and ``coarse``
+    (with ``video_``/``ref_`` prefixes for the reference-based metric), ``total_frames`` (T),
+    and counters ``n_truncated`` (captions cut at the 77-token context, ``[EOT]`` kept; the
+    reference code errors instead), ``n_zero_idf`` and ``n_negative_max`` (see
+    :mod:`capeval.video.emscore`).
+    """
+
+    produces: ClassVar[tuple[str, ...]] = ("emscore", "ref-emscore")
+    needs: ClassVar[frozenset[str]] = frozenset({"videos"})
+    default_backbone: ClassVar[str] = "openai/ViT-B-32"
+    variant: ClassVar[str] = "emscore"
+
+    def __init__(
+        self,
+        metrics: Sequence[str] | None = None,
+        backbone: Any = None,
+        device: str = "cpu",
+        n_frames: int | None = vf.DEFAULT_N_FRAMES,
+        idf: bool | str | Sequence[str] = True,
+        batch_size: int = 64,
+        frame_batch_size: int = 64,
+        prefix: str = "",
+        checkpoint_dir: str | None = None,
+        tokenizer: str | None = None,
+    ):
+        chosen = tuple(metrics) if metrics else self.produces
+        unknown = [m for m in chosen if m not in self.produces]
+        if unknown:
+            raise InputError(f"{type(self).__name__} cannot produce {unknown}; it produces {list(self.produces)}")
+        self.metrics = chosen
+        if n_frames is not None:
+            vf.sample_indices(1, n_frames)  # validates
+        self.n_frames = n_frames
+        self.idf = self._check_idf(idf)
+        if int(batch_size) < 1 or int(frame_batch_size) < 1:
+            raise InputError("batch sizes must be positive")
+        self.batch_size = int(batch_size)
+        self.frame_batch_size = int(frame_batch_size)
+        if not isinstance(prefix, str):
+            raise InputError(f"prefix must be a string, got {type(prefix).__name__}")
+        self.prefix = prefix
+        self.backbone = self._load_backbone(backbone, device, checkpoint_dir, tokenizer)
+
+    # -- construction helpers ------------------------------------------------------------
+    @staticmethod
+    def _check_idf(idf: Any) -> Any:
+        if idf is True or idf is False:
+            return "auto" if idf else "none"
+        if isinstance(idf, str):
+            key = idf.strip().lower()
+            if key in ("true", "yes"):
+                key = "auto"
+            if key in ("false", "no"):
+                key = "none"
+            if key not in _IDF_CHOICES:
+                raise InputError(f"idf must be one of {list(_IDF_CHOICES)}, True/False or a list of sentences, got {idf!r}")
+            return key
+        if isinstance(idf, Sequence) and all(isinstance(s, str) for s in idf):
+            if not idf:
+                raise InputError("idf corpus is empty")
+            return tuple(idf)
+        raise InputError(f"idf must be True/False, one of {list(_IDF_CHOICES)} or a list of sentences")
+
+    def _load_backbone(self, backbone: Any, device: str, checkpoint_dir: str | None, tokenizer: str | None) -> Any:
+        if backbone is not None and not isinstance(backbone, (str, os.PathLike)):
+            if not hasattr(backbone, "encode_text_tokens"):
+                raise InputError(f"backbone must be a checkpoint name, a path or a ClipBackbone, got {type(backbone).__name__}")
+            return backbone
+        from capeval.clip.backbone import load_backbone
+
+        return load_backbone(backbone or self.default_backbone, device=device or "cpu",
+                             checkpoint_dir=checkpoint_dir, tokenizer=tokenizer)
+
+    @property
+    def _names(self) -> tuple[str, str]:
+        return self.produces[0], self.produces[1]
+
+    # -- scoring --------------------------------------------------------------------------
+    def score(
+        self,
+        candidates: Mapping[Any, Any] | Sequence[str],
+        references: Mapping[Any, Any] | None = None,
+        *,
+        videos: Any = None,
+        skip_bad_items: bool = False,
+        progress: bool | None = False,
+        **inputs: Any,
+    ) -> Report:
+        """Score ``{id: caption}`` against each item's video (and ``{id: [reference, ...]}``)."""
+        inputs.pop("images", None)  # meant for image metrics scored in the same call
+        if inputs:
+            raise InputError(f"{type(self).__name__}: unexpected inputs {sorted(inputs)}")
+        free_name, ref_name = self._names
+        want_ref = ref_name in self.metrics
+        cands = normalize_candidates(candidates)
+        refs: dict[str, list[str]] | None = None
+        if want_ref or self.idf == "references":
+            if references is None:
+                raise InputError(f"{ref_name if want_ref else 'idf=references'} needs references; none were given")
+            refs = normalize_references(references)
+            check_same_ids(cands, refs)
+        index = vf.as_video_index(videos)
+        bb = self.backbone
+
+        # 1. videos: sample, embed each unique video once
+        skipped: list[str] = []
+        video_of: dict[str, tuple[str, Any]] = {}
+        sources: dict[tuple[str, Any], Any] = {}
+        for item in cands:
+            try:
+                src = vf.resolve_source(index, item)
+            except InputError:
+                if not skip_bad_items:
+                    raise
+                skipped.append(item)
+                continue
+            key = vf.source_key(src)
+            sources.setdefault(key, src)
+            video_of[item] = key
+        owners: dict[tuple[str, Any], str] = {}
+        for item, key in video_of.items():
+            owners.setdefault(key, item)
+        feats, totals, failed = self._embed_videos(sources, owners, skip_bad_items, progress)
+        for item, key in list(video_of.items()):
+            if key in failed:
+                skipped.append(item)
+                del video_of[item]
+        ids = [i for i in cands if i in video_of]
+        skipped_set = set(skipped)
+        skipped = [i for i in cands if i in skipped_set]
+
+        # 2. texts: tokenise and embed each unique text once
+        cand_text = {i: self.prefix + cands[i] for i in ids}
+        ref_text = {i: [self.prefix + r for r in refs[i]] for i in ids} if refs is not None else {}
+        texts = list(dict.fromkeys([*cand_text.values(), *(r for rs in ref_text.values() for r in rs)]))
+        tok_ids, truncated = self._tokenize(texts)
+        tok_feats = self._embed_texts(texts, tok_ids)
+
+        results: list[MetricResult] = []
+        base_sig = self._signature_params()
+        if free_name in self.metrics:
+            idf, idf_desc = self._idf_table(False, ids, cand_text, ref_text, tok_ids)
+            v = self._video_part(ids, cand_text, video_of, feats, tok_ids, tok_feats, idf)
+            n_trunc = sum(cand_text[i] in truncated for i in ids)
+            extras = {
+                "precision": _per_item(ids, v["P"]), "recall": _per_item(ids, v["R"]),
+                "f": _per_item(ids, v["F"]), "coarse": _per_item(ids, v["coarse"]),
+                "total_frames": {i: totals[video_of[i]] for i in ids},
+                "n_truncated": n_trunc, "n_zero_idf": int(v["zero_idf"].sum()),
+                "n_negative_max": int(v["negative"].sum()),
+            }
+            scores = v["full"]
+            sig = Signature.build(free_name, **base_sig, idf=idf_desc, versions=_versions())
+            results.append(self._result(free_name, ids, scores, sig, extras, skipped))
+        if want_ref:
+            assert refs is not None
+            idf, idf_desc = self._idf_table(True, ids, cand_text, ref_text, tok_ids)
+            v = self._video_part(ids, cand_text, video_of, feats, tok_ids, tok_feats, idf)
+            r = self._ref_part(ids, cand_text, ref_text, tok_ids, tok_feats, idf)
+            scores = (v["full"] + r["full"]) / 2
+            n_trunc = sum(cand_text[i] in truncated for i in ids)
+            n_trunc += sum(x in truncated for i in ids for x in ref_text[i])
+            extras = {
+                "video_precision": _per_item(ids, v["P"]), "video_recall": _per_item(ids, v["R"]),
+                "video_f": _per_item(ids, v["F"]), "video_coarse": _per_item(ids, v["coarse"]),
+                "ref_precision": _per_item(ids, r["P"]), "ref_recall": _per_item(ids, r["R"]),
+                "ref_f": _per_item(ids, r["F"]), "ref_coarse": _per_item(ids, r["coarse"]),
+                "total_frames": {i: totals[video_of[i]] for i in ids},
+                "n_truncated": n_trunc,
+                "n_zero_idf": int((v["zero_idf"] | r["zero_idf"]).sum()),
+                "n_negative_max": int((v["negative"] | r["negative"]).sum()),
+            }
+            counts = sorted({len(refs[i]) for i in ids}) or [0]
+            nrefs = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+            sig = Signature.build(ref_name, **base_sig, idf=idf_desc, nrefs=nrefs, versions=_versions())
+            results.append(self._result(ref_name, ids, scores, sig, extras, skipped))
+        return Report(results)
+
+    # -- steps ----------------------------------------------------------------------------
+    def _signature_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"variant": f"{self.variant}:full_F"}
+        params.update(self.backbone.signature)
+        params.update({
+            "frames": self.n_frames if self.n_frames is not None else "all",
+            "sampling": vf.SAMPLING,
+            "decode": "pyav:rgb24",
+            "tokens": "sot..eot",
+            "prefix": repr(self.prefix) if self.prefix else None,
+        })
+        return params
+
+    def _result(self, name: str, ids: list[str], scores: torch.Tensor, sig: Signature,
+                extras: dict[str, Any], skipped: list[str]) -> MetricResult:
+        values = [float(x) for x in scores.tolist()]
+        system = float(np.mean(values)) if values else math.nan
+        return MetricResult(name, system, dict(zip(ids, values)), sig, extras, tuple(skipped))
+
+    def _tokenize(self, texts: list[str]) -> tuple[dict[str, list[int]], set[str]]:
+        out: dict[str, list[int]] = {}
+        cut: set[str] = set()
+        for t in texts:  # one at a time to know which were truncated
+            ids, n = self.backbone.tokenize([t])
+            out[t] = list(ids[0])
+            if n:
+                cut.add(t)
+        return out, cut
+
+    def _embed_texts(self, texts: list[str], tok_ids: dict[str, list[int]]) -> dict[str, torch.Tensor]:
+        """Normalised token features ``(L, D)`` over [SOT]..[EOT] per unique text (CPU, fp32)."""
+        order = sorted(texts, key=lambda t: len(tok_ids[t]))
+        out: dict[str, torch.Tensor] = {}
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            states, mask = self.backbone.encode_text_tokens([tok_ids[t] for t in chunk])
+            states = em.l2_normalize(states.to("cpu", torch.float32))
+            lengths = mask.sum(dim=1).tolist()
+            for k, t in enumerate(chunk):
+                out[t] = states[k, : int(lengths[k])].clone()
+        return out
+
+    def _embed_videos(self, sources: dict[Any, Any], owners: dict[Any, str], skip: bool,
+                      progress: bool | None) -> tuple[dict[Any, torch.Tensor], dict[Any, int], set[Any]]:
+        """Normalised frame embeddings ``(n_frames, D)`` per unique source; T per source."""
+        from capeval.clip.embed import embed_images
+
+        feats: dict[Any, torch.Tensor] = {}
+        totals: dict[Any, int] = {}
+        failed: set[Any] = set()
+        keys = list(sources)
+        per_chunk = max(1, self.frame_batch_size // max(1, self.n_frames or 32)) * 2
+
+        def load(key: Any) -> Any:
+            try:
+                return vf.load_frames(sources[key], self.n_frames, owners[key])
+            except InputError as exc:
+                return exc
+
+        with ThreadPoolExecutor(max_workers=2) as pool, \
+                make_progress(len(keys), "/".join(self.metrics)[:24], progress) as bar:
+            for start in range(0, len(keys), per_chunk):
+                chunk = keys[start : start + per_chunk]
+                sampled = list(pool.map(load, chunk))
+                flat: list[Any] = []
+                names: list[str] = []
+                spans: list[tuple[Any, int, int]] = []
+                for key, s in zip(chunk, sampled):
+                    if isinstance(s, InputError):
+                        if not skip:
+                            raise s
+                        failed.add(key)
+                        continue
+                    totals[key] = s.total
+                    spans.append((key, len(flat), len(flat) + len(s.frames)))
+                    flat.extend(s.frames)
+                    names.extend(f"{s.source}#frame{i}" for i in s.indices)
+                errors: dict[int, str] = {}
+                emb = embed_images(self.backbone, flat, batch_size=self.frame_batch_size,
+                                   errors=errors, names=names) if flat else np.zeros((0, 1))
+                for key, a, b in spans:
+                    bad = [errors[i] for i in range(a, b) if i in errors]
+                    if bad:
+                        if not skip:
+                            raise InputError(f"item {owners[key]!r}: {bad[0]}", owners[key])
+                        failed.add(key)
+                        continue
+                    feats[key] = em.l2_normalize(torch.from_numpy(np.ascontiguousarray(emb[a:b])))
+                bar.update(len(chunk))
+        return feats, totals, failed
+
+    def _idf_table(self, with_refs: bool, ids: list[str], cand_text: dict[str, str],
+                   ref_text: dict[str, list[str]], tok_ids: dict[str, list[int]]) -> tuple[em.Idf, str]:
+        mode = self.idf
+        if mode == "none":
+            return em.Idf.uniform(), "none"
+        if isinstance(mode, tuple):
+            corpus = [self.prefix + s for s in mode]
+            extra, _ = self._tokenize(list(dict.fromkeys(corpus)))
+            corpus_ids = [extra[s] for s in corpus]
+            digest = hashlib.sha256("\n".join(mode).encode("utf-8")).hexdigest()[:12]
+            desc = f"corpus(n={len(corpus)},sha={digest})"
+        else:
+            source = mode if mode != "auto" else ("references" if with_refs else "candidates")
+            if source == "references":
+                corpus_ids = [tok_ids[r] for i in ids for r in ref_text[i]]
+            else:
+                corpus_ids = [tok_ids[cand_text[i]] for i in ids]
+            desc = f"{source}(n={len(corpus_ids)})"
+        if not corpus_ids:
+            return em.Idf.uniform(), "none(empty corpus)"
+        sample = corpus_ids[0]
+        idf = em.compute_idf(corpus_ids, eot_id=sample[-1], pad_id=0, context_length=self.backbone.context_length)
+        return idf, desc
+
+    def _video_part(self, ids: list[str], cand_text: dict[str, str], video_of: dict[str, Any],
+                    feats: dict[Any, torch.Tensor], tok_ids: dict[str, list[int]],
+                    tok_feats: dict[str, torch.Tensor], idf: em.Idf) -> dict[str, torch.Tensor]:
+        parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("P", "R", "F", "coarse", "zero_idf", "negative")}
+        for start in range(0, len(ids), self.batch_size):
+            chunk = ids[start : start + self.batch_size]
+            texts = [cand_text[i] for i in chunk]
+            tok, tmask = em.pad_stack([tok_feats[t] for t in texts])
+            w, _ = em.pad_stack([torch.tensor(idf.weights(tok_ids[t]), dtype=torch.float32) for t in texts])
+            frames, fmask = em.pad_stack([feats[video_of[i]] for i in chunk])
+            m = em.video_match(tok, tmask, w, frames, fmask)
+            eot = torch.stack([tok_feats[t][-1] for t in texts])
+            coarse = em.cosine(eot, em.video_embedding(frames, fmask))
+            for k, x in (("P", m.P), ("R", m.R), ("F", m.F), ("coarse", coarse),
+                         ("zero_idf", m.zero_idf), ("negative", m.negative_max)):
+                parts[k].append(x)
+        out = {k: torch.cat(v) if v else torch.zeros(0) for k, v in parts.items()}
+        out["full"] = em.full_score(out["F"], out["coarse"])
+        return out
+
+    def _ref_part(self, ids: list[str], cand_text: dict[str, str], ref_text: dict[str, list[str]],
+                  tok_ids: dict[str, list[int]], tok_feats: dict[str, torch.Tensor],
+                  idf: em.Idf) -> dict[str, torch.Tensor]:
+        pairs = [(k, cand_text[i], r) for k, i in enumerate(ids) for r in ref_text[i]]
+        n = len(ids)
+        cols: dict[str, list[torch.Tensor]] = {k: [] for k in ("P", "R", "F", "coarse", "zero_idf", "negative")}
+        groups: list[int] = []
+        for start in range(0, len(pairs), self.batch_size):
+            chunk = pairs[start : start + self.batch_size]
+            c_tok, c_mask = em.pad_stack([tok_feats[c] for _, c, _ in chunk])
+            r_tok, r_mask = em.pad_stack([tok_feats[r] for _, _, r in chunk])
+            c_w, _ = em.pad_stack([torch.tensor(idf.weights(tok_ids[c]), dtype=torch.float32) for _, c, _ in chunk])
+            r_w, _ = em.pad_stack([torch.tensor(idf.weights(tok_ids[r]), dtype=torch.float32) for _, _, r in chunk])
+            m = em.text_match(c_tok, c_mask, c_w, r_tok, r_mask, r_w)
+            coarse = em.cosine(torch.stack([tok_feats[c][-1] for _, c, _ in chunk]),
+                               torch.stack([tok_feats[r][-1] for _, _, r in chunk]))
+            for k, x in (("P", m.P), ("R", m.R), ("F", m.F), ("coarse", coarse),
+                         ("zero_idf", m.zero_idf), ("negative", m.negative_max)):
+                cols[k].append(x)
+            groups.extend(g for g, _, _ in chunk)
+        if not pairs:
+            empty = torch.zeros(0)
+            return {k: empty for k in ("P", "R", "F", "coarse", "full")} | {
+                "zero_idf": empty.bool(), "negative": empty.bool()}
+        g = torch.tensor(groups)
+        out = {k: em.group_max(torch.cat(cols[k]), g, n) for k in ("P", "R", "F", "coarse")}
+        out["zero_idf"] = em.group_any(torch.cat(cols["zero_idf"]), g, n)
+        out["negative"] = em.group_any(torch.cat(cols["negative"]), g, n)
+        out["full"] = em.full_score(out["F"], out["coarse"])
+        return out
+
+
+class PacSVideo(EMScore):
+    """PAC-S for video: EMScore's formulas on the PAC-S ViT-B/32 backbone (no prefix, no w)."""
+
+    produces: ClassVar[tuple[str, ...]] = ("pac-s-video", "ref-pac-s-video")
+    default_backbone: ClassVar[str] = "pac-s/ViT-B-32"
+    variant: ClassVar[str] = "pac-s-video"
+
+
+def _per_item(ids: list[str], values: torch.Tensor) -> dict[str, float]:
+    return {i: float(v) for i, v in zip(ids, values.tolist())}
