@@ -21,6 +21,18 @@ def _e(x: Any) -> str:
     return html.escape(str(x))
 
 
+def _edge(v: float) -> str:
+    # smoothed BLEU leaves values like 2e-17 where the score is 0 in any practical sense
+    return f"{0.0 if abs(v) < 1e-9 else v:.3g}"
+
+
+def _p_text(p: float, n_resamples: int | None) -> str:
+    """A bootstrap p-value of 0 only says p < 1/n_resamples."""
+    if p == 0 and n_resamples:
+        return f"&lt; {1 / n_resamples:.2g}"
+    return f"{p:.3g}"
+
+
 def _fmt(v: Any, stat: str = "") -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
@@ -72,8 +84,8 @@ def _heatmap_svg(plot: dict[str, Any]) -> str:
                 f"fill='rgb({shade},{shade},255)'><title>{c} rows ({frac:.0%} of this rating)</title></rect>"
             )
     yb = top + nrow * ch + 12
-    parts.append(f"<text x='{left}' y='{yb}'>{edges[0]:.3g}</text>")
-    parts.append(f"<text x='{left + ncol * cw}' y='{yb}' text-anchor='end'>{edges[-1]:.3g}</text>")
+    parts.append(f"<text x='{left}' y='{yb}'>{_edge(edges[0])}</text>")
+    parts.append(f"<text x='{left + ncol * cw}' y='{yb}' text-anchor='end'>{_edge(edges[-1])}</text>")
     parts.append(f"<text x='{left + ncol * cw / 2}' y='{yb + 14}' text-anchor='middle'>metric score</text>")
     parts.append("</svg>")
     return "".join(parts)
@@ -155,7 +167,7 @@ def render_html(run: Any) -> str:
                 out.append(
                     f"<tr><td>{_e(c['statistic'])}</td><td>{_e(c['metric_a'])}</td><td>{_e(c['metric_b'])}</td>"
                     f"<td>{_fmt(c['delta'])}</td><td>[{_fmt(c['ci_low'])}, {_fmt(c['ci_high'])}]</td>"
-                    f"<td>{c['p_value']:.3g}</td></tr>"
+                    f"<td>{_p_text(c['p_value'], c.get('n_resamples'))}</td></tr>"
                 )
             out.append("</table>")
         out.append(f"<p class='sig'>benchmark signature: {_e(meta['signature'])}</p>")

@@ -13,6 +13,15 @@ ActivityNet-FOIL release (``<data-root>/activitynet-foil/``, as ``ActivityNet-FO
 ``anet_entities_test_2.json`` (per video reference ``sentences`` and ``timestamps``).
 A segment's references are the reference sentences whose span is covered by more than 40 %
 by the candidate segment (integer seconds, inclusive ranges), else all of the video's.
+
+Segment frames: each item carries its segment ``(start_s, end_s)``; video metrics sample
+their ``n_frames`` from the frames whose timestamps fall in ``[start, end]`` of the item's
+video file (see :mod:`capeval.video.frames`, each file decoded once). The reference demo
+instead slices cached per-frame features of the whole video by index,
+``feats[int(start * T // duration) : int(end * T // duration)]`` with the annotation's
+``duration``, and keeps every frame of the slice: ``options={"emscore": {"n_frames": None}}``
+is the closer match (the same window up to one frame at each end for a constant-frame-rate
+file as long as the annotation says).
 """
 
 from __future__ import annotations
@@ -157,7 +166,9 @@ class ActivityNetFoil(Benchmark):
     protocol = (
         "Correct and foil paragraphs for ActivityNet Captions test videos. Each sentence is scored on its "
         "segment (timestamps of anet_entities_test_1.json); references = sentences of anet_entities_test_2.json "
-        "whose span the segment covers by > 40 %, else all. Paragraph score = mean over its segments; accuracy "
+        "whose span the segment covers by > 40 %, else all. Video metrics sample frames with timestamps in "
+        "[start, end] of the segment (the reference code keeps every frame of the segment: n_frames=None). "
+        "Paragraph score = mean over its segments; accuracy "
         "x100 = share of videos whose correct paragraph scores strictly higher than the foil. Settings with "
         "references and without (reference-free metrics)."
     )

@@ -60,12 +60,18 @@ class EMScore:
     when called without references; ``"candidates"``, ``"references"``, ``False``/``"none"``
     = weight 1 for every token; or a list of sentences = a fixed corpus such as VATEX's
     training captions, as the VATEX-EVAL demo uses), ``batch_size`` (texts/items per
-    batch), ``frame_batch_size``, ``prefix`` (prepended to every caption; none by default).
+    batch), ``frame_batch_size``, ``prefix`` (prepended to every caption; none by default),
+    ``fps`` (frame rate of frame folders / arrays / frame lists, needed only to cut segments
+    of them: frame ``i`` is at ``i / fps``; video files use their own timestamps).
 
     Needs ``videos=`` (folder or ``{id: video}``) at :meth:`score`; the ``ref-`` metric also
-    references. Extras per item: fine-grained ``precision``/``recall``/``f`` and ``coarse``
+    references. ``segments={id: (start_s, end_s)}`` scores those items on a time window of
+    their video: ``n_frames`` are sampled uniformly from the frames with ``start <= t <= end``
+    (rule, timestamps and clamping in :mod:`capeval.video.frames`); each video file is
+    decoded once and each of its frames embedded at most once per call, however many
+    segments use it. Extras per item: fine-grained ``precision``/``recall``/``f`` and ``coarse``
     (with ``video_``/``ref_`` prefixes for the reference-based metric), ``total_frames`` (T),
-    and counters ``n_truncated`` (captions cut at the 77-token context, ``[EOT]`` kept; the
+    ``segment_frames`` (frames in the window, segment items only), and counters ``n_truncated`` (captions cut at the 77-token context, ``[EOT]`` kept; the
     reference code errors instead), ``n_zero_idf`` and ``n_negative_max`` (see
     :mod:`capeval.video.emscore`).
     """
@@ -87,6 +93,7 @@ class EMScore:
         prefix: str = "",
         checkpoint_dir: str | None = None,
         tokenizer: str | None = None,
+        fps: float | str | None = None,
     ):
         chosen = tuple(metrics) if metrics else self.produces
         unknown = [m for m in chosen if m not in self.produces]
@@ -104,6 +111,14 @@ class EMScore:
         if not isinstance(prefix, str):
             raise InputError(f"prefix must be a string, got {type(prefix).__name__}")
         self.prefix = prefix
+        if fps is not None:
+            try:
+                ok = vf._exact(fps) > 0
+            except (TypeError, ValueError, ZeroDivisionError):
+                ok = False
+            if not ok:
+                raise InputError(f"fps must be a positive number (frames per second), got {fps!r}")
+        self.fps = fps
         self.backbone = self._load_backbone(backbone, device, checkpoint_dir, tokenizer)
 
     # -- construction helpers ------------------------------------------------------------
@@ -147,11 +162,16 @@ class EMScore:
         references: Mapping[Any, Any] | None = None,
         *,
         videos: Any = None,
+        segments: Mapping[Any, Any] | None = None,
         skip_bad_items: bool = False,
         progress: bool | None = False,
         **inputs: Any,
     ) -> Report:
-        """Score ``{id: caption}`` against each item's video (and ``{id: [reference, ...]}``)."""
+        """Score ``{id: caption}`` against each item's video (and ``{id: [reference, ...]}``).
+
+        ``segments``: ``{id: (start_s, end_s)}`` for items scored on a time window of their
+        video (see the class notes); other items use the whole video.
+        """
         inputs.pop("images", None)  # meant for image metrics scored in the same call
         if inputs:
             raise InputError(f"{type(self).__name__}: unexpected inputs {sorted(inputs)}")
@@ -165,15 +185,18 @@ class EMScore:
             refs = normalize_references(references)
             check_same_ids(cands, refs)
         index = vf.as_video_index(videos)
-        bb = self.backbone
+        seg_in = self._check_segments(segments, cands)
 
-        # 1. videos: sample, embed each unique video once
+        # 1. videos: sample, embed each unique frame of each source once
         skipped: list[str] = []
-        video_of: dict[str, tuple[str, Any]] = {}
-        sources: dict[tuple[str, Any], Any] = {}
+        video_of: dict[str, tuple[Any, Any]] = {}  # item -> unit = (source key, window)
+        sources: dict[Any, Any] = {}
+        windows: dict[Any, dict[tuple[Any, Any], Any]] = {}
+        owners: dict[tuple[Any, Any], str] = {}
         for item in cands:
             try:
                 src = vf.resolve_source(index, item)
+                window = vf.parse_segment(seg_in[item], item) if item in seg_in else None
             except InputError:
                 if not skip_bad_items:
                     raise
@@ -181,15 +204,16 @@ class EMScore:
                 continue
             key = vf.source_key(src)
             sources.setdefault(key, src)
-            video_of[item] = key
-        owners: dict[tuple[str, Any], str] = {}
-        for item, key in video_of.items():
-            owners.setdefault(key, item)
-        feats, totals, failed = self._embed_videos(sources, owners, skip_bad_items, progress)
-        for item, key in list(video_of.items()):
-            if key in failed:
+            unit = (key, window)
+            windows.setdefault(key, {})[unit] = window
+            owners.setdefault(unit, item)
+            video_of[item] = unit
+        feats, sampled, failed = self._embed_videos(sources, windows, owners, skip_bad_items, progress)
+        for item, unit in list(video_of.items()):
+            if unit in failed:
                 skipped.append(item)
                 del video_of[item]
+        totals = {u: s.total for u, s in sampled.items()}
         ids = [i for i in cands if i in video_of]
         skipped_set = set(skipped)
         skipped = [i for i in cands if i in skipped_set]
@@ -202,7 +226,7 @@ class EMScore:
         tok_feats = self._embed_texts(texts, tok_ids)
 
         results: list[MetricResult] = []
-        base_sig = self._signature_params()
+        base_sig = self._signature_params(bool(seg_in))
         if free_name in self.metrics:
             idf, idf_desc = self._idf_table(False, ids, cand_text, ref_text, tok_ids)
             v = self._video_part(ids, cand_text, video_of, feats, tok_ids, tok_feats, idf)
@@ -211,6 +235,7 @@ class EMScore:
                 "precision": _per_item(ids, v["P"]), "recall": _per_item(ids, v["R"]),
                 "f": _per_item(ids, v["F"]), "coarse": _per_item(ids, v["coarse"]),
                 "total_frames": {i: totals[video_of[i]] for i in ids},
+                **self._segment_extras(ids, video_of, sampled),
                 "n_truncated": n_trunc, "n_zero_idf": int(v["zero_idf"].sum()),
                 "n_negative_max": int(v["negative"].sum()),
             }
@@ -231,6 +256,7 @@ class EMScore:
                 "ref_precision": _per_item(ids, r["P"]), "ref_recall": _per_item(ids, r["R"]),
                 "ref_f": _per_item(ids, r["F"]), "ref_coarse": _per_item(ids, r["coarse"]),
                 "total_frames": {i: totals[video_of[i]] for i in ids},
+                **self._segment_extras(ids, video_of, sampled),
                 "n_truncated": n_trunc,
                 "n_zero_idf": int((v["zero_idf"] | r["zero_idf"]).sum()),
                 "n_negative_max": int((v["negative"] | r["negative"]).sum()),
@@ -242,7 +268,28 @@ class EMScore:
         return Report(results)
 
     # -- steps ----------------------------------------------------------------------------
-    def _signature_params(self) -> dict[str, Any]:
+    def _check_segments(self, segments: Mapping[Any, Any] | None, cands: Mapping[str, str]) -> dict[str, Any]:
+        """``segments`` with str keys; every id must be a candidate id (values parsed later)."""
+        if segments is None:
+            return {}
+        if not isinstance(segments, Mapping):
+            raise InputError(f"segments must be a mapping {{id: (start_s, end_s)}}, got {type(segments).__name__}")
+        out: dict[str, Any] = {}
+        for key, value in segments.items():
+            k = str(key)
+            if k in out:
+                raise InputError(f"segment id {k!r} appears twice (ids are compared as strings)", k)
+            if k not in cands:
+                raise InputError(f"segments has id {k!r}, which is not a candidate id", k)
+            out[k] = value
+        return out
+
+    @staticmethod
+    def _segment_extras(ids: list[str], video_of: dict[str, Any], sampled: dict[Any, Any]) -> dict[str, Any]:
+        counts = {i: sampled[video_of[i]].window_frames for i in ids if video_of[i][1] is not None}
+        return {"segment_frames": counts} if counts else {}
+
+    def _signature_params(self, with_segments: bool = False) -> dict[str, Any]:
         params: dict[str, Any] = {"variant": f"{self.variant}:full_F"}
         params.update(self.backbone.signature)
         params.update({
@@ -251,6 +298,8 @@ class EMScore:
             "decode": "pyav:rgb24",
             "tokens": "sot..eot",
             "prefix": repr(self.prefix) if self.prefix else None,
+            "segments": vf.SEGMENT_RULE if with_segments else None,
+            "fps": str(self.fps) if with_segments and self.fps is not None else None,
         })
         return params
 
@@ -283,54 +332,63 @@ class EMScore:
                 out[t] = states[k, : int(lengths[k])].clone()
         return out
 
-    def _embed_videos(self, sources: dict[Any, Any], owners: dict[Any, str], skip: bool,
-                      progress: bool | None) -> tuple[dict[Any, torch.Tensor], dict[Any, int], set[Any]]:
-        """Normalised frame embeddings ``(n_frames, D)`` per unique source; T per source."""
+    def _embed_videos(self, sources: dict[Any, Any], windows: dict[Any, dict[Any, Any]],
+                      owners: dict[Any, str], skip: bool, progress: bool | None,
+                      ) -> tuple[dict[Any, torch.Tensor], dict[Any, vf.SampledFrames], set[Any]]:
+        """Normalised frame embeddings ``(frames, D)`` per unit (source, window), the sampled
+        frames per unit, and the failed units. A source is read once for all its windows and
+        each of its frames embedded once, however many windows share it."""
         from capeval.clip.embed import embed_images
 
         feats: dict[Any, torch.Tensor] = {}
-        totals: dict[Any, int] = {}
+        sampled: dict[Any, vf.SampledFrames] = {}
         failed: set[Any] = set()
         keys = list(sources)
         per_chunk = max(1, self.frame_batch_size // max(1, self.n_frames or 32)) * 2
 
-        def load(key: Any) -> Any:
+        def load(key: Any) -> dict[Any, Any]:
             try:
-                return vf.load_frames(sources[key], self.n_frames, owners[key])
+                return vf.load_windows(sources[key], windows[key], self.n_frames, owners, self.fps)
             except InputError as exc:
-                return exc
+                return {u: exc for u in windows[key]}
 
         with ThreadPoolExecutor(max_workers=2) as pool, \
                 make_progress(len(keys), "/".join(self.metrics)[:24], progress) as bar:
             for start in range(0, len(keys), per_chunk):
                 chunk = keys[start : start + per_chunk]
-                sampled = list(pool.map(load, chunk))
+                loaded = list(pool.map(load, chunk))
                 flat: list[Any] = []
                 names: list[str] = []
-                spans: list[tuple[Any, int, int]] = []
-                for key, s in zip(chunk, sampled):
-                    if isinstance(s, InputError):
-                        if not skip:
-                            raise s
-                        failed.add(key)
-                        continue
-                    totals[key] = s.total
-                    spans.append((key, len(flat), len(flat) + len(s.frames)))
-                    flat.extend(s.frames)
-                    names.extend(f"{s.source}#frame{i}" for i in s.indices)
+                rows: dict[Any, list[int]] = {}
+                for key, per_unit in zip(chunk, loaded):
+                    position: dict[int, int] = {}  # frame index in the source -> row of flat
+                    for unit in windows[key]:
+                        s = per_unit[unit]
+                        if isinstance(s, InputError):
+                            if not skip:
+                                raise s
+                            failed.add(unit)
+                            continue
+                        sampled[unit] = s
+                        for i, frame in zip(s.indices, s.frames):
+                            if i not in position:
+                                position[i] = len(flat)
+                                flat.append(frame)
+                                names.append(f"{s.source}#frame{i}")
+                        rows[unit] = [position[i] for i in s.indices]
                 errors: dict[int, str] = {}
                 emb = embed_images(self.backbone, flat, batch_size=self.frame_batch_size,
                                    errors=errors, names=names) if flat else np.zeros((0, 1))
-                for key, a, b in spans:
-                    bad = [errors[i] for i in range(a, b) if i in errors]
+                for unit, r in rows.items():
+                    bad = [errors[i] for i in r if i in errors]
                     if bad:
                         if not skip:
-                            raise InputError(f"item {owners[key]!r}: {bad[0]}", owners[key])
-                        failed.add(key)
+                            raise InputError(f"item {owners[unit]!r}: {bad[0]}", owners[unit])
+                        failed.add(unit)
                         continue
-                    feats[key] = em.l2_normalize(torch.from_numpy(np.ascontiguousarray(emb[a:b])))
+                    feats[unit] = em.l2_normalize(torch.from_numpy(np.ascontiguousarray(emb[r])))
                 bar.update(len(chunk))
-        return feats, totals, failed
+        return feats, sampled, failed
 
     def _idf_table(self, with_refs: bool, ids: list[str], cand_text: dict[str, str],
                    ref_text: dict[str, list[str]], tok_ids: dict[str, list[int]]) -> tuple[em.Idf, str]:
