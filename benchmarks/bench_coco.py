@@ -24,17 +24,15 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 
 def clear_caches() -> None:
-    from capeval.metrics.bleu import sentence_counts
+    """Empty every in-process cache (tokeniser, n-gram counts, stemmer, hashes)."""
+    import importlib
 
-    sentence_counts.cache_clear()
-    try:
-        from capeval.tokenize import ptb as ptb_mod
-
-        for obj in vars(ptb_mod).values():
-            if hasattr(obj, "cache_clear"):
+    for name in ("capeval.metrics.bleu", "capeval.tokenize.ptb", "capeval.metrics.meteor.normalize",
+                 "capeval.metrics.meteor.stemmer", "capeval.metrics.meteor.scorer", "capeval.metrics.meteor.fast"):
+        module = importlib.import_module(name)
+        for obj in vars(module).values():
+            if callable(getattr(obj, "cache_clear", None)):
                 obj.cache_clear()
-    except ImportError:
-        pass
     gc.collect()
 
 

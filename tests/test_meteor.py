@@ -499,3 +499,155 @@ def test_randomised_pairs_parity_with_java(meteor: Meteor15, shared_data: Path, 
     ours = [meteor.segment_stats(*pycocoevalcap_fields(h, refs)).to_string() for h, refs in cases]
     mismatched = [(i, cases[i], ours[i], java_stats[i]) for i in range(len(cases)) if ours[i] != java_stats[i]]
     assert mismatched == []
+
+
+# --------------------------------------------------------------------------- fast path
+
+
+def _adversarial_cases(seed: int = 7) -> list[tuple[str, list[str]]]:
+    """Word salad over words with stem, synonym and paraphrase relations (many competing
+    candidates, long beams, multi-word paraphrases) plus edge cases; no data needed."""
+    import random
+
+    rng = random.Random(seed)
+    words = (
+        "a an the man men woman women dog dogs puppy kid kids child children boy boys young little "
+        "is are was running runs run ran jumping jumps jumped in on at into of with to two people "
+        "person group crowd street road grass field park red blue black white small large big "
+        "playing plays play toy ball water . , 's"
+    ).split()
+    phrases = ["a group of people", "in front of", "is playing with", "a young boy", "on the grass", "next to"]
+
+    def salad(lo: int, hi: int) -> str:
+        out = []
+        for _ in range(rng.randint(lo, hi)):
+            out.append(rng.choice(phrases) if rng.random() < 0.15 else rng.choice(words))
+        return " ".join(out)
+
+    cases = [(salad(0, 25), [salad(0, 25) for _ in range(rng.randint(1, 5))]) for _ in range(400)]
+    cases += [(salad(30, 60), [salad(30, 60) for _ in range(2)]) for _ in range(40)]  # beam truncation
+    s = salad(8, 12)
+    cases += [
+        (s, [s]), (s, [s, s]), ("", [s]), (s, [""]), ("", [""]),  # identical / empty sides
+        ("A Dog RUNS!", ["a dog runs", "a dog runs."]), ("the the the", ["the", "the the"]),
+    ]  # fmt: skip
+    return cases
+
+
+def _fast_vs_reference(meteor: Meteor15, cases) -> list:
+    fields = [pycocoevalcap_fields(h, refs) for h, refs in cases]
+    fast = meteor.stats_many([f[0] for f in fields], [f[1] for f in fields])
+    return [
+        (i, cases[i], fast[i].to_string(), ref)
+        for i, (f, ref) in enumerate(
+            (f, meteor.reference_segment_stats(*f).to_string()) for f in fields
+        )
+        if fast[i].to_string() != ref
+    ]
+
+
+def test_fast_path_equals_reference_on_adversarial_pairs(meteor: Meteor15) -> None:
+    """The fast path (batched sentence data, run-compressed beam search, pruning of
+    references by score upper bound) gives the reference implementation's statistics."""
+    cases = _adversarial_cases()
+    assert _fast_vs_reference(meteor, cases) == []
+    # every module and multi-word paraphrases really occur in these cases
+    fields = [pycocoevalcap_fields(h, refs) for h, refs in cases]
+    stats = meteor.stats_many([f[0] for f in fields], [f[1] for f in fields])
+    for module in range(4):
+        assert any(s.test_content[module] + s.test_function[module] > 0 for s in stats)
+
+
+def test_fast_path_equals_reference_on_randomised_pairs(meteor: Meteor15, shared_data: Path) -> None:
+    """Same on the 1,860 raw / adversarial Flickr8k pairs of the Java parity test (no Java)."""
+    assert _fast_vs_reference(meteor, _stress_cases(shared_data)) == []
+
+
+def test_fast_path_equals_reference_on_expert_pairs(meteor: Meteor15, expert_pairs) -> None:
+    """Same on all 5,664 Flickr8k-Expert pairs (raw captions; no Java needed)."""
+    ids, cands, refs = expert_pairs
+    assert _fast_vs_reference(meteor, [(cands[k], refs[k]) for k in ids]) == []
+
+
+def test_fast_path_from_fresh_scorer_and_in_batches(shared_data: Path) -> None:
+    """Results do not depend on what the caches hold or on how items are batched."""
+    if not HAVE_PYCOCO:
+        pytest.skip("pycocoevalcap==1.2 (METEOR 1.5 resources) not installed")
+    cases = _stress_cases(shared_data)[:700] + _adversarial_cases(seed=3)[:300]
+    hyps, refs = [c[0] for c in cases], [c[1] for c in cases]
+    one = Meteor15()
+    expected = one.score(hyps, refs, n_jobs=1)
+    small = Meteor15()
+    small.batch_items = 37  # many batches: sentences and templates reused across batches
+    assert small.score(hyps, refs, n_jobs=1) == expected
+    assert small.score(hyps[::-1], refs[::-1], n_jobs=1)[1] == expected[1][::-1]
+    tiny = Meteor15()
+    tiny.max_words = 50  # caches started afresh often
+    tiny.batch_items = 101
+    assert tiny.score(hyps, refs, n_jobs=1) == expected
+
+
+def test_parallel_scoring_is_identical(meteor: Meteor15, shared_data: Path) -> None:
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork on this platform (n_jobs falls back to one process)")
+    cases = _stress_cases(shared_data)
+    hyps, refs = [c[0] for c in cases], [c[1] for c in cases]
+    serial = Meteor15().score(hyps, refs, n_jobs=1)
+    assert Meteor15().score(hyps, refs, n_jobs=2) == serial
+    assert meteor.score(hyps, refs, n_jobs=3) == serial
+    fields = [pycocoevalcap_fields(h, r) for h, r in cases[:300]]
+    a = meteor.stats_many([f[0] for f in fields], [f[1] for f in fields], n_jobs=2)
+    b = meteor.stats_many([f[0] for f in fields], [f[1] for f in fields], n_jobs=1)
+    assert [s.to_string() for s in a] == [s.to_string() for s in b]
+
+
+def test_score_upper_bound_holds(meteor: Meteor15, shared_data: Path) -> None:
+    """The bound used to skip references is never below the score (all pairs, not just
+    the best reference of each item)."""
+    from capeval.metrics.meteor import fast
+
+    cases = _stress_cases(shared_data) + _adversarial_cases()
+    n = 0
+    for h, refs in cases:
+        hyp, fields = pycocoevalcap_fields(h, refs)
+        texts = [meteor.normalize(java_trim(x)) for x in [hyp, *fields]]
+        sents = meteor._fast_sentences(texts)
+        for t in texts[1:]:
+            bound, state = fast.match(sents[texts[0]], sents[t])
+            score = fast.score_of(fast.finish((bound, state)))
+            assert score <= bound + 1e-12, (h, refs)
+            n += 1
+    assert n > 4000
+
+
+def test_fast_score_formula_matches_compute(meteor: Meteor15, shared_data: Path) -> None:
+    """``fast.score_of`` is ``stats.compute(...).score`` bit for bit."""
+    from capeval.metrics.meteor import fast
+
+    cases = _stress_cases(shared_data)[:500] + _adversarial_cases()
+    fields = [pycocoevalcap_fields(h, r) for h, r in cases]
+    for s in meteor.stats_many([f[0] for f in fields], [f[1] for f in fields]):
+        st = (
+            int(s.test_length), int(s.reference_length), int(s.test_function_words),
+            int(s.reference_function_words), [int(x) for x in s.test_content],
+            [int(x) for x in s.reference_content], [int(x) for x in s.test_function],
+            [int(x) for x in s.reference_function], int(s.chunks),
+        )  # fmt: skip
+        assert fast.score_of(st) == segment_score(s)
+
+
+def test_plain_text_normalisation_shortcut(monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+    import re
+
+    from capeval.metrics.meteor import normalize as norm_mod
+
+    rng = random.Random(5)
+    texts = ["", " ", " a  b ", "dotmulti x", "a1 2b 3"]
+    texts += ["".join(rng.choice("ab 09z ") for _ in range(rng.randint(0, 30))) for _ in range(3000)]
+    prefixes = {"mr": 1, "no": 2}
+    fast = [norm_mod.normalize_line(t, prefixes) for t in texts]
+    monkeypatch.setattr(norm_mod, "_PLAIN", re.compile("(?!)"))  # never take the shortcut
+    assert [norm_mod.normalize_line(t, prefixes) for t in texts] == fast

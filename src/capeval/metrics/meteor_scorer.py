@@ -23,8 +23,11 @@ class Meteor(TextScorer):
 
     produces: ClassVar[tuple[str, ...]] = ("meteor",)
 
-    def __init__(self, metrics=None, tokenizer: str = "ptb", cache_dir: str | None = None):
+    def __init__(
+        self, metrics=None, tokenizer: str = "ptb", cache_dir: str | None = None, n_jobs: int | None = None
+    ):
         super().__init__(metrics, tokenizer)
+        self._n_jobs = n_jobs  # worker processes; None: automatic (see Meteor15.score)
         require("pycocoevalcap", extra="meteor", purpose="METEOR 1.5 resources (no Java is run)")
         from capeval.metrics.meteor import Meteor15
 
@@ -33,12 +36,10 @@ class Meteor(TextScorer):
     def _compute(self, ids: list[str], hyps: list[str], refs: list[list[str]], progress: Progress) -> list[MetricResult]:
         from capeval.metrics.meteor import corpus_score, pycocoevalcap_fields, segment_score
 
-        stats = []
-        for h, rs in zip(hyps, refs):
-            # the same '|||' handling as pycocoevalcap's line protocol to the Java process
-            hyp, ref_fields = pycocoevalcap_fields(h, rs)
-            stats.append(self._meteor.segment_stats(hyp, ref_fields))
-            progress.update()
+        # the same '|||' handling as pycocoevalcap's line protocol to the Java process
+        fields = [pycocoevalcap_fields(h, rs) for h, rs in zip(hyps, refs)]
+        stats = self._meteor.stats_many([f[0] for f in fields], [f[1] for f in fields], n_jobs=self._n_jobs)
+        progress.update(len(stats))
         system = corpus_score(stats)
         items = [segment_score(s) for s in stats]
         sig = Signature.build(

@@ -55,9 +55,12 @@ _WHITE = re.compile("[ \u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2
 _TOKEN_DELIMS = re.compile("[ \t\n\r\f]+")  # java.util.StringTokenizer defaults
 
 
+_JAVA_TRIM = "".join(map(chr, range(0x21)))
+
+
 def java_trim(s: str) -> str:
     """``String.trim()``: strip every char <= U+0020 from both ends."""
-    return s.strip("".join(map(chr, range(0x21))))
+    return s.strip(_JAVA_TRIM)
 
 
 def java_tokens(s: str) -> list[str]:
@@ -94,8 +97,16 @@ def parse_nonbreaking_prefixes(text: str) -> dict[str, int]:
     return table
 
 
+_PLAIN = re.compile("[a-z0-9 ]*")
+
+
 def normalize_line(line: str, nonbreaking: dict[str, int]) -> str:
     """``Normalizer.normalizeLine(line, english, keepPunctuation=true)`` (not lower-cased)."""
+    if _PLAIN.fullmatch(line):
+        # Only lower-case ASCII letters, digits and spaces: no rule below applies (none
+        # matches without punctuation or upper case), so the result is the tokens
+        # joined by single spaces.
+        return " ".join(line.split())
     s = _SEP_OTHER.sub(r" \1 ", " " + line + " ")
     s = _MULTI_DOT.sub(r" DOTMULTI\1", s)
     while "DOTMULTI." in s:

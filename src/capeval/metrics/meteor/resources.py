@@ -13,6 +13,11 @@ String lookup: every distinct phrase (tokens joined by one space) gets the 64-bi
 ``blake2b(utf8, digest_size=8)``; keys are stored sorted and found with binary search,
 and each hit is confirmed against the stored bytes, so a key collision cannot create a
 false match.
+
+``para_pairs`` holds the sorted keys of every adjacent token pair (``"a b"``) that occurs
+in some table string: a sentence n-gram whose adjacent pairs are not all in it cannot be
+a table string, so the scorer does not look it up (a key collision only lets an n-gram
+through to the exact lookup).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import numpy as np
 
 from capeval.errors import ResourceError
 
-FORMAT = "capeval-meteor-1.5-index/1"
+FORMAT = "capeval-meteor-1.5-index/2"
 _PIP_HINT = "pip install pycocoevalcap==1.2"
 _JAR_MEMBERS = {
     "function_words": "function/english.words",
@@ -44,7 +49,7 @@ _JAR_MEMBERS = {
     "nonbreaking": "nonbreaking/english.prefixes",
 }
 _ARRAYS = (
-    "para_hash", "para_off", "para_blob", "para_ntok", "para_start", "para_entries",
+    "para_hash", "para_off", "para_blob", "para_ntok", "para_start", "para_entries", "para_pairs",
     "syn_hash", "syn_off", "syn_blob", "syn_start", "syn_sets",
     "exc_hash", "exc_off", "exc_blob", "exc_start", "exc_sets",
 )  # fmt: skip
@@ -167,6 +172,7 @@ def _build_paraphrase(gz_path: Path) -> dict[str, np.ndarray]:
     uniq = list(ids)
     del ids
     ntok = np.fromiter((x.count(b" ") + 1 if x else 0 for x in uniq), dtype=np.int64, count=len(uniq))
+    pairs_keys = _pair_keys(uniq)
     table, rank = _string_table(uniq)
     del uniq
     ph_rank = rank[ph_id]
@@ -188,7 +194,26 @@ def _build_paraphrase(gz_path: Path) -> dict[str, np.ndarray]:
         "para_ntok": sorted_ntok.astype(np.uint8),
         "para_start": start.astype(np.int32 if start[-1] < 2**31 else np.int64),
         "para_entries": pa_rank[order].astype(np.int32),
+        "para_pairs": pairs_keys,
     }
+
+
+def _pair_keys(strings: list[bytes]) -> np.ndarray:
+    """Sorted distinct keys of the adjacent token pairs of canonical ``strings``."""
+    pairs: set[bytes] = set()
+    add = pairs.add
+    update = pairs.update
+    join = b" ".join
+    for x in strings:
+        n = x.count(b" ")
+        if n == 1:
+            add(x)
+        elif n > 1:
+            w = x.split(b" ")
+            update(map(join, zip(w, w[1:])))
+    keys = _keys(list(pairs))
+    del pairs
+    return np.unique(keys)  # sorted
 
 
 def _pairs(text: str) -> list[tuple[str, str]]:
@@ -305,6 +330,7 @@ def prepare(cache_dir: str | os.PathLike[str] | None = None, force: bool = False
             "counts": {
                 "paraphrase_entries": int(arrays["para_entries"].shape[0]),
                 "paraphrase_strings": int(arrays["para_hash"].shape[0]),
+                "paraphrase_token_pairs": int(arrays["para_pairs"].shape[0]),
                 "synonym_words": int(arrays["syn_hash"].shape[0]),
                 "irregular_forms": int(arrays["exc_hash"].shape[0]),
             },
@@ -403,20 +429,65 @@ class StringTable:
         """Indices of ``strings`` (-1 where absent), one vectorised search."""
         if not strings:
             return []
-        encoded = [s.encode("utf-8") for s in strings]
-        keys = _keys(encoded)
-        pos = np.searchsorted(self.keys, keys)
-        out = [-1] * len(strings)
-        n = self._n
-        hits = np.flatnonzero(pos < n)
-        if hits.size:
-            cand = pos[hits]
-            ok = self.keys[cand] == keys[hits]
-            for j, i in zip(hits[ok].tolist(), cand[ok].tolist()):
-                lo, hi = int(self.off[i]), int(self.off[i + 1])
-                if self.blob[lo:hi].tobytes() == encoded[j]:
+        return self.lookup_encoded([s.encode("utf-8") for s in strings]).tolist()
+
+    def lookup_encoded(self, encoded: list[bytes], keys: np.ndarray | None = None) -> np.ndarray:
+        """Indices (int64 array, -1 where absent) of UTF-8 strings whose keys may be given.
+
+        The keys are searched in sorted order (much faster on the big mapped table) and
+        the hits are confirmed against the stored bytes all at once.
+        """
+        n = len(encoded)
+        out = np.full(n, -1, dtype=np.int64)
+        if n == 0 or self._n == 0:
+            return out
+        if keys is None:
+            keys = _keys(encoded)
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        pos = np.searchsorted(self.keys, sorted_keys)
+        inside = pos < self._n
+        hit = inside & (self.keys[np.where(inside, pos, 0)] == sorted_keys)
+        sel = np.flatnonzero(hit)
+        if sel.size == 0:
+            return out
+        cand = pos[sel]
+        which = order[sel]
+        lo = self.off[cand].astype(np.int64)
+        hi = self.off[cand + 1].astype(np.int64)
+        want = [encoded[j] for j in which.tolist()]
+        lens = np.fromiter(map(len, want), dtype=np.int64, count=len(want))
+        if np.array_equal(hi - lo, lens) and gather_ranges(self.blob, lo, hi).tobytes() == b"".join(want):
+            out[which] = cand
+        else:  # some key matched a different string: check one by one
+            for j, i, a, b, data in zip(which.tolist(), cand.tolist(), lo.tolist(), hi.tolist(), want):
+                if self.blob[a:b].tobytes() == data:
                     out[j] = i
         return out
+
+
+def contains_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Boolean array: which ``keys`` occur in the sorted array ``sorted_keys``."""
+    if len(sorted_keys) == 0 or len(keys) == 0:
+        return np.zeros(len(keys), dtype=bool)
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    pos = np.searchsorted(sorted_keys, sk)
+    pos[pos >= len(sorted_keys)] = 0
+    out = np.empty(len(keys), dtype=bool)
+    out[order] = sorted_keys[pos] == sk
+    return out
+
+
+def gather_ranges(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``np.concatenate([values[a:b] for a, b in zip(lo, hi)])`` without a Python loop."""
+    counts = hi - lo
+    total = int(counts.sum())
+    if total == 0:
+        return values[:0]
+    ends = np.cumsum(counts)
+    idx = np.arange(total, dtype=np.int64) + np.repeat(lo - (ends - counts), counts)
+    return values[idx]
 
 
 class Resources:
@@ -431,6 +502,7 @@ class Resources:
         self.para_ntok = arr["para_ntok"]
         self.para_start = arr["para_start"]
         self.para_entries = arr["para_entries"]
+        self.para_pairs = arr["para_pairs"]
         self.syn = StringTable(arr["syn_hash"], arr["syn_off"], arr["syn_blob"])
         self.syn_start = arr["syn_start"]
         self.syn_sets = arr["syn_sets"]
