@@ -133,7 +133,6 @@ def test_idf_edge_cases_by_hand():
     a = [SOT, 10, 11, EOT]
     b = [SOT, 10, 12, EOT]
     idf = em.compute_idf([a, b, a], eot_id=EOT, context_length=ctx)  # duplicates count: N = 3
-    n = 3
     assert idf.n_docs == 3
     assert idf.weights([SOT])[0] == 0.0  # in every sentence
     assert idf.weights([0])[0] == 0.0  # padding: every sentence is shorter than 77

@@ -17,7 +17,7 @@ of one Flickr8k pair, the with/without-Human THumB subsets) share its score.
 
 from __future__ import annotations
 
-import hashlib
+
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +26,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping
 import numpy as np
 
 from capeval.errors import InputError, ResourceError, UnknownNameError
+from capeval.hashing import file_digest
 from capeval.result import Signature
 
 
@@ -156,19 +157,8 @@ class Benchmark:
         return out
 
 
-_SHA_CACHE: dict[tuple[str, int, int], str] = {}
-
-
 def sha256_file(path: Path) -> str:
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _SHA_CACHE:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        _SHA_CACHE[key] = h.hexdigest()
-    return _SHA_CACHE[key]
+    return file_digest(path, "sha256")
 
 
 def collapse(text: str) -> str:

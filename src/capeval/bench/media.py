@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
+
 from importlib import resources
 from pathlib import Path
 from typing import Iterable
 
 from capeval.errors import ResourceError
+from capeval.hashing import file_digest
 
 _MAX_LISTED = 10
 
@@ -27,11 +28,7 @@ def checksum_table(names: Iterable[str]) -> dict[str, tuple[str, str]]:
 
 
 def _md5(path: Path) -> str:
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return file_digest(path, "md5", cached=False)
 
 
 def resolve_media(

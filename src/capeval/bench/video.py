@@ -199,7 +199,6 @@ class ActivityNetFoil(Benchmark):
         vids = [v for v in right["results"] if v in foil["results"] and v in t1 and v in t2]
         if not vids:
             raise ResourceError("activitynet-foil: no video is present in both prediction files and both anet_entities files")
-        segs: dict[str, list[tuple[str, int]]] = {}  # setting -> (paragraph key, n segments)
         settings = {name: Setting(name, {}, with_references=name == "refs") for name in ("refs", "norefs")}
         layout = []
         for v in vids:

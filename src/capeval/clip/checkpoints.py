@@ -20,15 +20,15 @@ LoRA files do not carry), so ``base`` names the base checkpoint.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from capeval.clip.preprocess import INCEPTION_MEAN, INCEPTION_STD, OPENAI_MEAN, OPENAI_STD, Preprocess
+from capeval.clip.preprocess import INCEPTION_MEAN, INCEPTION_STD, Preprocess
 from capeval.errors import ResourceError, UnknownNameError
+from capeval.hashing import file_digest
 
 _OPENAI = "https://openaipublic.azureedge.net/clip/models"
 _PACS_DRIVE_FOLDER = "https://drive.google.com/drive/folders/15Da_nh7CYv8xfryIdETG6dPFSqcBiqpd"
@@ -128,12 +128,9 @@ def local_path(ckpt: Checkpoint, directory: str | os.PathLike[str] | None = None
     return Path(directory or checkpoint_dir()) / sub / ckpt.filename
 
 
-def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(chunk), b""):
-            h.update(block)
-    return h.hexdigest()
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """sha256 of a checkpoint file (re-read every time: files may be replaced by a download)."""
+    return file_digest(path, "sha256", cached=False)
 
 
 def resolve(ckpt: Checkpoint, directory: str | os.PathLike[str] | None = None) -> tuple[Path, str]:
