@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -384,6 +385,68 @@ def test_paraphrase_table_is_memory_mapped(meteor: Meteor15) -> None:
         while getattr(base, "base", None) is not None and not isinstance(base, mmap.mmap):
             base = base.base
         assert isinstance(base, mmap.mmap)
+
+
+def _built_paraphrase(path: Path) -> dict:
+    out: dict = {}
+    meteor_resources._build_paraphrase(path, out.__setitem__)
+    return out
+
+
+def test_paraphrase_streaming_does_not_depend_on_block_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading the table block by block gives the index of reading it whole, whatever the cuts."""
+    import gzip
+
+    import numpy as np
+
+    lines = [
+        b"0.5", b"a  cat", b"the\tcat ", b"0.25", b" caf\xc3\xa9", b"the dog", b"0.125\r", b"a cat",
+        b"one\x0ctwo three", b"0.1", b"x\xff y", b"\xe4\xb8\xad\xe6\x96\x87 z", b"0.2", b"the dog", b"a cat",
+        b"0.3", b"", b"the", b"0.4", b"dangling",
+    ]  # fmt: skip
+    data = b"\n".join(lines[:8]) + b"\r\n" + b"\r".join(lines[8:14]) + b"\n" + b"\n".join(lines[14:])
+    path = tmp_path / "table.gz"
+    path.write_bytes(gzip.compress(data))
+    monkeypatch.setattr(meteor_resources, "_READ_BLOCK", 1 << 20)
+    whole = _built_paraphrase(path)
+    table = meteor_resources.StringTable(whole["para_hash"], whole["para_off"], whole["para_blob"])
+    strings = sorted(table.string(i) for i in range(len(table)))
+    assert strings == ["", "a cat", "caf\u00e9", "one two three", "the", "the cat", "the dog", "x\ufffd y", "\u4e2d\u6587 z"]
+    assert len(whole["para_entries"]) == 6  # the incomplete last triple is dropped
+    for block in (1, 2, 3, 7, 16):
+        monkeypatch.setattr(meteor_resources, "_READ_BLOCK", block)
+        part = _built_paraphrase(path)
+        assert part.keys() == whole.keys()
+        for name in whole:
+            assert part[name].dtype == whole[name].dtype and np.array_equal(part[name], whole[name]), (block, name)
+
+
+@needs_pycoco
+def test_prepare_memory_and_time_budget(meteor: Meteor15, tmp_path: Path) -> None:
+    """A fresh prepare(force=True) peaks well under 1 GB of RSS, takes under 2 minutes and
+    builds exactly the index the session uses."""
+    code = (
+        "import json, resource, sys, time\n"
+        "from capeval.metrics.meteor.resources import prepare\n"
+        "t = time.perf_counter()\n"
+        "prepare(sys.argv[1], force=True)\n"
+        "print(json.dumps({'seconds': time.perf_counter() - t, 'maxrss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(meteor_resources.__file__).parents[3]), os.environ.get("PYTHONPATH", "")])}
+    index = tmp_path / "index"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(index)], capture_output=True, text=True, env=env, timeout=600, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    peak_mb = report["maxrss"] / (2**20 if sys.platform == "darwin" else 2**10)  # bytes on macOS, KiB on Linux
+    assert peak_mb < 1024, f"prepare peaked at {peak_mb:.0f} MB"
+    assert report["seconds"] < 120, f"prepare took {report['seconds']:.0f}s"
+    ref = meteor.resources.index_dir
+    fresh, used = (json.loads((d / "manifest.json").read_text()) for d in (index, ref))
+    assert fresh["arrays"] == used["arrays"] and fresh["counts"] == used["counts"]
+    for name in fresh["arrays"]:
+        assert (index / f"{name}.npy").read_bytes() == (ref / f"{name}.npy").read_bytes(), name
 
 
 # --------------------------------------------------------------------------- full parity
