@@ -47,3 +47,12 @@ def test_package_docstring_examples():
 
     failures, _ = doctest.testmod(capeval)
     assert failures == 0
+
+
+def test_readme_python_example_runs():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Scoring from Python\n\n```python\n(.*?)```", text, re.S)
+    assert block
+    namespace: dict = {}
+    exec(compile(block.group(1), "README.md", "exec"), namespace)
+    assert set(namespace["report"]) == {"bleu-1", "bleu-2", "bleu-3", "bleu-4", "meteor", "rouge-l", "cider-d"}
