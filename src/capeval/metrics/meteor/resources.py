@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from capeval.errors import ResourceError
+from capeval.hashing import file_digest
 
 FORMAT = "capeval-meteor-1.5-index/2"
 _PIP_HINT = "pip install pycocoevalcap==1.2"
@@ -93,11 +94,7 @@ def source_paths() -> dict[str, Path]:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_digest(path, "sha256", cached=False)
 
 
 def _fingerprint(path: Path, with_hash: bool = True) -> dict[str, Any]:
