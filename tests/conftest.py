@@ -57,3 +57,32 @@ def flickr8k_expert_pairs(root: Path) -> tuple[list[str], dict[str, str], dict[s
 @pytest.fixture(scope="session")
 def expert_pairs(shared_data: Path):
     return flickr8k_expert_pairs(shared_data)
+
+
+SAMPLE_VIDEO_ID = "Bfyp0C02sko_000248_000258"
+
+
+@pytest.fixture(scope="session")
+def sample_video(shared_data: Path) -> Path:
+    """The bundled 10 s VATEX-style clip (250 frames at 25 fps)."""
+    path = shared_data / "samples" / "video" / f"{SAMPLE_VIDEO_ID}.mp4"
+    if not path.exists():
+        pytest.skip(f"sample video not found: {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def all_frames(sample_video: Path):
+    """Every decoded RGB frame of the sample clip, (250, H, W, 3) uint8."""
+    av = pytest.importorskip("av")
+    import numpy as np
+
+    with av.open(str(sample_video)) as c:
+        return np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
+
+
+@pytest.fixture(scope="session")
+def bb():
+    """A tiny randomly initialised CLIP backbone."""
+    backbone = pytest.importorskip("capeval.clip.backbone")
+    return backbone.random_backbone("tiny", seed=0)

@@ -42,20 +42,6 @@ REFERENCES = {
 
 
 @pytest.fixture(scope="module")
-def sample_video(shared_data: Path) -> Path:
-    path = shared_data / "samples" / "video" / f"{SAMPLE_ID}.mp4"
-    if not path.exists():
-        pytest.skip(f"sample video not found: {path}")
-    return path
-
-
-@pytest.fixture(scope="module")
-def bb():
-    backbone = pytest.importorskip("capeval.clip.backbone")
-    return backbone.random_backbone("tiny", seed=0)
-
-
-@pytest.fixture(scope="module")
 def videos(sample_video: Path) -> dict[str, str]:
     return {k: str(sample_video) for k in CANDIDATES}
 

@@ -25,26 +25,6 @@ SAMPLE_ID = "Bfyp0C02sko_000248_000258"
 FPS = 25
 
 
-@pytest.fixture(scope="module")
-def sample_video(shared_data: Path) -> Path:
-    path = shared_data / "samples" / "video" / f"{SAMPLE_ID}.mp4"
-    if not path.exists():
-        pytest.skip(f"sample video not found: {path}")
-    return path
-
-
-@pytest.fixture(scope="module")
-def all_frames(sample_video: Path) -> np.ndarray:
-    with av.open(str(sample_video)) as c:
-        return np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
-
-
-@pytest.fixture(scope="module")
-def bb():
-    backbone = pytest.importorskip("capeval.clip.backbone")
-    return backbone.random_backbone("tiny", seed=0)
-
-
 def window_expected(start: float, end: float, n: int | None, total: int = 250) -> list[int]:
     """Independent statement of the rule: frames i with start <= i/25 <= end, int(linspace)."""
     inside = [i for i in range(total) if Fraction(repr(float(start))) <= Fraction(i, FPS) <= Fraction(repr(float(end)))]

@@ -26,6 +26,7 @@ import numpy as np
 
 from capeval.bench._common import kendall_specs
 from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed, register_benchmark
+from capeval.bench.flickr8k import read_flickr8k_tokens
 from capeval.errors import ResourceError
 
 PARTS = {  # part -> (csv, candidates per row, checksum-list prefix)
@@ -41,16 +42,9 @@ _REFS = {
 
 
 def _token_refs(path: Path) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            cid, sep, text = line.rstrip("\n").partition("\t")
-            if not sep or "#" not in cid:
-                raise malformed(path, f"line {lineno}", "expected '<image>.jpg#<k><TAB><caption>'")
-            out.setdefault(cid.split("#")[0].rsplit(".", 1)[0], []).append(text)
-    return out
+    """Flickr8k references keyed by image name without extension (the Composite files' ids)."""
+    _, by_image = read_flickr8k_tokens(path)
+    return {image.rsplit(".", 1)[0]: texts for image, texts in by_image.items()}
 
 
 def _coco_refs(path: Path) -> dict[str, list[str]]:
