@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from capeval.clip.backbone import load_backbone, random_backbone  # noqa: E402
+from capeval.clip.hf import hf_state_dict  # noqa: E402
 from capeval.clip.model import get_config  # noqa: E402
 from capeval.errors import ResourceError  # noqa: E402
 
@@ -34,36 +35,9 @@ def to_hf(state: dict, cfg) -> tuple["transformers.CLIPModel", dict]:
                            image_size=cfg.image_size, patch_size=cfg.patch_size, hidden_act=act, layer_norm_eps=1e-5),
         projection_dim=cfg.embed_dim,
     )
-    hf = {}
-
-    def blocks(src: str, dst: str, n: int) -> None:
-        for i in range(n):
-            s, d = f"{src}.{i}", f"{dst}.{i}"
-            q, k, v = state[f"{s}.attn.in_proj_weight"].chunk(3)
-            qb, kb, vb = state[f"{s}.attn.in_proj_bias"].chunk(3)
-            for name, w, b in (("q", q, qb), ("k", k, kb), ("v", v, vb)):
-                hf[f"{d}.self_attn.{name}_proj.weight"] = w
-                hf[f"{d}.self_attn.{name}_proj.bias"] = b
-            pairs = {"attn.out_proj": "self_attn.out_proj", "ln_1": "layer_norm1", "ln_2": "layer_norm2",
-                     "mlp.c_fc": "mlp.fc1", "mlp.c_proj": "mlp.fc2"}
-            for a, b2 in pairs.items():
-                hf[f"{d}.{b2}.weight"] = state[f"{s}.{a}.weight"]
-                hf[f"{d}.{b2}.bias"] = state[f"{s}.{a}.bias"]
-
-    blocks("transformer.resblocks", "text_model.encoder.layers", cfg.text_layers)
-    blocks("visual.transformer.resblocks", "vision_model.encoder.layers", cfg.vision_layers)
-    hf["text_model.embeddings.token_embedding.weight"] = state["token_embedding.weight"]
-    hf["text_model.embeddings.position_embedding.weight"] = state["positional_embedding"]
-    for p in ("weight", "bias"):
-        hf[f"text_model.final_layer_norm.{p}"] = state[f"ln_final.{p}"]
-        hf[f"vision_model.pre_layrnorm.{p}"] = state[f"visual.ln_pre.{p}"]
-        hf[f"vision_model.post_layernorm.{p}"] = state[f"visual.ln_post.{p}"]
-    hf["text_projection.weight"] = state["text_projection"].T.contiguous()
-    hf["visual_projection.weight"] = state["visual.proj"].T.contiguous()
-    hf["vision_model.embeddings.class_embedding"] = state["visual.class_embedding"]
-    hf["vision_model.embeddings.patch_embedding.weight"] = state["visual.conv1.weight"]
-    hf["vision_model.embeddings.position_embedding.weight"] = state["visual.positional_embedding"]
-    hf["logit_scale"] = state["logit_scale"]
+    # the key mapping is capeval's (clip/hf.py, also used to export for torchmetrics); the
+    # numerics under test are transformers' own CLIP implementation
+    hf = hf_state_dict(state, cfg)
     model = CLIPModel(hf_cfg).eval()
     missing, unexpected = model.load_state_dict(hf, strict=False)
     # position_ids buffers are the only keys HF may keep for itself
