@@ -50,3 +50,17 @@ def test_import_is_light():
     code = "import capeval, sys; capeval.list_metrics(); print('torch' in sys.modules, 'scipy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False False"
+
+
+def test_missing_heavy_dependency_names_the_extra():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import capeval\n"
+        "try:\n    capeval.load('clip-s')\nexcept capeval.MissingDependencyError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("torch is not installed (needed for clip-s)")
+    assert 'pip install "capeval[clip]"' in out

@@ -24,13 +24,13 @@ def require(module: str, extra: str | None = None, purpose: str = "") -> ModuleT
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        pip_name, default_extra = _KNOWN.get(module.split(".")[0], (module, None))
+        # the missing piece may be a dependency of ``module`` (e.g. torch under capeval.clip)
+        missing = getattr(exc, "name", None) or module
+        pip_name, default_extra = _KNOWN.get(missing.split(".")[0], _KNOWN.get(module.split(".")[0], (missing, None)))
         extra = extra or default_extra
         hint = f'pip install "capeval[{extra}]"' if extra else f"pip install {pip_name}"
         what = f" (needed for {purpose})" if purpose else ""
-        raise MissingDependencyError(
-            f"{module} is not installed{what}: {hint}  [{type(exc).__name__}: {exc}]"
-        ) from exc
+        raise MissingDependencyError(f"{missing} is not installed{what}: {hint}  [{type(exc).__name__}: {exc}]") from exc
 
 
 def available(module: str) -> bool:
