@@ -33,3 +33,4 @@ for _name, _group, _factory, _paper, _label, _backbone, _w in _FAMILIES:
 
 register_preset("clip", ("clip-s", "ref-clip-s"))
 register_preset("pac", ("pac-s", "ref-pac-s", "pac-s++", "ref-pac-s++"))
+register_preset("learned", ("clip-s", "ref-clip-s", "pac-s", "ref-pac-s", "pac-s++", "ref-pac-s++"))
