@@ -36,6 +36,20 @@ PATTERN = r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+
 N_MERGES = 49152 - 256 - 2
 
 
+def _merge_pair(parts: list[str], pair: tuple[str, str]) -> list[str]:
+    """Join every non-overlapping occurrence of ``pair``, left to right (one BPE merge)."""
+    out: list[str] = []
+    i = 0
+    while i < len(parts):
+        if i + 1 < len(parts) and (parts[i], parts[i + 1]) == pair:
+            out.append(parts[i] + parts[i + 1])
+            i += 2
+        else:
+            out.append(parts[i])
+            i += 1
+    return out
+
+
 @lru_cache(maxsize=1)
 def bytes_to_unicode() -> dict[int, str]:
     """Byte -> printable character: printable Latin-1 bytes map to themselves, the rest to 256+n."""
@@ -134,16 +148,7 @@ class ClipTokenizer:
                     best, best_rank = pair, rank
             if best is None:
                 break
-            merged: list[str] = []
-            i = 0
-            while i < len(parts):
-                if i + 1 < len(parts) and (parts[i], parts[i + 1]) == best:
-                    merged.append(parts[i] + parts[i + 1])
-                    i += 2
-                else:
-                    merged.append(parts[i])
-                    i += 1
-            parts = merged
+            parts = _merge_pair(parts, best)
         return parts
 
     def encode(self, text: str) -> list[int]:
@@ -274,14 +279,7 @@ def train_bpe(texts: Iterable[str], num_merges: int, min_count: int = 2) -> list
                 pairs[p] -= freq[i]
                 if pairs[p] <= 0:
                     del pairs[p]
-            j, new = 0, []
-            while j < len(w):
-                if j + 1 < len(w) and (w[j], w[j + 1]) == best:
-                    new.append(w[j] + w[j + 1])
-                    j += 2
-                else:
-                    new.append(w[j])
-                    j += 1
+            new = _merge_pair(w, best)
             words[i] = new
             for p in zip(new, new[1:]):
                 pairs[p] += freq[i]
