@@ -20,7 +20,32 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+
+
+def flickr8k_expert_pairs(root: Path) -> tuple[list[str], dict[str, str], dict[str, list[str]]]:
+    """(ids, {id: candidate}, {id: [5 references]}) for the 5,664 Flickr8k-Expert pairs
+    (candidates from another image's captions, each (image, caption) pair once)."""
+    captions: dict[str, str] = {}
+    by_image: dict[str, list[str]] = {}
+    with open(root / "flickr8k" / "Flickr8k.token.txt", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                cid, text = line.rstrip("\n").split("\t", 1)
+                captions[cid] = text
+                by_image.setdefault(cid.split("#")[0], []).append(text)
+    ids: list[str] = []
+    cands: dict[str, str] = {}
+    refs: dict[str, list[str]] = {}
+    with open(root / "flickr8k" / "ExpertAnnotations.txt", encoding="utf-8") as f:
+        for line in f:
+            image, cid, *_ = line.rstrip("\n").split("\t")
+            key = f"{image}|{cid}"
+            if cid.split("#")[0] == image or key in cands:
+                continue
+            ids.append(key)
+            cands[key] = captions[cid]
+            refs[key] = by_image[image]
+    return ids, cands, refs
 
 
 def clear_caches() -> None:
@@ -51,8 +76,6 @@ def main() -> int:
     if not (data / "flickr8k" / "ExpertAnnotations.txt").exists():
         print(f"Flickr8k-Expert data not found under {data}; pass --data", file=sys.stderr)
         return 2
-    from conftest import flickr8k_expert_pairs
-
     import capeval
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider

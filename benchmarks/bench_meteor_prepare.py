@@ -1,6 +1,6 @@
 """Time the one-time METEOR 1.5 resource preparation and report peak memory.
 
-    python benchmarks/bench_meteor_prepare.py [--cache-dir DIR] [--keep] [--score]
+    python benchmarks/bench_meteor_prepare.py [--cache-dir DIR] [--keep] [--score [--data DIR]]
 
 Builds the index into a temporary folder (or ``--cache-dir``) with ``force=True``, so the
 number is the real one-time cost; prints wall time, peak RSS of the build (the requirement:
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import sys
@@ -64,6 +65,12 @@ def main() -> int:
     ap.add_argument("--cache-dir", type=Path, default=None, help="build here instead of a temporary folder")
     ap.add_argument("--keep", action="store_true", help="keep the temporary index")
     ap.add_argument("--score", action="store_true", help="also time scoring Flickr8k-Expert with it")
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=Path(os.environ.get("CAPEVAL_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")),
+        help="benchmark data root (default: $CAPEVAL_DATA, else ../shared/data)",
+    )
     args = ap.parse_args()
 
     from capeval.metrics.meteor import prepare
@@ -85,7 +92,7 @@ def main() -> int:
         "index_mb": round(sum(f.stat().st_size for f in out.iterdir()) / 2**20, 1),
     }
     if args.score:
-        data = Path(__file__).resolve().parents[2] / "shared" / "data"
+        data = args.data
         if not (data / "flickr8k").is_dir():
             report["score"] = f"skipped: no data at {data}"
         else:

@@ -1,26 +1,85 @@
-"""Shared fixtures: the real benchmark data in ../shared/data and reference outputs."""
+"""Shared fixtures: the real benchmark data in ../shared/data, a per-session cache, and
+reference outputs.
+
+Every test session gets its own temporary ``$CAPEVAL_CACHE`` (set here, before anything
+computes a cache path), so tests never read or write the user's cache; METEOR's resource
+index is therefore built once per session, on first use. ``CAPEVAL_TEST_CACHE=DIR`` opts
+in to a persistent directory instead (to skip that build when running tests repeatedly).
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from _reference import SHARED_DATA, in_ci, require_module, unavailable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-SHARED_DATA = Path(os.environ.get("CAPEVAL_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+_OWN_CACHE: Path | None = None
+if os.environ.get("CAPEVAL_TEST_CACHE"):
+    os.environ["CAPEVAL_CACHE"] = os.environ["CAPEVAL_TEST_CACHE"]
+else:
+    _OWN_CACHE = Path(tempfile.mkdtemp(prefix="capeval-test-cache-"))
+    os.environ["CAPEVAL_CACHE"] = str(_OWN_CACHE)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: long-running end-to-end test (deselect with -m 'not slow')")
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _OWN_CACHE is not None:
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
+
+
+def _import_skip_message(report: pytest.CollectReport | pytest.TestReport) -> str | None:
+    """The message of a skip raised by ``pytest.importorskip``, else None."""
+    if not report.skipped or not isinstance(report.longrepr, tuple):
+        return None
+    message = str(report.longrepr[2])
+    return message if "could not import" in message else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    # Safety net for the rule in _reference.unavailable: under CI a test skipped by a plain
+    # pytest.importorskip (a missing reference or extra) fails instead of passing silently.
+    outcome = yield
+    report = outcome.get_result()
+    message = _import_skip_message(report) if in_ci() else None
+    if message:
+        report.outcome = "failed"
+        report.longrepr = f"{message} [CI=true: a missing dependency is a failure, not a skip]"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    # the same for a module-level importorskip, which skips the whole file at collection
+    outcome = yield
+    report = outcome.get_result()
+    message = _import_skip_message(report) if in_ci() else None
+    if message:
+        report.outcome = "failed"
+        report.longrepr = f"{message} [CI=true: a missing dependency is a failure, not a skip]"
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    mode = "CI=true: missing references/data FAIL" if in_ci() else "missing references/data are skipped"
+    return [f"capeval: CAPEVAL_CACHE={os.environ['CAPEVAL_CACHE']}; data={SHARED_DATA}; {mode}"]
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
+    """``$CAPEVAL_DATA`` or ``../shared/data``; skipped when absent (a failure under CI)."""
     if not (SHARED_DATA / "README.md").exists():
-        pytest.skip(f"benchmark data not found at {SHARED_DATA} (set CAPEVAL_DATA or place ../shared/data)")
+        unavailable(f"benchmark data not found at {SHARED_DATA} (set CAPEVAL_DATA or place ../shared/data)")
     return SHARED_DATA
 
 
@@ -67,14 +126,14 @@ def sample_video(shared_data: Path) -> Path:
     """The bundled 10 s VATEX-style clip (250 frames at 25 fps)."""
     path = shared_data / "samples" / "video" / f"{SAMPLE_VIDEO_ID}.mp4"
     if not path.exists():
-        pytest.skip(f"sample video not found: {path}")
+        unavailable(f"sample video not found: {path}")
     return path
 
 
 @pytest.fixture(scope="session")
 def all_frames(sample_video: Path):
     """Every decoded RGB frame of the sample clip, (250, H, W, 3) uint8."""
-    av = pytest.importorskip("av")
+    av = require_module("av", "PyAV decodes the sample video (video extra)")
     import numpy as np
 
     with av.open(str(sample_video)) as c:
@@ -84,5 +143,5 @@ def all_frames(sample_video: Path):
 @pytest.fixture(scope="session")
 def bb():
     """A tiny randomly initialised CLIP backbone."""
-    backbone = pytest.importorskip("capeval.clip.backbone")
+    backbone = require_module("capeval.clip.backbone", "the CLIP backbone needs torch (clip extra)")
     return backbone.random_backbone("tiny", seed=0)

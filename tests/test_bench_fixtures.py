@@ -173,6 +173,8 @@ def _write_vatex(root: Path, n: int = 12) -> np.ndarray:
     for name, obj in (("candidates_list.pkl", cands), ("gts_list.pkl", gts), ("human_scores.pkl", human), ("video_ids.pkl", vids)):
         with open(d / name, "wb") as f:
             pickle.dump(obj, f)
+    # EMScore's IDF corpus (VATEX-EVAL-demo.py reads it from the same folder)
+    (d / "vatex_train_en_annotations.json").write_text(json.dumps({"t1": ["a man plays guitar"], "t2": ["a dog runs"]}))
     return human.reshape(3, n).T
 
 
@@ -180,6 +182,7 @@ def test_vatex_eval_fixture_text_and_stub(tmp_path: Path, stub_metrics) -> None:
     scipy_stats = pytest.importorskip("scipy.stats")
     human = _write_vatex(tmp_path)
     loaded = cb.load("vatex-eval", data_root=tmp_path)
+    assert loaded.metric_options["emscore"] == {"idf": ["a man plays guitar", "a dog runs"]}
     assert sorted(loaded.settings) == ["refs0", "refs1", "refs9"]
     assert len(loaded.settings["refs9"].items["0"].references) == 9
     assert loaded.settings["refs0"].with_references is False
@@ -207,6 +210,18 @@ def test_vatex_pickle_with_code_is_refused(tmp_path: Path) -> None:
         cb.load("vatex-eval", data_root=tmp_path)
 
 
+@pytest.mark.parametrize("content", ['["a list"]', '{"t1": "not a list"}', '{"t1": [1, 2]}', "{}", "{bad json"])
+def test_vatex_idf_corpus_malformed_or_missing_is_named(tmp_path: Path, content: str) -> None:
+    _write_vatex(tmp_path)
+    path = tmp_path / "vatex-eval" / "vatex_train_en_annotations.json"
+    path.write_text(content)
+    with pytest.raises(ResourceError, match=r"malformed data file .*vatex_train_en_annotations\.json"):
+        cb.load("vatex-eval", data_root=tmp_path)
+    path.unlink()
+    with pytest.raises(ResourceError, match=r"missing data file 'vatex-eval/vatex_train_en_annotations\.json'.*IDF corpus"):
+        cb.load("vatex-eval", data_root=tmp_path)
+
+
 # -- activitynet-foil ------------------------------------------------------------------
 
 
@@ -226,8 +241,9 @@ def _write_anet(root: Path) -> None:
         "v1": {"duration": 20.0, "sentences": ["a man opens the door", "the man walks into the kitchen"], "timestamps": [[0, 10], [11, 20]]},
         "v2": {"duration": 8.0, "sentences": ["a girl is playing the piano"], "timestamps": [[0, 8]]},
     }
+    train = {"t1": {"duration": 5.0, "sentences": ["a man opens a door", " ".join(["x"] * 67)]}}
     for name, obj in (("final_right_video_sentences.json", right), ("final_foil_video_sentences.json", foil),
-                      ("anet_entities_test_1.json", t1), ("anet_entities_test_2.json", t2)):
+                      ("anet_entities_test_1.json", t1), ("anet_entities_test_2.json", t2), ("train.json", train)):
         (d / name).write_text(json.dumps(obj))
 
 
@@ -235,7 +251,8 @@ def test_activitynet_foil_fixture(tmp_path: Path, stub_metrics) -> None:
     _write_anet(tmp_path)
     loaded = cb.load("activitynet-foil", data_root=tmp_path)
     items = loaded.settings["refs"].items
-    assert loaded.info == {"videos": 2, "segments": 6}
+    assert loaded.info == {"videos": 2, "segments": 6, "idf_corpus": 1}  # the 67-word sentence is left out
+    assert loaded.metric_options["pac-s-video"] == {"idf": ["a man opens a door"]}
     assert items["v1/right/0"].references == ("a man opens the door",)  # > 40 % overlap rule
     assert items["v1/right/1"].references == ("the man walks into the kitchen",)
     assert items["v1/right/1"].segment == (10.0, 20.0)

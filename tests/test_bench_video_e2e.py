@@ -2,11 +2,15 @@
 bundled sample clip standing in for every video of release-format fixtures.
 
 ActivityNet-FOIL items are scored on their segments; the statistics are recomputed here from
-scores of pre-trimmed frame arrays (frames ``i`` with ``start <= i / 25 <= end``).
+scores of pre-trimmed frame arrays (frames ``i`` with ``start <= i / 25 <= end``). Both
+benchmarks score with EMScore's protocol IDF corpus, the dataset's training captions
+(``VATEX-EVAL-demo.py``: ``vatex_train_en_annotations.json``; ``ActivityNet-FOIL_demo.py``:
+``train.json`` without sentences of more than 66 words), in every setting.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
@@ -22,7 +26,7 @@ av = pytest.importorskip("av")
 import capeval  # noqa: E402
 import capeval.bench as cb  # noqa: E402
 import capeval.video.specs  # noqa: E402,F401
-from capeval.errors import InputError  # noqa: E402
+from capeval.errors import InputError, ResourceError  # noqa: E402
 from capeval.video import frames as vf  # noqa: E402
 
 SAMPLE_ID = "Bfyp0C02sko_000248_000258"
@@ -57,9 +61,24 @@ REF_S = {"v_a": ["a cook fries two eggs", "the eggs are served"], "v_b": ["a per
          "v_c": ["eggs in a pan"]}
 
 
+# ActivityNet Captions train.json: the IDF corpus; the 67-word sentence is left out by the protocol
+ANET_TRAIN = {
+    "v_t1": {"duration": 30.0, "sentences": ["a man fries eggs in a pan", "he serves them on a plate"]},
+    "v_t2": {"duration": 20.0, "sentences": ["a dog runs on the grass", " ".join(["word"] * 67)]},
+    "v_t3": {"duration": 10.0, "sentences": ["someone is cooking on the stove", " ".join(["egg"] * 66)]},
+}
+ANET_CORPUS = ["a man fries eggs in a pan", "he serves them on a plate", "a dog runs on the grass",
+               "someone is cooking on the stove", " ".join(["egg"] * 66)]
+
+
+def _sha12(corpus: list[str]) -> str:
+    return hashlib.sha256("\n".join(corpus).encode("utf-8")).hexdigest()[:12]
+
+
 def _write_anet(root: Path, seg_ts=SEG_TS) -> None:
     d = root / "activitynet-foil"
     d.mkdir(parents=True)
+    (d / "train.json").write_text(json.dumps(ANET_TRAIN))
     right = {"results": {v: [{"sentence": s} for s in ss] for v, ss in RIGHT.items()}}
     foil = {"results": {v: [{"sentence": s} for s in ss] for v, ss in FOIL.items()}}
     t1 = {v: {"duration": 10.0, "timestamps": seg_ts[v]} for v in RIGHT}
@@ -104,9 +123,12 @@ def test_activitynet_foil_emscore_end_to_end(tmp_path, bb, sample_video, all_fra
         ("ref-emscore", "accuracy_refs"), ("ref-emscore", "ties_refs"),
     }
     assert all(r.n == 3 for r in res)  # 3 videos (paragraph pairs)
-    assert res.benchmarks["activitynet-foil"]["info"] == {"videos": 3, "segments": 12}
+    assert res.benchmarks["activitynet-foil"]["info"] == {"videos": 3, "segments": 12, "idf_corpus": 5}
+    assert "train.json:" in res.benchmarks["activitynet-foil"]["signature"]
     for r in res:
         assert "segments:pts[start,end]" in r.metric_signature
+        # the protocol's corpus, in both settings, for both metrics
+        assert f"idf:corpus(n=5,sha={_sha12(ANET_CORPUS)})" in r.metric_signature
     # the identical v_c paragraphs tie under every metric
     assert got[("emscore", "ties_norefs")].value >= 1
     assert got[("ref-emscore", "ties_refs")].value >= 1
@@ -117,9 +139,9 @@ def test_activitynet_foil_emscore_end_to_end(tmp_path, bb, sample_video, all_fra
     cands = {k: it.candidate for k, it in items.items()}
     refs = {k: list(it.references) for k, it in items.items()}
     trimmed = {k: _trimmed(all_frames, *it.segment) for k, it in items.items()}
-    free = capeval.score(cands, None, "emscore", options={"emscore": {"backbone": bb}}, videos=trimmed)["emscore"]
-    withr = capeval.score(cands, refs, "ref-emscore", options={"emscore": {"backbone": bb}},
-                          videos=trimmed)["ref-emscore"]
+    opts = {"emscore": {"backbone": bb, "idf": ANET_CORPUS}}
+    free = capeval.score(cands, None, "emscore", options=opts, videos=trimmed)["emscore"]
+    withr = capeval.score(cands, refs, "ref-emscore", options=opts, videos=trimmed)["ref-emscore"]
     acc, ties = _expected_accuracy(free.items)
     assert got[("emscore", "accuracy_norefs")].value == pytest.approx(acc)
     assert got[("emscore", "ties_norefs")].value == ties
@@ -128,11 +150,25 @@ def test_activitynet_foil_emscore_end_to_end(tmp_path, bb, sample_video, all_fra
     assert got[("ref-emscore", "accuracy_refs")].value == pytest.approx(acc)
     assert got[("ref-emscore", "ties_refs")].value == ties
     # and the segment scores themselves equal the pre-trimmed ones
-    direct = capeval.score(cands, None, "emscore", options={"emscore": {"backbone": bb}},
+    direct = capeval.score(cands, None, "emscore", options=opts,
                            videos={k: str(sample_video) for k in cands},
                            segments={k: it.segment for k, it in items.items()})["emscore"]
     assert direct.items == pytest.approx(free.items, abs=1e-6)
     assert direct.extras["segment_frames"]["v_b/right/1"] == 2  # 2.00 and 2.04 s, both ends included
+
+
+def test_activitynet_foil_idf_corpus_is_the_protocols_and_user_option_wins(tmp_path, bb, sample_video):
+    _write_anet(tmp_path)
+    videos = _video_dir(tmp_path, list(RIGHT), sample_video)
+    loaded = cb.load("activitynet-foil", data_root=tmp_path)
+    assert loaded.metric_options == {g: {"idf": ANET_CORPUS} for g in ("emscore", "pac-s-video")}
+    res = cb.run(["activitynet-foil"], ["emscore"], data_root=tmp_path, videos=videos,
+                 options={"emscore": {"backbone": bb, "idf": "candidates"}}, bootstrap=0)
+    sigs = {r.statistic: r.metric_signature for r in res}
+    assert "idf:candidates(n=12)" in sigs["accuracy_norefs"]  # the 12 segment sentences, right and foil
+    (tmp_path / "activitynet-foil" / "train.json").unlink()
+    with pytest.raises(ResourceError, match=r"train\.json.*IDF corpus"):
+        cb.load("activitynet-foil", data_root=tmp_path)
 
 
 def test_activitynet_foil_segment_past_the_video_is_named(tmp_path, bb, sample_video):
@@ -147,9 +183,15 @@ def test_activitynet_foil_segment_past_the_video_is_named(tmp_path, bb, sample_v
 # -- VATEX-EVAL ------------------------------------------------------------------------------
 
 
+VATEX_TRAIN = {"t1": ["a man cooks eggs in a pan", "someone fries eggs"],
+               "t2": ["a dog runs in the park", "a dog runs", "a man cooks"]}
+VATEX_CORPUS = [c for caps in VATEX_TRAIN.values() for c in caps]
+
+
 def _write_vatex(root: Path, n: int = 12) -> tuple[np.ndarray, list[str]]:
     d = root / "vatex-eval"
     d.mkdir(parents=True)
+    (d / "vatex_train_en_annotations.json").write_text(json.dumps(VATEX_TRAIN))
     rng = np.random.default_rng(1)
     words = ["a", "man", "cooks", "eggs", "in", "pan", "dog", "runs", "on", "stove"]
     cands = np.array([" ".join(rng.choice(words, int(rng.integers(3, 9)))) for _ in range(n)], dtype=object)
@@ -176,6 +218,9 @@ def test_vatex_eval_emscore_end_to_end(tmp_path, bb, sample_video):
     assert all(r.n == 12 and -100 <= r.value <= 100 for r in res)
     assert all(r.ci_low is not None and r.ci_low <= r.value <= r.ci_high for r in res)
     assert all("segments" not in r.metric_signature for r in res)
+    # VATEX-EVAL-demo.py: the training captions' IDF for every score, the 0-reference one included
+    assert all(f"idf:corpus(n=5,sha={_sha12(VATEX_CORPUS)})" in r.metric_signature for r in res)
+    assert res.benchmarks["vatex-eval"]["info"]["idf_corpus"] == 5
     # reference-free: the same scores whatever the setting
     assert got[("emscore", "kendall_tau_b_refs0")].value == got[("emscore", "kendall_tau_b_refs9")].value
 
@@ -184,8 +229,13 @@ def test_vatex_eval_emscore_end_to_end(tmp_path, bb, sample_video):
     cands = {k: it.candidate for k, it in items.items()}
     refs = {k: list(it.references) for k, it in items.items()}
     vmap = {k: str(sample_video) for k in items}
-    free = capeval.score(cands, None, "emscore", options={"emscore": {"backbone": bb}}, videos=vmap)["emscore"]
-    withr = capeval.score(cands, refs, "ref-emscore", options={"emscore": {"backbone": bb}}, videos=vmap)["ref-emscore"]
+    opts = {"emscore": {"backbone": bb, "idf": VATEX_CORPUS}}
+    free = capeval.score(cands, None, "emscore", options=opts, videos=vmap)["emscore"]
+    withr = capeval.score(cands, refs, "ref-emscore", options=opts, videos=vmap)["ref-emscore"]
+    # the corpus matters: the split's own references give other numbers
+    own = capeval.score(cands, refs, "emscore", options={"emscore": {"backbone": bb}}, videos=vmap)["emscore"]
+    assert "idf:references(n=108)" in str(own.signature)
+    assert any(abs(own.items[k] - free.items[k]) > 1e-4 for k in free.items)
     for metric, scores in (("emscore", free), ("ref-emscore", withr)):
         m = np.around([scores.items[str(i)] for i in range(len(human))], 4)
         tau = 100 * np.mean([scipy_stats.kendalltau(m, human[:, a])[0] for a in range(3)])

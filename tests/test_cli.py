@@ -19,7 +19,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_score_prints_json_with_signatures(capsys, tmp_path):
-    per_item = tmp_path / "sub" / "items.json"
+    per_item = tmp_path / "items.json"
     code, out, err = run(
         capsys, "score", "-m", "bleu-4,cider-d,rouge-l", "-c", str(EXAMPLES / "candidates.json"),
         "-r", str(EXAMPLES / "references.json"), "--per-item", str(per_item), "--quiet",

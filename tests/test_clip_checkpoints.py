@@ -93,6 +93,78 @@ def test_download_with_wrong_hash_writes_nothing(tmp_path, monkeypatch, capsys):
 
 
 def test_download_list(capsys):
-    assert main(["download", "--list"]) == 0
+    assert main(["download", "--list", "--json"]) == 0
     table = json.loads(capsys.readouterr().out)
     assert "pac-s++/ViT-L-14" in table["entries"]
+
+
+_DRIVE_WARNING = (b"<!DOCTYPE html><html><head><title>Google Drive - Virus scan warning</title></head>"
+                  b"<body>Google Drive can't scan this file for viruses.</body></html>")
+
+
+def _state_dict_payload(tmp_path) -> bytes:
+    torch = pytest.importorskip("torch")
+    p = tmp_path / "sd.pth"
+    torch.save({"visual.proj": torch.zeros(4, 2)}, str(p))
+    return p.read_bytes()
+
+
+def test_download_without_sha_refuses_an_html_page(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("torch")
+    _fake_entry(monkeypatch, tmp_path, _DRIVE_WARNING, None)
+    out = tmp_path / "ckpts"
+    assert main(["download", "pac-s++/ViT-B-32", "--dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "the downloaded file is an HTML page" in err and "nothing was written" in err
+    assert not any(p.is_file() for p in out.rglob("*"))
+
+
+@pytest.mark.parametrize("payload,fragment", [(b"", "is empty (0 bytes)"), (b"PK\x03\x04" + b"\0" * 64, "truncated or corrupt")])
+def test_download_without_sha_refuses_empty_and_truncated(tmp_path, monkeypatch, capsys, payload, fragment):
+    pytest.importorskip("torch")
+    _fake_entry(monkeypatch, tmp_path, payload, None)
+    out = tmp_path / "ckpts"
+    assert main(["download", "pac-s++/ViT-B-32", "--dir", str(out)]) == 2
+    assert fragment in capsys.readouterr().err
+    assert not any(p.is_file() for p in out.rglob("*"))
+
+
+def test_download_without_sha_accepts_a_state_dict_and_replaces_a_broken_file(tmp_path, monkeypatch, capsys):
+    payload = _state_dict_payload(tmp_path)
+    _fake_entry(monkeypatch, tmp_path, payload, None)
+    out = tmp_path / "ckpts"
+    target = out / "pac-s++" / "PAC++_clip_ViT-B-32.pth"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(_DRIVE_WARNING)  # what an earlier, redirected download left behind
+    assert main(["download", "pac-s++/ViT-B-32", "--dir", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "is an HTML page" in captured.err and "downloading it again" in captured.err
+    assert target.read_bytes() == payload
+    assert json.loads(captured.out)["sha256"] == hashlib.sha256(payload).hexdigest()
+
+
+def test_html_under_an_official_name_says_what_it_is(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPEVAL_CHECKPOINTS", str(tmp_path))
+    path = tmp_path / "openai" / "ViT-B-32.pt"
+    path.parent.mkdir()
+    path.write_bytes(_DRIVE_WARNING)
+    with pytest.raises(ResourceError, match="is an HTML page .*the download was redirected"):
+        ck.resolve(ck.CHECKPOINTS["openai/ViT-B-32"])
+
+
+def test_download_list_is_a_table(tmp_path, capsys):
+    present = tmp_path / "pac-s" / "clip_ViT-B-32.pth"
+    present.parent.mkdir()
+    present.write_bytes(b"x")
+    assert main(["download", "--list", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split() == ["NAME", "ARCH", "SHA256", "STATUS", "WHERE"]
+    row = {ln.split()[0]: ln.split() for ln in lines[1:] if ln and not ln.startswith((" ", "folder", "manual"))}
+    assert set(ck.CHECKPOINTS) <= set(row)
+    assert row["openai/ViT-B-32"][2] == ck.CHECKPOINTS["openai/ViT-B-32"].sha256[:12] + "..."
+    assert row["openai/ViT-B-32"][3:] == ["missing", "from", "openaipublic.azureedge.net"]
+    assert " ".join(row["pac-s/ViT-B-32"][2:]) == f"not published present {present}"
+    assert "manual download" in " ".join(row["pac-s/ViT-L-14"])
+    assert not out.lstrip().startswith("{")

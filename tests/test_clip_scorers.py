@@ -4,6 +4,7 @@ random tiny CLIP, bad inputs, skipping, no partial output files, and the embeddi
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from capeval.clip.backbone import random_backbone  # noqa: E402
 from capeval.clip.scorers import ClipScore, PacScore, PacScorePlusPlus  # noqa: E402
 from capeval.errors import InputError  # noqa: E402
 
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "samples" / "clipscore_example"
+# the same data root as the shared_data fixture (tests/conftest.py): $CAPEVAL_DATA or ../shared/data
+SAMPLES = Path(os.environ.get("CAPEVAL_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data")) \
+    / "samples" / "clipscore_example"
 
 
 class StubBackbone:
@@ -71,10 +74,56 @@ def test_formulas_clamp_harmonic_mean_and_zero_case():
     assert rep["ref-clip-s"].extras["ref_similarity"]["b"] == 0.0
     assert rep["clip-s"].system == pytest.approx(np.mean(list(clip.values())))
     assert PacScore(backbone=bb).w == 2.0
-    assert PacScorePlusPlus(backbone=bb).w == 2.5
-    bb_l = StubBackbone(texts)
-    bb_l.signature = {"backbone": "x", "arch": "ViT-L-14"}
-    assert PacScorePlusPlus(backbone=bb_l).w == 3.0
+
+
+def _stub_arch(arch: str) -> StubBackbone:
+    bb = StubBackbone({"c": _angle(30), "r": _angle(50)})
+    bb.signature = {"backbone": "x", "arch": arch}
+    return bb
+
+
+@pytest.mark.parametrize(("arch", "paper"), [("ViT-B-32", 2.5), ("ViT-L-14", 3.0)])
+def test_pac_s_plus_plus_w_code_default_and_paper_option(arch, paper):
+    # default: the released evaluation code's w (pacscore compute_correlations.py: PACScore(..., w=2.0))
+    bb = _stub_arch(arch)
+    default = PacScorePlusPlus(backbone=bb)
+    assert (default.w, default.w_from) == (2.0, "code")
+    assert (PacScorePlusPlus(backbone=bb, w="code").w, PacScorePlusPlus(backbone=bb, w="code").w_from) == (2.0, "code")
+    paper_scorer = PacScorePlusPlus(backbone=bb, w="paper")
+    assert (paper_scorer.w, paper_scorer.w_from) == (paper, "paper")
+    assert (PacScorePlusPlus(backbone=bb, w=2.7).w, PacScorePlusPlus(backbone=bb, w="2.7").w_from) == (2.7, "user")
+    image = {"a": np.array(_angle(0))}
+    got = {}
+    for name, scorer in (("code", default), ("paper", paper_scorer)):
+        rep = scorer.score({"a": "c"}, {"a": ["r"]}, images=image)
+        got[name] = rep
+        sig = str(rep["ref-pac-s++"].signature)
+        assert f"w:{scorer.w}" in sig and f"w_from:{name}" in sig
+    cos = float(np.cos(np.radians(30)))
+    assert got["code"]["pac-s++"].items["a"] == pytest.approx(2.0 * cos, abs=1e-6)
+    assert got["paper"]["pac-s++"].items["a"] == pytest.approx(paper * cos, abs=1e-6)
+    # w rescales the reference-free score but changes the harmonic mean non-linearly
+    t = float(np.cos(np.radians(20)))
+    for name, w in (("code", 2.0), ("paper", paper)):
+        p = w * cos
+        assert got[name]["ref-pac-s++"].items["a"] == pytest.approx(2 * p * t / (p + t), abs=1e-6)
+
+
+def test_pac_s_plus_plus_w_bad_values_are_named():
+    with pytest.raises(InputError, match=r"w='paper'.*ViT-B/32 \(2\.5\).*ViT-L/14 \(3\.0\).*stub-arch"):
+        PacScorePlusPlus(backbone=_stub_arch("stub-arch"), w="paper")
+    for bad in ("papr", -1, 0, "nan", True):
+        with pytest.raises(InputError, match=r"pac-s\+\+ option w"):
+            PacScorePlusPlus(backbone=_stub_arch("ViT-B-32"), w=bad)
+    with pytest.raises(InputError, match=r"pac-s option w"):
+        PacScore(backbone=_stub_arch("ViT-B-32"), w="paper")  # only PAC-S++ has two published values
+
+
+def test_pac_s_plus_plus_paper_w_from_the_model_shape():
+    # a checkpoint loaded by path has arch "inferred": the paper value comes from the architecture
+    bb = random_backbone("ViT-B-32", seed=0)
+    bb.signature = dict(bb.signature, arch="inferred")
+    assert PacScorePlusPlus(backbone=bb, w="paper").w == 2.5
 
 
 @pytest.fixture(scope="module")
@@ -238,3 +287,18 @@ def test_cache_hit_equals_fresh_computation(tmp_path, tiny, sample, monkeypatch)
     second = scorer.score(good, refs, images=SAMPLES / "images")
     assert dict(second["ref-clip-s"].items) == dict(first["ref-clip-s"].items)
     assert calls["n"] == 0
+
+
+def test_cli_pac_s_plus_plus_w_option(tmp_path, saved_tiny, sample, capsys):
+    base = ["score", "-q", "--metrics", "pac-s++", "--images", str(SAMPLES / "images"),
+            "--candidates", str(SAMPLES / "good_captions.json"), "--backbone", str(saved_tiny)]
+    assert main([*base, "-O", "pac-s++.w=2.5"]) == 0
+    sig = json.loads(capsys.readouterr().out)["signatures"]["pac-s++"]
+    assert "w:2.5" in sig and "w_from:user" in sig
+    assert main(base) == 0
+    sig = json.loads(capsys.readouterr().out)["signatures"]["pac-s++"]
+    assert "w:2.0" in sig and "w_from:code" in sig
+    # the tiny test model is neither ViT-B/32 nor ViT-L/14: the paper gives no w for it
+    assert main([*base, "-O", "pac-s++.w=paper"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "w='paper'" in err and len(err.splitlines()) == 1

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import capeval
-from _reference import java_ptb
+from _reference import java_ptb, require_module
 
 TOL = 1e-9
 
@@ -79,7 +79,7 @@ def test_cider_parity_subset_changes_df(tokenized):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_random_sentences_parity(seed):
     """Random small vocabularies: many shared n-grams, repeated words, empty and 1-word sentences."""
-    pytest.importorskip("pycocoevalcap")
+    require_module("pycocoevalcap", "pycocoevalcap==1.2 is the reference implementation (test extra)")
     import random
 
     from pycocoevalcap.bleu.bleu import Bleu

@@ -9,10 +9,8 @@ runs the Java scorer once and keeps its output in the pytest cache
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -39,19 +37,29 @@ from capeval.metrics.meteor.normalize import (
 )
 from capeval.metrics.meteor.stemmer import stem
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-HAVE_PYCOCO = importlib.util.find_spec("pycocoevalcap") is not None
-HAVE_JAVA = shutil.which("java") is not None
-needs_pycoco = pytest.mark.skipif(not HAVE_PYCOCO, reason="pycocoevalcap==1.2 (METEOR 1.5 resources) not installed")
-needs_java = pytest.mark.skipif(
-    not (HAVE_PYCOCO and HAVE_JAVA), reason="needs java and pycocoevalcap to run the reference METEOR 1.5"
-)
+from _reference import require_java, require_javac, require_module
+
+_PYCOCO_WHY = "pycocoevalcap==1.2 holds the METEOR 1.5 resources and reference (test extra)"
+
+
+@pytest.fixture
+def pycoco_ok() -> None:
+    require_module("pycocoevalcap", _PYCOCO_WHY)
+
+
+@pytest.fixture
+def java_ok() -> None:
+    require_java()
+
+
+# absent references skip these on a developer machine and fail them under CI=true
+needs_pycoco = pytest.mark.usefixtures("pycoco_ok")
+needs_java = pytest.mark.usefixtures("java_ok")
 
 
 @pytest.fixture(scope="session")
 def meteor() -> Meteor15:
-    if not HAVE_PYCOCO:
-        pytest.skip("pycocoevalcap==1.2 (METEOR 1.5 resources) not installed")
+    require_module("pycocoevalcap", _PYCOCO_WHY)
     return Meteor15()
 
 
@@ -100,7 +108,7 @@ def test_stemmer_matches_java(word: str, expected: str) -> None:
 
 
 def test_stemmer_vs_snowballstemmer_on_flickr8k(shared_data: Path) -> None:
-    snowballstemmer = pytest.importorskip("snowballstemmer")
+    snowballstemmer = require_module("snowballstemmer", "documents where Snowball 3.x differs (test extra)")
     sb = snowballstemmer.stemmer("english")
     vocab: set[str] = set()
     with open(shared_data / "flickr8k" / "Flickr8k.token.txt", encoding="utf-8") as f:
@@ -127,11 +135,11 @@ public class StemAll {
 """
 
 
-@needs_java
-@pytest.mark.skipif(shutil.which("javac") is None, reason="javac needed to call the jar's stemmer directly")
 def test_stemmer_matches_java_on_wordnet_and_flickr8k(tmp_path: Path, shared_data: Path) -> None:
     """Every WordNet word of METEOR's synonym table and every Flickr8k word, stemmed by the jar."""
     import zipfile
+
+    require_javac()
 
     jar = meteor_resources.source_paths()["jar"]
     words: set[str] = set()
@@ -209,6 +217,52 @@ JAVA_NORMALIZED = [
 @pytest.mark.parametrize("text,expected", JAVA_NORMALIZED)
 def test_normalizer_matches_java(text: str, expected: str) -> None:
     assert _norm(text) == expected
+
+
+def _normalizer_inputs() -> list[str]:
+    """The cases above, random strings of tricky fragments, and every BMP character (and a
+    sample of supplementary ones) alone, between letters, between digits and before a dot."""
+    import random
+
+    rng = random.Random(3)
+    lines = [t for t, _ in JAVA_NORMALIZED]
+    fragments = (
+        "Mr. No. Art. St. Dr. 5. a. x.y.z. U.S.A. p.m. e.g. '' ' ` \" -- --- - .... ... . , ; : ! ? "
+        "'s 's' n't 'n' o'clock '90s 1990's 1,000 2,5 a,b 3.14 .5 1/2 $5 50% #1 @home ( ) [ ] { } < > "
+        "+ = / \\ | ^ ~ * & \u2013 \u2014 \u201c \u201d \u2018 \u2019 \u00a0 \u2003 caf\u00e9 A a I x Dog"
+    ).split(" ")
+    for _ in range(5000):
+        lines.append("".join(rng.choice(fragments) + rng.choice(["", " ", " ", "  ", "\t"]) for _ in range(rng.randint(1, 10))))
+    codes = [c for c in range(1, 0x10000) if c not in (0x0A, 0x0D) and not 0xD800 <= c <= 0xDFFF]
+    codes += list(range(0x10000, 0x110000, 61)) + [0x1F600, 0x1D400, 0x20000]
+    for c in codes:
+        ch = chr(c)
+        lines += [ch, "a" + ch + "a", "1" + ch + "1", "Mr" + ch + " x."]
+    return lines
+
+
+@needs_java
+def test_normalizer_matches_the_jar_on_every_character() -> None:
+    """``normalize_line`` against the jar's own ``Normalizer`` (its ``main``: lines from
+    stdin, language ``en``, punctuation kept), run live on ~340,000 lines."""
+    from _reference import cached
+
+    jar = meteor_resources.source_paths()["jar"]
+    lines = _normalizer_inputs()
+
+    def run() -> list[str]:
+        out = subprocess.run(
+            ["java", "-Dfile.encoding=UTF-8", "-Dstdout.encoding=UTF-8", "-cp", str(jar),
+             "edu.cmu.meteor.util.Normalizer", "en", "true"],
+            input="\n".join(lines) + "\n", capture_output=True, text=True, encoding="utf-8", check=True,
+        )  # fmt: skip
+        return out.stdout.split("\n")[:-1]
+
+    java = cached("meteor-normalizer", lines, run)
+    assert len(java) == len(lines)
+    _norm("")  # loads the jar's nonbreaking prefixes into NBP
+    bad = [(t, j, normalize_line(t, NBP)) for t, j in zip(lines, java) if normalize_line(t, NBP) != j]
+    assert not bad, f"{len(bad)} lines differ, e.g. " + "; ".join(ascii(b) for b in bad[:5])
 
 
 def test_java_string_helpers() -> None:
@@ -333,11 +387,18 @@ def test_best_reference_and_corpus_aggregation(meteor: Meteor15) -> None:
 
 
 @needs_pycoco
-def test_resource_info_and_prepare_idempotent(meteor: Meteor15) -> None:
+def test_resource_info_and_prepare_idempotent(meteor: Meteor15, monkeypatch: pytest.MonkeyPatch) -> None:
     index_dir = meteor.resources.index_dir
-    t = time.perf_counter()
+    manifest = (index_dir / "manifest.json").read_bytes()
+
+    def no_rebuild(*args: object, **kwargs: object) -> None:
+        raise AssertionError("prepare() rebuilt an index that was already current")
+
+    monkeypatch.setattr(meteor_resources, "_build_synonyms", no_rebuild)
+    monkeypatch.setattr(meteor_resources, "_build_paraphrase", no_rebuild)
     assert meteor_resources.prepare(index_dir) == index_dir  # already prepared: no rebuild
-    assert time.perf_counter() - t < 10
+    assert (index_dir / "manifest.json").read_bytes() == manifest
+    monkeypatch.undo()
     info = resource_info(index_dir)
     assert info["prepared"] is True
     assert len(info["sources"]["paraphrase"]["sha256"]) == 64
@@ -421,14 +482,15 @@ def test_paraphrase_streaming_does_not_depend_on_block_size(tmp_path: Path, monk
             assert part[name].dtype == whole[name].dtype and np.array_equal(part[name], whole[name]), (block, name)
 
 
+@pytest.mark.slow
 @needs_pycoco
-def test_prepare_memory_and_time_budget(meteor: Meteor15, tmp_path: Path) -> None:
-    """A fresh prepare(force=True) peaks well under 1 GB of RSS, takes under 2 minutes and
-    builds exactly the index the session uses."""
+def test_prepare_memory_budget_and_determinism(meteor: Meteor15, tmp_path: Path) -> None:
+    """A fresh prepare(force=True) peaks well under 1 GB of RSS and builds exactly the index
+    the session uses. Slow (a second ~25 s build; the session's own index is built once);
+    how long the build takes is measured by benchmarks/bench_meteor_prepare.py, not here."""
     code = (
-        "import json, resource, sys, time\n"
+        "import json, resource, sys\n"
         "from capeval.metrics.meteor.resources import prepare\n"
-        "t = time.perf_counter()\n"
         "prepare(sys.argv[1], force=True)\n"
         "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         # Linux carries ru_maxrss over exec from the forked parent (a big pytest process);
@@ -437,7 +499,7 @@ def test_prepare_memory_and_time_budget(meteor: Meteor15, tmp_path: Path) -> Non
         "    peak = int(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')))\n"
         "except (OSError, StopIteration):\n"
         "    pass\n"
-        "print(json.dumps({'seconds': time.perf_counter() - t, 'maxrss': peak}))\n"
+        "print(json.dumps({'maxrss': peak}))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(meteor_resources.__file__).parents[3]), os.environ.get("PYTHONPATH", "")])}
     index = tmp_path / "index"
@@ -448,7 +510,6 @@ def test_prepare_memory_and_time_budget(meteor: Meteor15, tmp_path: Path) -> Non
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     peak_mb = report["maxrss"] / (2**20 if sys.platform == "darwin" else 2**10)  # bytes on macOS, KiB on Linux
     assert peak_mb < 1024, f"prepare peaked at {peak_mb:.0f} MB"
-    assert report["seconds"] < 120, f"prepare took {report['seconds']:.0f}s"
     ref = meteor.resources.index_dir
     fresh, used = (json.loads((d / "manifest.json").read_text()) for d in (index, ref))
     assert fresh["arrays"] == used["arrays"] and fresh["counts"] == used["counts"]
@@ -462,12 +523,12 @@ def test_prepare_memory_and_time_budget(meteor: Meteor15, tmp_path: Path) -> Non
 KNOWN_DIFFERENCES: dict[str, str] = {}
 
 
-def _java_reference(pairs, cache_root: Path) -> dict:
+def _java_reference(pairs, data_root: Path, cache_root: Path) -> dict:
     """PTB-tokenise the pairs and score them with pycocoevalcap's Java METEOR (cached)."""
     ids, cands, refs = pairs
     h = hashlib.sha256()
     for name in ("ExpertAnnotations.txt", "Flickr8k.token.txt"):
-        h.update((SHARED_DATA / "flickr8k" / name).read_bytes())
+        h.update((data_root / "flickr8k" / name).read_bytes())
     from importlib import metadata
 
     h.update(metadata.version("pycocoevalcap").encode())
@@ -510,9 +571,11 @@ def _java_reference(pairs, cache_root: Path) -> dict:
 
 
 @needs_java
-def test_flickr8k_expert_parity_with_java(meteor: Meteor15, expert_pairs, request: pytest.FixtureRequest) -> None:
+def test_flickr8k_expert_parity_with_java(
+    meteor: Meteor15, expert_pairs, shared_data: Path, request: pytest.FixtureRequest
+) -> None:
     """All 5,664 Flickr8k-Expert pairs: same statistics, item scores and corpus score as Java."""
-    ref = _java_reference(expert_pairs, Path(request.config.cache.mkdir("capeval-meteor")))
+    ref = _java_reference(expert_pairs, shared_data, Path(request.config.cache.mkdir("capeval-meteor")))
     assert len(ref["hyp"]) == 5664
     t0 = time.perf_counter()
     corpus, scores = meteor.score(ref["hyp"], ref["refs"])
@@ -616,6 +679,30 @@ def _fast_vs_reference(meteor: Meteor15, cases) -> list:
     ]
 
 
+@needs_java
+def test_adversarial_pairs_match_java(meteor: Meteor15) -> None:
+    """The adversarial word salad below (stem, synonym and paraphrase relations, long beams,
+    multi-word paraphrases, empty sides): identical statistics lines to the Java METEOR."""
+    from _reference import cached
+
+    cases = _adversarial_cases()
+
+    def run() -> list[str]:
+        from pycocoevalcap.meteor.meteor import Meteor
+
+        java = Meteor()
+        try:
+            return [java._stat(h, refs) for h, refs in cases]
+        finally:
+            del java
+
+    java_stats = cached("meteor-adversarial", cases, run)
+    fields = [pycocoevalcap_fields(h, r) for h, r in cases]
+    ours = meteor.stats_many([f[0] for f in fields], [f[1] for f in fields])
+    bad = [(cases[i], s.to_string(), java_stats[i]) for i, s in enumerate(ours) if s.to_string() != java_stats[i]]
+    assert not bad, f"{len(bad)} of {len(cases)} differ, e.g. {bad[:3]}"
+
+
 def test_fast_path_equals_reference_on_adversarial_pairs(meteor: Meteor15) -> None:
     """The fast path (batched sentence data, run-compressed beam search, pruning of
     references by score upper bound) gives the reference implementation's statistics."""
@@ -641,8 +728,7 @@ def test_fast_path_equals_reference_on_expert_pairs(meteor: Meteor15, expert_pai
 
 def test_fast_path_from_fresh_scorer_and_in_batches(shared_data: Path) -> None:
     """Results do not depend on what the caches hold or on how items are batched."""
-    if not HAVE_PYCOCO:
-        pytest.skip("pycocoevalcap==1.2 (METEOR 1.5 resources) not installed")
+    require_module("pycocoevalcap", _PYCOCO_WHY)
     cases = _stress_cases(shared_data)[:700] + _adversarial_cases(seed=3)[:300]
     hyps, refs = [c[0] for c in cases], [c[1] for c in cases]
     one = Meteor15()

@@ -55,6 +55,18 @@ def test_empty_or_punctuation_candidate_scores_zero(cand):
         assert rep[name].items["a"] == 0.0
 
 
+def test_cider_zero_when_no_candidate_ngram_is_in_any_reference():
+    """Issue 8's crash: one candidate "zzz" against "a dog" scores 0.0, as pycocoevalcap does
+    (its value for these inputs; the randomized parity test compares many more such sets)."""
+    rep = capeval.score({"x": "zzz"}, {"x": ["a dog"]}, metrics="cider-d")
+    assert rep["cider-d"].items == {"x": 0.0} and rep["cider-d"].system == 0.0
+    rep = capeval.score({"x": "zzz", "y": "qq"}, {"x": ["a dog"], "y": ["a cat"]}, metrics="cider-d")
+    assert rep["cider-d"].items == {"x": 0.0, "y": 0.0}
+    # every reference of the set empty after tokenisation: 0.0 (pycocoevalcap raises here)
+    rep = capeval.score({"x": "a dog", "y": "!"}, {"x": ["."], "y": ["..."]}, metrics="cider-d")
+    assert rep["cider-d"].items == {"x": 0.0, "y": 0.0}
+
+
 def test_very_long_caption_is_scored():
     long = " ".join(["dog"] * 10_000)
     rep = capeval.score({"a": long, "b": "a cat"}, {"a": ["a dog"], "b": ["a cat sleeps"]}, metrics="bleu,rouge-l,cider-d")

@@ -3,21 +3,20 @@
 The Java reference runs once per distinct input (one JVM call per batch, exactly as
 pycocoevalcap does) and its output is cached under pytest's cache directory keyed by
 the sha256 of the inputs, so reruns are fast.  Java and pycocoevalcap are test-only
-dependencies: without them the comparisons are skipped, the pure-Python tests still run.
+dependencies: without them the comparisons are skipped (and fail under ``CI=true``), the
+pure-Python tests still run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
+from _reference import require_java, require_module
 from capeval.tokenize import PUNCTUATIONS, ptb_tokenize, ptb_tokenize_batch, ptb_tokens
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 # Sentences of the benchmark data on which the Python tokenizer is known to differ from
 # Java, with the reason.  Everything else must match exactly.  (Currently none.)
@@ -25,15 +24,9 @@ KNOWN_MISMATCHES: dict[str, str] = {}
 
 
 # --------------------------------------------------------------------------- helpers
-def _need_java() -> None:
-    if shutil.which("java") is None:
-        pytest.skip("java not found: the reference (pycocoevalcap's PTBTokenizer) needs it")
-    pytest.importorskip("pycocoevalcap", reason="pycocoevalcap==1.2 is the reference (test extra)")
-
-
 def _java_batch(config: pytest.Config, name: str, sentences: list[str]) -> list[str]:
     """pycocoevalcap's PTBTokenizer on ``sentences`` (one call, in order), cached on disk."""
-    _need_java()
+    require_java()
     key = hashlib.sha256(json.dumps(sentences).encode("utf-8")).hexdigest()
     path = Path(config.cache.mkdir("ptb_tokenizer")) / f"{name}-{key[:20]}.json"
     if path.exists():
@@ -75,11 +68,8 @@ def _load_sources(root: Path) -> dict[str, list[str]]:
             sents.extend(row["captions"])
             sents.extend(row["references"])
     out["pascal50s/pascal_50s.json"] = sents
-    try:
-        import scipy.io
-    except ImportError:  # pragma: no cover - scipy is a test dependency
-        pytest.skip("scipy is needed to read pascal50S.mat (test extra)")
-    mat = scipy.io.loadmat(str(root / "pascal50s" / "pascal50S.mat"))
+    scipy_io = require_module("scipy.io", "scipy reads pascal50S.mat (test extra)")
+    mat = scipy_io.loadmat(str(root / "pascal50s" / "pascal50S.mat"))
     sents = []
     for entry in mat["train_sent_final"].ravel():
         for s in entry["sentences"].ravel():
@@ -98,10 +88,8 @@ def _load_sources(root: Path) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="session")
-def benchmark_sentences() -> dict[str, list[str]]:
-    if not (DATA / "flickr8k" / "Flickr8k.token.txt").exists():
-        pytest.skip(f"benchmark data not found at {DATA}: the full-corpus comparison is skipped")
-    return _load_sources(DATA)
+def benchmark_sentences(shared_data: Path) -> dict[str, list[str]]:
+    return _load_sources(shared_data)
 
 
 @pytest.fixture(scope="session")
@@ -258,6 +246,21 @@ def test_every_bmp_character_matches_java(pytestconfig):
         ch = chr(c)
         lines.extend([ch, "a" + ch + "a", "1" + ch + "1"])
     expected = _java_batch(pytestconfig, "bmp", lines)
+    got = ptb_tokenize_batch(lines)
+    bad = [(l, e, g) for l, e, g in zip(lines, expected, got) if e != g]
+    assert not bad, f"{len(bad)} differ, e.g. " + "; ".join(f"{ascii(l)}: {e!r} vs {g!r}" for l, e, g in bad[:10])
+
+
+def test_supplementary_characters_match_java(pytestconfig):
+    """Characters outside the BMP (the tables cover the BMP only; Java sees surrogate
+    pairs): every 61st supplementary code point plus emoji, math letters and CJK, alone,
+    between letters and between digits."""
+    codes = list(range(0x10000, 0x110000, 61)) + [0x1F600, 0x1F1FA, 0x1D400, 0x1D7CE, 0x20000]
+    lines = []
+    for c in codes:
+        ch = chr(c)
+        lines.extend([ch, "a" + ch + "a", "1" + ch + "1"])
+    expected = _java_batch(pytestconfig, "astral", lines)
     got = ptb_tokenize_batch(lines)
     bad = [(l, e, g) for l, e, g in zip(lines, expected, got) if e != g]
     assert not bad, f"{len(bad)} differ, e.g. " + "; ".join(f"{ascii(l)}: {e!r} vs {g!r}" for l, e, g in bad[:10])

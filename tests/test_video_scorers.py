@@ -65,18 +65,24 @@ def token_vectors(bb, text: str) -> tuple[list[int], list[list[float]]]:
     return ids[0], states[0, : len(ids[0])].tolist()
 
 
-def expected(bb, video: Path, cands, refs=None):
+def expected(bb, video: Path, cands, refs=None, idf_from=None):
+    """Item scores by the loop formulas; the IDF corpus as the official ``EMScorer.score``:
+    the references whenever given (for the reference-free part too), else the candidates."""
     frames = frame_vectors(bb, video)
     toks = {t: token_vectors(bb, t) for t in [*cands.values(), *(r for rs in (refs or {}).values() for r in rs)]}
     ctx = bb.context_length
-    free_table = loop_idf([toks[c][0] for c in cands.values()], ctx)
+    idf_from = idf_from or ("references" if refs is not None else "candidates")
+    if idf_from == "references":
+        free_table = loop_idf([toks[r][0] for k in cands for r in refs[k]], ctx)
+    else:
+        free_table = loop_idf([toks[c][0] for c in cands.values()], ctx)
     free = {}
     for k, c in cands.items():
         p, r, f, coarse = loop_video(toks[c][1], toks[c][0], frames, free_table)
         free[k] = ((f + coarse) / 2, (p, r, f, coarse))
     if refs is None:
         return free, None
-    ref_table = loop_idf([toks[r][0] for k in cands for r in refs[k]], ctx)
+    ref_table = free_table
     both = {}
     for k, c in cands.items():
         vp, vr, vfm, vc = loop_video(toks[c][1], toks[c][0], frames, ref_table)
@@ -106,10 +112,53 @@ def test_end_to_end_equals_loop_formulas(bb, videos, sample_video):
     assert em.extras["total_frames"] == {k: 250 for k in CANDIDATES}
     sig = str(em.signature)
     for part in ("metric:emscore", "backbone:random/tiny", "sha256:random(seed=0)", "frames:10",
-                 "sampling:linspace-int", "idf:candidates(n=4)", "tokens:sot..eot", "av:"):
+                 "sampling:linspace-int", "idf:references(n=7)", "tokens:sot..eot", "av:"):
         assert part in sig, part
     assert "idf:references(n=7)" in str(ref.signature) and "nrefs:1-3" in str(ref.signature)
     json.loads(report.to_json(per_item=True))
+    # without references the corpus is the candidates
+    alone = capeval.score(CANDIDATES, metrics="emscore", videos=videos, options={"emscore": {"backbone": bb}})
+    free, _ = expected(bb, sample_video, CANDIDATES)
+    assert alone["emscore"].items == pytest.approx({k: v[0] for k, v in free.items()}, abs=1e-6)
+    assert "idf:candidates(n=4)" in str(alone["emscore"].signature)
+
+
+def test_default_idf_is_the_references_whenever_given(bb, sample_video):
+    """EMScorer.score: ``idf_corpus = refs if refs else cands`` with refs flattened per candidate,
+    so a reference shared by two candidates counts twice; the table by hand from the ids."""
+    cands = {"a": "a dog runs on the grass", "b": "eggs in a pan"}
+    refs = {"a": ["a dog runs", "a pan"], "b": ["a pan", "eggs"]}
+    vids = {k: str(sample_video) for k in cands}
+    got = capeval.load("emscore", backbone=bb).score(cands, refs, videos=vids)["emscore"]
+    assert "idf:references(n=4)" in str(got.signature)
+    ids = {t: bb.tokenize([t])[0][0] for t in ["a dog runs", "a pan", "eggs", *cands.values()]}
+    corpus = [ids["a dog runs"], ids["a pan"], ids["a pan"], ids["eggs"]]
+    sot, eot = corpus[0][0], corpus[0][-1]
+    # df counted by hand: every sentence has [SOT], [EOT] and padding (0); "a pan" twice
+    df: dict[int, int] = {}
+    for sent in corpus:
+        for t in set(sent) | {0}:
+            df[t] = df.get(t, 0) + 1
+    n = 4
+    table = {t: float(np.log((n + 1) / (c + 1))) for t, c in df.items()}
+    assert table[sot] == 0.0 and table[0] == 0.0
+    table[eot] = sum(table.values()) / len(table)  # [EOT]: plain mean of the table's entries
+    for t in set(ids["eggs"][1:-1]) - set(ids["a dog runs"]) - set(ids["a pan"]):
+        assert table[t] == pytest.approx(np.log(5 / 2))  # in one sentence of four
+    from collections import defaultdict
+
+    hand = defaultdict(lambda: float(np.log(n + 1)), table)  # unseen ids: log(N + 1)
+    assert dict(hand) == pytest.approx(dict(loop_idf(corpus, bb.context_length)))
+    frames = frame_vectors(bb, sample_video)
+    for k, c in cands.items():
+        cid, toks = token_vectors(bb, c)
+        p, r, f, coarse = loop_video(toks, cid, frames, hand)
+        assert got.extras["precision"][k] == pytest.approx(p, abs=1e-6)
+        assert got.items[k] == pytest.approx((f + coarse) / 2, abs=1e-6)
+    # the candidates' corpus stays available, and differs
+    other = capeval.load("emscore", backbone=bb, idf="candidates").score(cands, refs, videos=vids)["emscore"]
+    assert "idf:candidates(n=2)" in str(other.signature)
+    assert other.extras["precision"]["a"] != pytest.approx(got.extras["precision"]["a"], abs=1e-6)
 
 
 def test_each_video_embedded_once(bb, videos, monkeypatch):
@@ -198,7 +247,7 @@ def test_pac_s_video_names_and_needs(bb, videos):
                            options={"pac-s-video": {"backbone": bb}})
     assert list(report) == ["pac-s-video", "ref-pac-s-video"]
     assert "variant:pac-s-video:full_F" in str(report["pac-s-video"].signature)
-    same = capeval.score(CANDIDATES, metrics="emscore", videos=videos, options={"emscore": {"backbone": bb}})
+    same = capeval.score(CANDIDATES, REFERENCES, metrics="emscore", videos=videos, options={"emscore": {"backbone": bb}})
     assert report["pac-s-video"].items == pytest.approx(dict(same["emscore"].items))  # same formula, same model
     with pytest.raises(InputError, match="needs references"):
         capeval.score(CANDIDATES, metrics="ref-pac-s-video", videos=videos, options={"ref-pac-s-video": {"backbone": bb}})

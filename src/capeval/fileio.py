@@ -6,7 +6,9 @@ import csv
 import io
 import json
 import os
+import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,60 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any, indent: int | None
     atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
 
 
+def atomic_write_many(files: list[tuple[str | os.PathLike[str], str]]) -> None:
+    """Write several text files so that either all of them appear or none does.
+
+    Every file is first written to a temporary file next to its target; the targets are
+    replaced only once all temporary files are complete, so an error while writing the
+    second file never leaves the first one behind.
+    """
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, text in files:
+            path = Path(path)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        raise
+
+
+def check_writable(path: str | os.PathLike[str], what: str = "output file") -> Path:
+    """Fail fast (before any scoring) when ``path`` cannot be written; return it as a Path.
+
+    The folder must exist (a typo in it is far more likely than a wish to create it) and
+    accept a new file; ``path`` itself must not be a folder. Nothing is left behind.
+    """
+    path = Path(path)
+    parent = path.parent
+    if path.is_dir():
+        raise InputError(f"{what} {path} is a directory; name a file")
+    if not parent.exists():
+        raise InputError(f"{what} {path}: the folder {parent} does not exist; create it first")
+    if not parent.is_dir():
+        raise InputError(f"{what} {path}: {parent} is not a folder")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=parent)
+    except OSError as exc:
+        raise InputError(f"{what} {path}: cannot write in {parent} ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(tmp)
+    return path
+
+
 def _read_text(path: Path) -> str:
     try:
         data = path.read_bytes()
@@ -50,6 +106,8 @@ def _read_text(path: Path) -> str:
         raise InputError(f"file not found: {path}") from None
     except IsADirectoryError:
         raise InputError(f"expected a file, got a directory: {path}") from None
+    except OSError as exc:  # permissions, a broken mount, ...
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -59,16 +117,123 @@ def _read_text(path: Path) -> str:
         ) from None
 
 
-_ID_KEYS = ("id", "image_id", "video_id", "image", "video", "seg_id")
+# ``image_id``/``video_id`` come before ``id``: in COCO files ``id`` numbers the annotation
+# (the caption), not the image it describes.
+_ID_KEYS = ("image_id", "video_id", "id", "image", "video", "seg_id")
 _CAND_KEYS = ("caption", "candidate", "hyp", "text")
 _REF_KEYS = ("references", "refs", "captions", "reference", "caption")
 
 
-def _pick(row: dict[str, Any], keys: tuple[str, ...], path: Path, lineno: int, what: str) -> Any:
+@dataclass(frozen=True)
+class CaptionFile:
+    """What :func:`read_caption_file` found: the data and a description of the layout."""
+
+    path: Path
+    kind: str
+    data: dict[str, Any]
+    format: str  # e.g. "COCO annotations file", "JSON object", "CSV"
+    n_items: int
+    n_captions: int
+
+    def describe(self) -> str:
+        """``COCO annotations file (1,000 images, 5,000 captions)``."""
+        noun = "items"
+        if self.format.startswith("COCO"):
+            noun = "images"
+        items = f"{self.n_items:,} {noun if self.n_items != 1 else noun[:-1]}"
+        caps = f"{self.n_captions:,} caption{'s' if self.n_captions != 1 else ''}"
+        return f"{self.format} ({items}, {caps})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "format": self.format, "items": self.n_items, "captions": self.n_captions}
+
+
+def _pick(row: dict[str, Any], keys: tuple[str, ...], path: Path, where: str, what: str) -> Any:
     for k in keys:
         if k in row:
             return row[k]
-    raise InputError(f"{path}, record {lineno}: no {what} field (expected one of {', '.join(keys)})")
+    raise InputError(f"{path}, {where}: no {what} field (expected one of {', '.join(keys)}); "
+                     f"the record has {', '.join(map(str, row)) or 'no fields'}")
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+')
+
+
+def _duplicate_key_line(text: str) -> tuple[str, int]:
+    """Key and line of the first duplicated object key (``text`` is valid JSON).
+
+    Only run after the fast parse found a duplicate, to say where it is.
+    """
+    stack: list[set[str] | None] = []  # a key set per open object, None per open array
+    prev: str | None = None
+    pending: tuple[str, int] | None = None
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        if tok == "{":
+            stack.append(set())
+        elif tok == "[":
+            stack.append(None)
+        elif tok in "}]":
+            stack.pop()
+        elif tok == ":" and pending is not None and stack and stack[-1] is not None:
+            key, pos = pending
+            if key in stack[-1]:
+                return key, text.count("\n", 0, pos) + 1
+            stack[-1].add(key)
+        pending = (json.loads(tok), m.start()) if tok.startswith('"') and prev in ("{", ",") else None
+        prev = tok
+    return "", 0
+
+
+def _loads(text: str, path: Path, line_offset: int | None = None) -> Any:
+    """``json.loads`` that refuses duplicate object keys (plain json keeps the last one)."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        if line_offset is not None:
+            raise InputError(f"{path}, line {line_offset}: invalid JSON ({exc.msg})") from None
+        raise InputError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})") from None
+    except _DuplicateKey as dup:
+        key, line = _duplicate_key_line(text)
+        key = key or str(dup.args[0])
+        line = (line_offset if line_offset is not None else line) or "?"
+        raise InputError(
+            f"{path}, line {line}: key {key!r} appears twice in one JSON object (only one value can be kept; "
+            "remove or rename the duplicate)"
+        ) from None
+
+
+def _read_csv(text: str, path: Path, dialect: str) -> list[dict[str, str]]:
+    reader = csv.reader(io.StringIO(text), dialect=dialect)
+    header = next(reader, None)
+    if header is None:
+        raise InputError(f"{path}: empty {path.suffix[1:].upper()} file")
+    header = [h.strip() for h in header]
+    sep = "tab" if dialect == "excel-tab" else "comma"
+    rows = []
+    for row in reader:
+        if not row:  # blank line
+            continue
+        if len(row) != len(header):
+            raise InputError(
+                f"{path}, line {reader.line_num}: {len(row)} field(s), but the header has {len(header)} "
+                f"({', '.join(header)}); a caption containing a {sep} must be quoted"
+            )
+        rows.append(dict(zip(header, row)))
+    return rows
 
 
 def read_captions(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
@@ -79,11 +244,20 @@ def read_captions(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
     - JSON object: ``{id: caption}`` / ``{id: [reference, ...]}``;
     - JSON list of records (the COCO results layout): ``[{"image_id": 1, "caption": "..."}]``;
       several records with one id are collected into a reference list;
-      a COCO annotation file ``{"annotations": [...]}`` works for references;
+    - a COCO annotations file ``{"images": [...], "annotations": [{"id": 7, "image_id": 1,
+      "caption": "..."}]}`` (references): items are keyed by ``image_id``;
     - JSONL: one record per line, as above;
-    - CSV/TSV with a header: an id column (``id``/``image_id``/...) and a caption column
+    - CSV/TSV with a header: an id column (``image_id``/``id``/...) and a caption column
       (``caption``/``reference``/...); references may span several rows per id.
+
+    A JSON object with a key twice and a CSV row with the wrong number of fields are
+    errors naming the file and line. See :func:`read_caption_file` for the detected layout.
     """
+    return read_caption_file(path, kind).data
+
+
+def read_caption_file(path: str | os.PathLike[str], kind: str) -> CaptionFile:
+    """As :func:`read_captions`, also saying which layout was detected (for the user)."""
     path = Path(path)
     if kind not in ("candidates", "references"):
         raise ValueError(kind)
@@ -92,48 +266,50 @@ def read_captions(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
     if suffix == ".jsonl":
         records = []
         for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}, line {lineno}: invalid JSON ({exc.msg})") from None
-        return _from_records(records, kind, path)
+            if line.strip():
+                records.append((lineno, _loads(line, path, lineno)))
+        return _from_records(records, kind, path, "JSONL records", "line")
     if suffix in (".csv", ".tsv"):
-        dialect = "excel-tab" if suffix == ".tsv" else "excel"
-        reader = csv.DictReader(io.StringIO(text), dialect=dialect)
-        if reader.fieldnames is None:
-            raise InputError(f"{path}: empty CSV file")
-        return _from_records(list(reader), kind, path)
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})") from None
-    if isinstance(obj, dict) and "annotations" in obj and isinstance(obj["annotations"], list):
-        obj = obj["annotations"]
+        rows = _read_csv(text, path, "excel-tab" if suffix == ".tsv" else "excel")
+        return _from_records(list(enumerate(rows, 2)), kind, path, suffix[1:].upper(), "row")
+    obj = _loads(text, path)
+    if isinstance(obj, dict) and isinstance(obj.get("annotations"), list):
+        return _from_records(list(enumerate(obj["annotations"], 1)), kind, path, "COCO annotations file",
+                             "annotation")
     if isinstance(obj, list):
-        return _from_records(obj, kind, path)
+        coco = bool(obj) and all(isinstance(r, dict) and "image_id" in r and "caption" in r for r in obj)
+        layout = "COCO results list" if coco else "JSON list of records"
+        return _from_records(list(enumerate(obj, 1)), kind, path, layout, "record")
     if isinstance(obj, dict):
-        return obj
+        n_caps = sum(len(v) if isinstance(v, list) else 1 for v in obj.values())
+        layout = "JSON object {id: caption}" if kind == "candidates" else "JSON object {id: [references]}"
+        return CaptionFile(path, kind, obj, layout, len(obj), n_caps)
     raise InputError(f"{path}: expected a JSON object {{id: ...}} or a list of records, got {type(obj).__name__}")
 
 
-def _from_records(records: list[Any], kind: str, path: Path) -> dict[str, Any]:
+def _from_records(records: list[tuple[int, Any]], kind: str, path: Path, layout: str, unit: str) -> CaptionFile:
     out: dict[str, Any] = {}
-    for n, row in enumerate(records, 1):
+    n_caps = 0
+    for n, row in records:
+        where = f"{unit} {n}"
         if not isinstance(row, dict):
-            raise InputError(f"{path}, record {n}: expected an object, got {type(row).__name__}")
-        item = str(_pick(row, _ID_KEYS, path, n, "id"))
+            raise InputError(f"{path}, {where}: expected an object, got {type(row).__name__}")
+        item = str(_pick(row, _ID_KEYS, path, where, "id"))
         if kind == "candidates":
-            value = _pick(row, _CAND_KEYS, path, n, "caption")
+            value = _pick(row, _CAND_KEYS, path, where, "caption")
             if item in out:
-                raise InputError(f"{path}, record {n}: candidate id {item!r} appears twice", item)
+                hint = (" (this is a COCO annotations file, i.e. references; pass it with --references)"
+                        if layout.startswith("COCO annotations") else "")
+                raise InputError(f"{path}, {where}: candidate id {item!r} appears twice{hint}", item)
             out[item] = value
+            n_caps += 1
         else:
-            value = _pick(row, _REF_KEYS, path, n, "reference")
+            value = _pick(row, _REF_KEYS, path, where, "reference")
             refs = out.setdefault(item, [])
             if isinstance(value, list):
                 refs.extend(value)
+                n_caps += len(value)
             else:
                 refs.append(value)
-    return out
+                n_caps += 1
+    return CaptionFile(path, kind, out, layout, len(out), n_caps)

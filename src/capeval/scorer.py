@@ -69,20 +69,22 @@ class TextScorer:
         cands, refs = prepare_text_inputs(candidates, references, needs_references=True)
         assert refs is not None
         ids = list(cands)
-        hyps_tok, refs_tok = self.tokenize(ids, cands, refs)
+        hyps_tok, refs_tok = self.tokenize(ids, cands, refs, progress)
         with make_progress(len(ids), "/".join(self.metrics)[:24], progress) as bar:
             return Report(self._compute(ids, hyps_tok, refs_tok, bar))
 
     def tokenize(
-        self, ids: list[str], cands: Mapping[str, str], refs: Mapping[str, list[str]]
+        self, ids: list[str], cands: Mapping[str, str], refs: Mapping[str, list[str]], progress: bool | None = False
     ) -> tuple[list[str], list[list[str]]]:
         """Tokenise candidates and references as the COCO evaluation code does."""
         if self.tokenizer == "none":
             return [" ".join(cands[i].split()) for i in ids], [[" ".join(r.split()) for r in refs[i]] for i in ids]
         from capeval.tokenize import ptb_tokenize_batch
 
-        hyps = ptb_tokenize_batch([cands[i] for i in ids])
-        flat = ptb_tokenize_batch([r for i in ids for r in refs[i]])
+        all_refs = [r for i in ids for r in refs[i]]
+        with make_progress(len(ids) + len(all_refs), "tokenize", progress) as bar:
+            hyps = ptb_tokenize_batch([cands[i] for i in ids], bar.update)
+            flat = ptb_tokenize_batch(all_refs, bar.update)
         out: list[list[str]] = []
         pos = 0
         for i in ids:

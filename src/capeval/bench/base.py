@@ -81,6 +81,9 @@ class Loaded:
     info: dict[str, Any] = field(default_factory=dict)
     root: Path | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    # constructor options the protocol fixes per metric group (e.g. the video benchmarks' IDF
+    # corpus); the runner applies them under the user's own options, which win
+    metric_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def signature(self) -> Signature:

@@ -257,6 +257,7 @@ def _score_benchmark(
     from capeval.bench.media import resolve_media
 
     b = loaded.benchmark
+    options = _with_protocol_options(options, loaded.metric_options)
     need_images = any("images" in specs[m].needs for m in names)
     need_videos = any("videos" in specs[m].needs for m in names)
     image_paths = video_paths = None
@@ -294,3 +295,15 @@ def _score_benchmark(
                 scores[m][sname] = np.array([res.items.get(k, float("nan")) for k in keys], dtype=float)
                 sigs[m][sname] = str(res.signature)
     return scores, sigs
+
+
+def _with_protocol_options(
+    user: Mapping[str, Mapping[str, Any]] | None, protocol: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The user's metric options plus the protocol's where the user set none (user wins)."""
+    merged = {k: dict(v) for k, v in (user or {}).items()}
+    for group, fixed in protocol.items():
+        slot = merged.setdefault(group, {})
+        for key, value in fixed.items():
+            slot.setdefault(key, value)
+    return merged

@@ -14,6 +14,17 @@ ActivityNet-FOIL release (``<data-root>/activitynet-foil/``, as ``ActivityNet-FO
 A segment's references are the reference sentences whose span is covered by more than 40 %
 by the candidate segment (integer seconds, inclusive ranges), else all of the video's.
 
+IDF corpus (EMScore's protocol): both scripts build the IDF table once from the dataset's
+*training* captions, not from the split's references or candidates, and apply it to every
+score they report (reference-free ``EMScore(X,V)`` included, whatever the number of
+references): ``VATEX-EVAL-demo.py`` from ``vatex_train_en_annotations.json`` (``{video:
+[caption, ...]}``, every caption), ``ActivityNet-FOIL_demo.py`` from ``train.json`` (ActivityNet
+Captions, ``{video: {"sentences": [...]}}``, dropping sentences of more than 66 space-separated
+words, which CLIP's tokenizer would reject). Both files ship in the same release folders. The
+loaders read them and hand the corpus to every EMScore-family metric group as ``idf=[...]``
+(:attr:`Loaded.metric_options`); a user's own ``idf`` option still wins and is recorded in the
+metric signature like the default (``idf:corpus(n=...,sha=...)``).
+
 Segment frames: each item carries its segment ``(start_s, end_s)``; video metrics sample
 their ``n_frames`` from the frames whose timestamps fall in ``[start, end]`` of the item's
 video file (see :mod:`capeval.video.frames`, each file decoded once). The reference demo
@@ -68,8 +79,21 @@ def load_numpy_pickle(path: Path) -> Any:
         raise malformed(path, "pickle", str(exc)) from None
 
 
+# metric groups that take EMScore's ``idf`` option (capeval.video.scorers.EMScore and subclasses)
+IDF_GROUPS = ("emscore", "pac-s-video")
+
+
+def _idf_options(corpus: list[str]) -> dict[str, dict[str, Any]]:
+    return {group: {"idf": corpus} for group in IDF_GROUPS}
+
+
+def _corpus_error(bench: str, exc: ResourceError) -> ResourceError:
+    return ResourceError(f"{exc} (EMScore's IDF corpus, part of the {bench} release; the protocol needs it)")
+
+
 _VX = "vatex-eval/"
 _VX_FILES = ("candidates_list.pkl", "gts_list.pkl", "human_scores.pkl", "video_ids.pkl")
+_VX_IDF = _VX + "vatex_train_en_annotations.json"
 
 
 class VatexEval(Benchmark):
@@ -81,14 +105,19 @@ class VatexEval(Benchmark):
         "Candidates for VATEX val videos rated by 3 annotators. Metric scores are rounded to 4 decimals (as "
         "the reference code) and correlated with each annotator; Kendall tau-b and Spearman rho x100 averaged "
         "over the 3 annotators, with 0 (reference-free metrics only), 1 and 9 references (the first k of each "
-        "list); bootstrap resamples candidates."
+        "list); bootstrap resamples candidates. EMScore-family metrics take their IDF from the VATEX training "
+        "captions (vatex_train_en_annotations.json) in every setting."
     )
-    protocol_id = "emscore-v1"
-    files = {_VX + f: None for f in _VX_FILES}
+    protocol_id = "emscore-v2"
+    files = {**{_VX + f: None for f in _VX_FILES}, _VX_IDF: None}
     human_label = "mean annotator score"
 
     def load(self, root: Path, seed: int = 0, **options: Any) -> Loaded:
-        paths = {rel: self.path(root, rel) for rel in self.files}
+        paths = {rel: self.path(root, rel) for rel in self.files if rel != _VX_IDF}
+        try:
+            paths[_VX_IDF] = self.path(root, _VX_IDF)
+        except ResourceError as exc:
+            raise _corpus_error(self.name, exc) from None
         cands = [str(c) for c in np.asarray(load_numpy_pickle(paths[_VX + "candidates_list.pkl"]), dtype=object).ravel()]
         gts = load_numpy_pickle(paths[_VX + "gts_list.pkl"])
         gts = [[str(r) for r in row] for row in (gts.tolist() if hasattr(gts, "tolist") else gts)]
@@ -110,8 +139,26 @@ class VatexEval(Benchmark):
                 items[str(i)] = ScoreItem(collapse(cands[i]), refs, video=vids[i])
             settings[f"refs{k}"] = Setting(f"refs{k}", items, with_references=k > 0, description=f"{k} references")
         info = {"candidates": n, "videos": len(set(vids)), "annotators": 3}
+        corpus = self._train_corpus(paths[_VX_IDF])
+        info["idf_corpus"] = len(corpus)
         files = self.checksum_files(root, paths, info)
-        return Loaded(self, settings, human, files, info, root, options={"round": 4})
+        return Loaded(self, settings, human, files, info, root, options={"round": 4},
+                      metric_options=_idf_options(corpus))
+
+    @staticmethod
+    def _train_corpus(path: Path) -> list[str]:
+        """Every caption of ``{video: [caption, ...]}``, in file order (VATEX-EVAL-demo.py)."""
+        data = _read_json(path)
+        if not isinstance(data, dict):
+            raise malformed(path, "top level", "expected {video: [caption, ...]}")
+        out: list[str] = []
+        for vid, caps in data.items():
+            if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
+                raise malformed(path, f"video {vid!r}", "expected a list of caption strings")
+            out.extend(caps)
+        if not out:
+            raise malformed(path, "top level", "no caption")
+        return out
 
     def statistics(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> list[StatSpec]:
         human = loaded.data
@@ -141,6 +188,15 @@ class VatexEval(Benchmark):
 
 
 _AN = "activitynet-foil/"
+_AN_IDF = _AN + "train.json"
+_AN_MAX_WORDS = 66  # ActivityNet-FOIL_demo.py drops longer training sentences from the IDF corpus
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise malformed(path, "JSON", str(exc)) from None
 
 
 def _overlapping_refs(ts: tuple[float, float], ref_ts: list[Any]) -> list[int]:
@@ -170,25 +226,28 @@ class ActivityNetFoil(Benchmark):
         "[start, end] of the segment (the reference code keeps every frame of the segment: n_frames=None). "
         "Paragraph score = mean over its segments; accuracy "
         "x100 = share of videos whose correct paragraph scores strictly higher than the foil. Settings with "
-        "references and without (reference-free metrics)."
+        "references and without (reference-free metrics). EMScore-family metrics take their IDF from the "
+        "ActivityNet Captions training sentences of at most 66 words (train.json) in both settings."
     )
-    protocol_id = "emscore-v1"
+    protocol_id = "emscore-v2"
     files = {
         _AN + "final_right_video_sentences.json": None,
         _AN + "final_foil_video_sentences.json": None,
         _AN + "anet_entities_test_1.json": None,
         _AN + "anet_entities_test_2.json": None,
+        _AN_IDF: None,
     }
     human_label = "correct (1) vs foil (0)"
 
     def _json(self, path: Path) -> Any:
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise malformed(path, "JSON", str(exc)) from None
+        return _read_json(path)
 
     def load(self, root: Path, seed: int = 0, **options: Any) -> Loaded:
-        paths = {rel: self.path(root, rel) for rel in self.files}
+        paths = {rel: self.path(root, rel) for rel in self.files if rel != _AN_IDF}
+        try:
+            paths[_AN_IDF] = self.path(root, _AN_IDF)
+        except ResourceError as exc:
+            raise _corpus_error(self.name, exc) from None
         right = self._json(paths[_AN + "final_right_video_sentences.json"])
         foil = self._json(paths[_AN + "final_foil_video_sentences.json"])
         t1 = self._json(paths[_AN + "anet_entities_test_1.json"])
@@ -216,9 +275,27 @@ class ActivityNetFoil(Benchmark):
                     key = f"{v}/{kind}/{i}"
                     settings["refs"].items[key] = ScoreItem(cand, refs, video=v, segment=ts)
                     settings["norefs"].items[key] = ScoreItem(cand, (), video=v, segment=ts)
-        info = {"videos": len(vids), "segments": len(settings["refs"].items)}
+        corpus = self._train_corpus(paths[_AN_IDF])
+        info = {"videos": len(vids), "segments": len(settings["refs"].items), "idf_corpus": len(corpus)}
         files = self.checksum_files(root, paths, info)
-        return Loaded(self, settings, layout, files, info, root)
+        return Loaded(self, settings, layout, files, info, root, metric_options=_idf_options(corpus))
+
+    @staticmethod
+    def _train_corpus(path: Path) -> list[str]:
+        """``sentences`` of every video of ``train.json``, those of more than 66 words (split on
+        single spaces, as the reference script) left out."""
+        data = _read_json(path)
+        if not isinstance(data, dict):
+            raise malformed(path, "top level", 'expected {video: {"sentences": [...]}}')
+        out: list[str] = []
+        for vid, entry in data.items():
+            sents = entry.get("sentences") if isinstance(entry, dict) else None
+            if not isinstance(sents, list) or not all(isinstance(x, str) for x in sents):
+                raise malformed(path, f"video {vid!r}", 'expected "sentences": [sentence, ...]')
+            out.extend(x for x in sents if len(x.split(" ")) <= _AN_MAX_WORDS)
+        if not out:
+            raise malformed(path, "top level", "no sentence")
+        return out
 
     def statistics(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> list[StatSpec]:
         out = []

@@ -57,32 +57,45 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("name at least one benchmark (capeval bench --list shows them)")
     if not args.metrics:
         raise InputError("--metrics is required, e.g. --metrics coco")
+    from capeval.api import check_options
     from capeval.bench import run as bench_run
     from capeval.bench.report import render_html
-    from capeval.cli.score import parse_options
-    from capeval.fileio import atomic_write_json, atomic_write_text
+    from capeval.cli.score import check_outputs, parse_options
+    from capeval.fileio import atomic_write_many
+    from capeval.progress import progress_setting
 
-    bench_options = parse_options(args.bench_option) if args.bench_option else {}
-    result = bench_run(
-        args.benchmarks,
-        args.metrics,
-        data_root=args.data_root,
-        images=args.images,
-        videos=args.videos,
-        seed=args.seed,
-        bootstrap=args.bootstrap,
-        confidence=args.confidence,
-        options=parse_options(args.option),
-        bench_options=bench_options,
-        verify_media=not args.no_verify_media,
-        progress=False if args.quiet else None,
-    )
+    bench_options = parse_options(args.bench_option, "BENCH") if args.bench_option else {}
+    names, options = check_options(args.metrics, parse_options(args.option), strict=True)
+    check_outputs({"--out": args.out, "--html": args.html}, [])
+    progress = False if args.quiet else None
+    with progress_setting(progress):
+        result = bench_run(
+            args.benchmarks,
+            names,
+            data_root=args.data_root,
+            images=args.images,
+            videos=args.videos,
+            seed=args.seed,
+            bootstrap=args.bootstrap,
+            confidence=args.confidence,
+            options=options,
+            bench_options=bench_options,
+            verify_media=not args.no_verify_media,
+            progress=progress,
+        )
     payload: dict[str, Any] = result.to_dict()
+    outputs = []
     if args.out:
-        atomic_write_json(args.out, payload)
+        outputs.append((args.out, json.dumps(payload, indent=2, ensure_ascii=False) + "\n"))
     if args.html:
-        atomic_write_text(args.html, render_html(result))
+        outputs.append((args.html, render_html(result)))
+    if outputs:
+        try:
+            atomic_write_many(outputs)
+        except OSError as exc:
+            raise InputError(f"cannot write {exc.filename or 'the output files'}: {exc.strerror or exc}") from None
     sys.stdout.write(result.table() + "\n")
     if not args.out:
         sys.stdout.write(json.dumps({"results": payload["results"]}, indent=2) + "\n")
     return 0
+

@@ -49,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CapevalError as exc:
         print(f"capeval: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the environment (disk full, permissions), not the input: still one line
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"capeval: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("capeval: interrupted", file=sys.stderr)
         return 130

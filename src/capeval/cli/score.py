@@ -41,29 +41,58 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def parse_options(pairs: list[str]) -> dict[str, dict[str, Any]]:
-    """``["pac-s.w=2", ...]`` -> ``{"pac-s": {"w": 2}}``."""
+def parse_options(pairs: list[str], what: str = "METRIC") -> dict[str, dict[str, Any]]:
+    """``["pac-s.w=2", ...]`` -> ``{"pac-s": {"w": 2}}`` (VALUE parsed as JSON when it is JSON)."""
     out: dict[str, dict[str, Any]] = {}
     for pair in pairs:
         target, sep, value = pair.partition("=")
         metric, dot, key = target.partition(".")
+        metric, key = metric.strip(), key.strip()
         if not sep or not dot or not metric or not key:
-            raise InputError(f"--option {pair!r}: expected METRIC.KEY=VALUE")
+            raise InputError(f"-O {pair!r}: expected {what}.KEY=VALUE, e.g. cider-d.sigma=6.0")
         try:
             parsed: Any = json.loads(value)
         except json.JSONDecodeError:
             parsed = value
-        out.setdefault(metric.strip().lower(), {})[key.strip()] = parsed
+        bucket = out.setdefault(metric.lower(), {})
+        if key in bucket and bucket[key] != parsed:
+            raise InputError(f"-O {pair!r}: {metric}.{key} is given twice with different values")
+        bucket[key] = parsed
     return out
+
+
+def check_outputs(paths: dict[str, str | None], inputs: list[str | None]) -> None:
+    """Fail before any scoring when an output file cannot be written or would overwrite an input."""
+    from pathlib import Path
+
+    from capeval.fileio import check_writable
+
+    seen: dict[Path, str] = {}
+    given = {Path(p).resolve(): p for p in inputs if p}
+    for flag, path in paths.items():
+        if not path:
+            continue
+        check_writable(path, flag)
+        resolved = Path(path).resolve()
+        if resolved in given:
+            raise InputError(f"{flag} {path} is also an input file; it would be overwritten")
+        if resolved in seen:
+            raise InputError(f"{flag} and {seen[resolved]} name the same file {path}")
+        seen[resolved] = flag
 
 
 def run(args: argparse.Namespace) -> int:
     from capeval import registry
-    from capeval.api import score
-    from capeval.fileio import atomic_write_json, read_captions
+    from capeval.api import check_options, score
+    from capeval.devices import check_device
+    from capeval.fileio import atomic_write_many, read_caption_file
+    from capeval.progress import progress_setting
 
+    # everything cheap is checked first: names, options, device, output paths, then inputs
     names = registry.expand(args.metrics)
     options = parse_options(args.option)
+    if args.device:
+        check_device(args.device)
     for name in names:
         spec = registry.get(name)
         opts = options.setdefault(spec.group, {})
@@ -74,8 +103,16 @@ def run(args: argparse.Namespace) -> int:
                 opts.setdefault("device", args.device)
             if args.backbone:
                 opts.setdefault("backbone", args.backbone)
-    candidates = read_captions(args.candidates, "candidates")
-    references = read_captions(args.references, "references") if args.references else None
+    options = {k: v for k, v in options.items() if v}
+    names, options = check_options(names, options, strict=True)
+    check_outputs({"--per-item": args.per_item, "--out": args.out}, [args.candidates, args.references])
+    progress = False if args.quiet else None
+    files = [read_caption_file(args.candidates, "candidates")]
+    if args.references:
+        files.append(read_caption_file(args.references, "references"))
+    if not args.quiet:
+        for f in files:
+            sys.stderr.write(f"capeval: {f.kind}: {f.describe()} from {f.path}\n")
     inputs: dict[str, Any] = {}
     if args.images:
         inputs["images"] = args.images
@@ -83,19 +120,27 @@ def run(args: argparse.Namespace) -> int:
         inputs["videos"] = args.videos
     if args.skip_bad_items:
         inputs["skip_bad_items"] = True
-    report = score(
-        candidates,
-        references,
-        metrics=names,
-        options=options,
-        progress=False if args.quiet else None,
-        **inputs,
-    )
+    with progress_setting(progress):
+        report = score(
+            files[0].data,
+            files[1].data if len(files) > 1 else None,
+            metrics=names,
+            options=options,
+            progress=progress,
+            **inputs,
+        )
     payload = report.to_dict(per_item=False)
+    payload["inputs"] = {f.kind: f.to_dict() for f in files}
     text = json.dumps(payload, indent=2, ensure_ascii=False)
+    outputs: list[tuple[str, str]] = []
     if args.per_item:
-        atomic_write_json(args.per_item, report.per_item())
+        outputs.append((args.per_item, json.dumps(report.per_item(), indent=2, ensure_ascii=False) + "\n"))
     if args.out:
-        atomic_write_json(args.out, payload)
+        outputs.append((args.out, text + "\n"))
+    if outputs:
+        try:
+            atomic_write_many(outputs)
+        except OSError as exc:
+            raise InputError(f"cannot write {exc.filename or 'the output files'}: {exc.strerror or exc}") from None
     sys.stdout.write(text + "\n")
     return 0

@@ -18,9 +18,9 @@ import torch
 
 from capeval.clip import checkpoints as ck
 from capeval.clip.lora import apply_lora, describe, has_lora
-from capeval.clip.model import CLIP, build_model, clean_state_dict, get_config, infer_config
+from capeval.clip.model import ARCHITECTURES, CLIP, ClipConfig, build_model, clean_state_dict, get_config, infer_config
 from capeval.clip.preprocess import Preprocess
-from capeval.clip.tokenizer import ClipTokenizer, load_tokenizer, train_bpe
+from capeval.clip.tokenizer import ClipTokenizer, load_tokenizer, openai_vocab, train_bpe
 from capeval.errors import ResourceError
 
 
@@ -36,7 +36,6 @@ class ClipBackbone:
         self.device = torch.device(device)
         self.context_length = min(tokenizer.context_length, model.config.context_length)
         self.embed_dim = model.config.embed_dim
-        tok_hash = hashlib.sha256(json.dumps(sorted(tokenizer.ranks.items(), key=lambda kv: kv[1])).encode()).hexdigest()
         self.signature: dict[str, Any] = {
             "backbone": name,
             "arch": (info or {}).get("arch", "custom"),
@@ -46,7 +45,8 @@ class ClipBackbone:
             "precision": "fp32",
             "lora": (info or {}).get("lora", "n/a"),
             "trunc": f"{self.context_length}:keep-first+eot",
-            "tokenizer": tok_hash[:16],
+            # the full token -> id table and the merges: results computed with other ids never share it
+            "tokenizer": tokenizer.fingerprint()[:16],
         }
 
     @property
@@ -123,8 +123,10 @@ def load_backbone(name_or_path: str | os.PathLike[str], device: str = "cpu", lor
     A file whose name is in the table (e.g. ``.../PAC++_clip_ViT-B-32.pth``) gets that entry's
     preprocessing and activation and its hash is checked; other files default to OpenAI's
     mean/std and QuickGELU (override with ``activation=``/``preprocess=``). A folder is
-    searched for one file named in the table. ``lora`` (PAC-S++ only): ``effective`` (what
-    the official code computes, default), ``all`` or ``none``; see :mod:`capeval.clip.lora`.
+    searched for one file named in the table. A file of a table entry (by name or file name)
+    must hold that entry's architecture (:func:`check_architecture`). ``lora`` (PAC-S++
+    only): ``effective`` (what the official code computes, default), ``all`` or ``none``;
+    see :mod:`capeval.clip.lora`.
     """
     key = os.fspath(name_or_path)
     entry: ck.Checkpoint | None
@@ -155,6 +157,8 @@ def load_backbone(name_or_path: str | os.PathLike[str], device: str = "cpu", lor
     state = clean_state_dict(state)
     act = activation or (entry.activation if entry else "quick_gelu")
     cfg = infer_config(state, act)
+    if entry is not None:
+        check_architecture(cfg, entry, path)
     model = build_model(cfg, state, source=str(path))
     prep = preprocess or (entry.preprocess if entry else Preprocess(cfg.image_size))
     if prep.size != cfg.image_size:
@@ -163,6 +167,35 @@ def load_backbone(name_or_path: str | os.PathLike[str], device: str = "cpu", lor
     info = {"arch": entry.arch if entry else "inferred", "sha256": digest,
             "lora": describe(lora_info) if lora_info else "n/a"}
     return ClipBackbone(model, tok, prep, entry.name if entry and key in ck.CHECKPOINTS else str(path), device, info)
+
+
+def _same_shape(a: ClipConfig, b: ClipConfig) -> bool:
+    # the activation is not visible in the tensors; everything else is
+    return a.to_dict() | {"activation": ""} == b.to_dict() | {"activation": ""}
+
+
+def describe_config(cfg: ClipConfig) -> str:
+    """The architecture's name in :data:`ARCHITECTURES` when the shapes match one, else its key sizes."""
+    for name, known in ARCHITECTURES.items():
+        if name != "tiny" and _same_shape(cfg, known):  # "tiny" is a test size, no checkpoint has it
+            return name
+    return (f"an unlisted ViT (image {cfg.image_size}, patch {cfg.patch_size}, vision width {cfg.vision_width} x "
+            f"{cfg.vision_layers} layers, text width {cfg.text_width} x {cfg.text_layers} layers, "
+            f"embed {cfg.embed_dim}, vocabulary {cfg.vocab_size})")
+
+
+def check_architecture(cfg: ClipConfig, entry: ck.Checkpoint, path: Path) -> None:
+    """:class:`ResourceError` naming both when the tensors of ``path`` are not ``entry.arch``.
+
+    This is what makes an entry without a published sha256 safe: its file is accepted only
+    if it is a state dict of the expected architecture.
+    """
+    expected = get_config(entry.arch)
+    if not _same_shape(cfg, expected):
+        raise ResourceError(
+            f"{path}: the file holds a {describe_config(cfg)} model, but {entry.name} ({entry.filename}) "
+            f"is a {entry.arch} checkpoint; replace it, or rename it to load it as an unlisted checkpoint"
+        )
 
 
 _TOY_CORPUS = (
@@ -174,11 +207,8 @@ _TOY_CORPUS = (
 
 def toy_tokenizer(num_merges: int = 80, corpus: Sequence[str] = _TOY_CORPUS) -> ClipTokenizer:
     """A small deterministic CLIP-style tokenizer (for tests/benchmarks without the real vocabulary)."""
-    from capeval.clip.tokenizer import EOT, SOT, bytes_to_unicode
-
     merges = train_bpe(corpus, num_merges, min_count=1)
-    base = list(bytes_to_unicode().values())
-    vocab = base + [b + "</w>" for b in base] + ["".join(m) for m in merges] + [SOT, EOT]
+    vocab = openai_vocab(merges)
     return ClipTokenizer({t: i for i, t in enumerate(vocab)}, merges, 77, "toy")
 
 

@@ -144,6 +144,9 @@ def resolve(ckpt: Checkpoint, directory: str | os.PathLike[str] | None = None) -
         )
     digest = sha256_file(path)
     if ckpt.sha256 and digest != ckpt.sha256:
+        problem = sniff(path)
+        if problem:  # say what the file is rather than only that its hash differs
+            raise ResourceError(f"checkpoint {path} {problem} (expected {ckpt.name}, sha256 {ckpt.sha256[:12]}...)")
         raise ResourceError(
             f"{path}: sha256 {digest} does not match the expected {ckpt.sha256} for {ckpt.name}; "
             f"the file is corrupt or a different checkpoint: delete it and run `capeval download {ckpt.name}`"
@@ -161,41 +164,137 @@ def is_torchscript(path: str | os.PathLike[str]) -> bool:
     return any("/code/" in n or n.startswith("code/") for n in names) and any(n.endswith("constants.pkl") for n in names)
 
 
+def _first_line(exc: BaseException, limit: int = 160) -> str:
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0].strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _looks_like_safetensors(head: bytes, size: int) -> bool:
+    if len(head) < 9:
+        return False
+    n = int.from_bytes(head[:8], "little")
+    return 2 <= n <= size - 8 and head[8:9] == b"{"
+
+
+def sniff(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot be a checkpoint, judged from its size and first bytes; None if it may be one.
+
+    Catches what failed downloads leave behind: an empty file, an HTML page (Google Drive's
+    virus-scan warning, a login or error page) or an XML error document saved under the
+    checkpoint's name, and a plain-text error message.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    if size == 0:
+        return "is empty (0 bytes): the download did not complete; delete it and download it again"
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if text.startswith((b"<!doctype html", b"<html", b"<head", b"<body")) or (
+        text.startswith(b"<") and b"<html" in text
+    ):
+        title = ""
+        lo = head.lower()
+        if b"<title>" in lo:
+            t = head[lo.index(b"<title>") + 7:]
+            title = t[: t.lower().find(b"</title>")].decode("utf-8", "replace").strip()[:80] if b"</title>" in t.lower() else ""
+        return (f"is an HTML page ({size:,} bytes{', title ' + repr(title) if title else ''}), not a checkpoint: "
+                "the download was redirected (e.g. to Google Drive's virus-scan warning or a login page); "
+                "download the file again in a browser and save it under this name")
+    if text.startswith(b"<?xml"):
+        return f"is an XML document ({size:,} bytes, e.g. a storage server's error reply), not a checkpoint"
+    if b"\x00" not in head and sum(32 <= c < 127 or c in (9, 10, 13) for c in head) >= 0.95 * len(head):
+        first = head.decode("utf-8", "replace").strip().splitlines()[0][:60] if head.strip() else ""
+        return f"is a text file ({size:,} bytes, starting {first!r}), not a checkpoint (an error message saved by the download?)"
+    return None
+
+
 def read_state_dict(path: str | os.PathLike[str], trusted: bool = False) -> dict[str, Any]:
     """Tensors of a checkpoint file: safetensors, or ``torch.load(weights_only=True)``.
 
     OpenAI's ``.pt`` files are TorchScript archives, which ``weights_only`` cannot read; they
     are opened with ``torch.jit.load(map_location="cpu").state_dict()`` only when ``trusted``
     (the file's sha256 matched the official hash, or the user named the file directly).
-    A dict with ``state_dict`` (PAC-S, PAC-S++) is unwrapped.
+    A dict with ``state_dict`` (PAC-S, PAC-S++) is unwrapped. An empty file, an HTML page
+    saved under a checkpoint's name and a truncated or corrupt file raise a one-line
+    :class:`ResourceError` naming the file and what it looks like.
     """
+    path = Path(path)
+    try:
+        problem = sniff(path)
+    except FileNotFoundError:
+        raise ResourceError(f"checkpoint {path} not found") from None
+    except IsADirectoryError:
+        raise ResourceError(f"checkpoint {path} is a directory, not a file") from None
+    if problem:
+        raise ResourceError(f"checkpoint {path} {problem}")
     import torch
 
-    path = Path(path)
-    if path.suffix == ".safetensors":
+    with open(path, "rb") as f:
+        head = f.read(16)
+    size = path.stat().st_size
+    if path.suffix == ".safetensors" or _looks_like_safetensors(head, size):
+        from safetensors import SafetensorError
         from safetensors.torch import load_file
 
-        return dict(load_file(str(path)))
+        try:
+            return dict(load_file(str(path)))
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise ResourceError(f"checkpoint {path} is truncated or corrupt (safetensors: {_first_line(exc)}); "
+                                "delete it and download it again") from None
     if is_torchscript(path):
         if not trusted:
             raise ResourceError(f"{path} is a TorchScript archive whose sha256 is not the official one; refusing to load it")
-        return dict(torch.jit.load(str(path), map_location="cpu").state_dict())
+        try:
+            return dict(torch.jit.load(str(path), map_location="cpu").state_dict())
+        except Exception as exc:  # a damaged archive fails in many ways inside TorchScript
+            raise ResourceError(f"checkpoint {path} is truncated or corrupt (TorchScript: {_first_line(exc)}); "
+                                "delete it and download it again") from None
+    if head[:2] != b"PK" and head[:1] != b"\x80":  # torch.save writes a zip archive or (legacy) a pickle
+        raise ResourceError(f"checkpoint {path} is not a checkpoint format capeval reads (safetensors, or a "
+                            f"torch.save zip/pickle); it starts with bytes {head[:8].hex(' ')}")
     try:
         obj = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as exc:  # corrupt file or pickled objects beyond tensors
-        raise ResourceError(f"cannot read checkpoint {path} with torch.load(weights_only=True): {exc}") from None
+    except Exception as exc:
+        raise ResourceError(f"checkpoint {path} {_torch_load_problem(exc, path, head, size)}") from None
     if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
         obj = obj["state_dict"]
     if not isinstance(obj, dict):
-        raise ResourceError(f"{path}: expected a state dict, got {type(obj).__name__}")
+        raise ResourceError(f"checkpoint {path}: expected a state dict, got {type(obj).__name__}")
+    if not any(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise ResourceError(f"checkpoint {path}: the file holds a dict without tensors (keys: "
+                            f"{', '.join(map(str, list(obj)[:5])) or 'none'}), not a state dict")
     return obj
 
 
-def checkpoint_info() -> dict[str, Any]:
+def _torch_load_problem(exc: BaseException, path: Path, head: bytes, size: int) -> str:
+    """What a ``torch.load`` failure means for the user, in one line."""
+    import pickle
+
+    msg = _first_line(exc)
+    if "weights only load failed" in str(exc).lower() or "unsupported global" in str(exc).lower():
+        # intact file, but pickled Python objects beyond tensors: refused for safety
+        detail = next((ln.strip() for ln in str(exc).splitlines() if "Unsupported global" in ln), msg)
+        return (f"holds pickled Python objects, not only tensors; capeval reads checkpoints with "
+                f"torch.load(weights_only=True) and refuses it ({_first_line(Exception(detail))})")
+    zipped = head[:2] == b"PK"
+    if zipped:
+        try:
+            zipfile.ZipFile(path).close()
+        except (zipfile.BadZipFile, OSError):  # no end-of-archive record: cut short
+            return (f"is truncated or corrupt ({size:,} bytes; the zip archive's end record is missing, so the "
+                    "file was cut short); delete it and download it again")
+    if zipped or isinstance(exc, (EOFError, pickle.UnpicklingError, RuntimeError)):
+        kind = "zip archive" if zipped else "pickle"
+        return (f"is truncated or corrupt ({size:,} bytes, {kind}: {msg}); delete it and download it again")
+    return f"cannot be read with torch.load(weights_only=True): {msg}"
+
+
+def checkpoint_info(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """For ``capeval info``: each checkpoint's table entry, local path and whether it is present."""
-    out: dict[str, Any] = {"dir": str(checkpoint_dir()), "entries": {}}
+    out: dict[str, Any] = {"dir": str(Path(directory) if directory else checkpoint_dir()), "entries": {}}
     for name, ckpt in CHECKPOINTS.items():
-        path = local_path(ckpt)
+        path = local_path(ckpt, directory)
         entry = ckpt.to_dict()
         entry.update({"path": str(path), "present": path.is_file()})
         out["entries"][name] = entry

@@ -61,7 +61,7 @@ def export_hf(backbone: Any, directory: str | os.PathLike[str]) -> Path:
     model = CLIPModel(hf_cfg)
     model.load_state_dict(hf_state_dict(dict(backbone.model.state_dict()), cfg), strict=False)
     model.save_pretrained(directory)
-    write_vocab(directory, sorted(tok.ranks, key=tok.ranks.get))
+    write_vocab(directory, tok.merges, tok.encoder)  # the tokenizer's own id table, whatever its origin
     CLIPTokenizer.from_pretrained(str(directory)).save_pretrained(directory)
     prep = backbone.preprocess
     CLIPImageProcessor(size={"shortest_edge": prep.size}, crop_size={"height": prep.size, "width": prep.size},

@@ -22,9 +22,17 @@ layers in ``models/custom_loralib/layers.py``):
   merged, so ``forward`` adds ``(B A).view(weight.shape) * s``: **used.**
 
 ``lora="effective"`` (default) reproduces this: attention and conv1 deltas, not the MLP
-ones. ``lora="all"`` applies every delta (what the LoRA design intended); ``lora="none"``
-applies none. Deltas are merged into the base weights once at load time,
-``W + s * B @ A``, which equals the separate LoRA branch up to float rounding (~1e-7).
+ones. ``lora="all"`` applies every delta: what pacscore computes if the file is loaded
+first and ``eval()`` is called afterwards, or in train mode. Whether the file's MLP
+``weight`` tensors already hold their deltas depends on the mode the (unreleased) training
+code saved them in; a file saved merged would count them twice under ``all``. Comparing a
+file's ``mlp.c_fc.weight`` with the base checkpoint's tells which. ``lora="none"`` applies
+none. Deltas are merged into the base weights once at load time, ``W + s * B @ A``, which
+equals the separate LoRA branch up to float rounding (~1e-7).
+
+``tests/test_upstream_pacscore.py`` checks all three modes against this life cycle rebuilt
+from ``loralib.Linear`` (the class pacscore copies) and OpenAI's ``clip/model.py``, and,
+given a pacscore checkout in ``CAPEVAL_PACSCORE_SRC``, against pacscore's own modules.
 """
 
 from __future__ import annotations

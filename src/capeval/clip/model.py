@@ -15,6 +15,11 @@ Differences that do not change results: tensors are batch-first and attention us
 runs on a batch padded to its longest sequence instead of 77 positions, which is exact
 because the causal mask stops every position from seeing later (padding) positions.
 Everything runs in fp32.
+
+Checked against the upstream model code with random weights (max |diff| < 1e-5):
+open_clip's ``CLIP`` (``tests/test_upstream_open_clip.py``), a TorchScript archive traced
+from OpenAI's ``clip/model.py`` (``tests/test_upstream_torchscript.py``) and the PAC-S++
+LoRA life cycle (``tests/test_upstream_pacscore.py``).
 """
 
 from __future__ import annotations

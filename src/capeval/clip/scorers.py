@@ -17,9 +17,15 @@ score as 0 in that case. System score = mean of item scores. Inputs: candidates 
 candidate and reference; CLIP BPE, 77 tokens with EOT kept; images resized (shorter side,
 bicubic), centre-cropped, normalised with the checkpoint's mean/std; fp32.
 
-w: CLIP-S 2.5 (clipscore), PAC-S 2.0 (pacscore). PAC-S++: 2.5 for ViT-B/32 and 3.0 for
-ViT-L/14, as the PAC-S++ paper states (pacscore's correlation script reuses 2.0; w never
-changes the ranking of the reference-free score, but it does change the ref- variant).
+w: CLIP-S 2.5 (clipscore), PAC-S 2.0 (pacscore ``evaluation/pac_score/pac_score.py``,
+``PACScore(..., w=2.0)``). PAC-S++: 2.0 by default, as the released evaluation code that
+reproduces the published numbers (``compute_correlations_pac++.py`` calls
+``compute_correlations.compute_scores``, which calls ``PACScore(..., w=2.0)``); the PAC-S++
+paper states 2.5 for ViT-B/32 and 3.0 for ViT-L/14, available as ``w="paper"``. ``w`` also
+takes any positive number (``w="code"`` names the default). w never changes the ranking of
+the reference-free score, but it does change the ``ref-`` variant (the harmonic mean weighs
+the image part by w). The signature records the number used; for PAC-S++ also the choice
+(``w_from=code|paper|user``).
 """
 
 from __future__ import annotations
@@ -47,9 +53,10 @@ class _ClipFamilyScorer:
     needs: ClassVar[frozenset[str]] = frozenset({"images"})
     default_backbone: ClassVar[str] = ""
     default_w: ClassVar[float] = 2.5
+    signature_w_from: ClassVar[bool] = False  # record where w came from (families with a disputed w)
 
     def __init__(self, metrics: Sequence[str] | None = None, backbone: Any = None, device: str = "cpu",
-                 w: float | None = None, prompt: str = PROMPT, batch_size: int = 64, text_batch_size: int = 256,
+                 w: float | str | None = None, prompt: str = PROMPT, batch_size: int = 64, text_batch_size: int = 256,
                  cache: Any = None, lora: str = "effective"):
         chosen = tuple(metrics) if metrics else self.produces
         unknown = [m for m in chosen if m not in self.produces]
@@ -61,14 +68,20 @@ class _ClipFamilyScorer:
 
             backbone = load_backbone(backbone or self.default_backbone, device=device, lora=lora)
         self.backbone = backbone
-        self.w = float(w) if w is not None else self._default_w()
+        self.w, self.w_from = self._resolve_w(w)
         self.prompt = prompt
         self.batch_size = batch_size
         self.text_batch_size = text_batch_size
         self.cache = cache
 
-    def _default_w(self) -> float:
-        return self.default_w
+    def _resolve_w(self, w: Any) -> tuple[float, str]:
+        """``(w, where it came from)``: the family default, or a positive number given by the user."""
+        if w is None or (isinstance(w, str) and w.strip().lower() in ("code", "default")):
+            return self.default_w, "code"
+        value = _positive_number(w)
+        if value is None:
+            raise InputError(f"{self.produces[0]} option w: expected a positive number or 'code', got {w!r}")
+        return value, "user"
 
     # -- inputs -------------------------------------------------------------------
     def _image_source(self, images: Any, ids: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -187,6 +200,8 @@ class _ClipFamilyScorer:
 
         sig = dict(self.backbone.signature)
         params: dict[str, Any] = {"backbone": sig.pop("backbone"), "w": self.w, "prompt": json.dumps(self.prompt)}
+        if self.signature_w_from:
+            params["w_from"] = self.w_from
         if n_ref:
             lo, hi = min(n_ref), max(n_ref)
             params["nrefs"] = str(lo) if lo == hi else f"{lo}-{hi}"
@@ -212,12 +227,54 @@ class PacScore(_ClipFamilyScorer):
 
 
 class PacScorePlusPlus(_ClipFamilyScorer):
-    """PAC-S++ and RefPAC-S++ (Sarto et al. 2024): LoRA-tuned CLIP; w = 2.5 (ViT-B/32) or 3.0 (ViT-L/14)."""
+    """PAC-S++ and RefPAC-S++ (Sarto et al. 2024): LoRA-tuned CLIP; range [0, w].
+
+    ``w``: 2.0 by default (``"code"``: aimagelab/pacscore's released evaluation, whose
+    ``compute_correlations_pac++.py`` scores with ``PACScore(..., w=2.0)``); ``"paper"``:
+    the PAC-S++ paper's 2.5 for ViT-B/32 and 3.0 for ViT-L/14; or any positive number.
+    """
 
     produces = ("pac-s++", "ref-pac-s++")
     default_backbone = "pac-s++/ViT-B-32"
-    default_w = 2.5
+    default_w = 2.0
+    signature_w_from = True
+    paper_w: ClassVar[dict[str, float]] = {"ViT-B-32": 2.5, "ViT-L-14": 3.0}
 
-    def _default_w(self) -> float:
-        arch = str(self.backbone.signature.get("arch", ""))
-        return 3.0 if "L-14" in arch else 2.5
+    def _resolve_w(self, w: Any) -> tuple[float, str]:
+        if isinstance(w, str) and w.strip().lower() == "paper":
+            arch = _vit_arch(self.backbone)
+            if arch not in self.paper_w:
+                raise InputError(
+                    f"pac-s++ option w='paper': the PAC-S++ paper gives w only for ViT-B/32 (2.5) and ViT-L/14 "
+                    f"(3.0); this backbone is {arch}: pass a number instead")
+            return self.paper_w[arch], "paper"
+        if isinstance(w, str) and _positive_number(w) is None and w.strip().lower() not in ("code", "default"):
+            raise InputError(f"pac-s++ option w: expected a positive number, 'code' (2.0) or 'paper' "
+                             f"(2.5 ViT-B/32, 3.0 ViT-L/14), got {w!r}")
+        return super()._resolve_w(w)
+
+
+def _positive_number(value: Any) -> float | None:
+    """``value`` as a finite positive float (numbers or numeric strings), else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if np.isfinite(out) and out > 0 else None
+
+
+def _vit_arch(backbone: Any) -> str:
+    """``"ViT-B-32"``/``"ViT-L-14"`` from the checkpoint table, else from the model's shape."""
+    arch = str(backbone.signature.get("arch", ""))
+    if arch in ("ViT-B-32", "ViT-L-14"):
+        return arch
+    cfg = getattr(getattr(backbone, "model", None), "config", None)
+    if cfg is not None:
+        shape = (cfg.patch_size, cfg.vision_width, cfg.vision_layers, cfg.text_width, cfg.text_layers)
+        if shape == (32, 768, 12, 512, 12):
+            return "ViT-B-32"
+        if shape == (14, 1024, 24, 768, 12):
+            return "ViT-L-14"
+    return arch or "unknown"

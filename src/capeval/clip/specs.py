@@ -12,7 +12,8 @@ _FAMILIES = (
     ("clip-s", "clip", "capeval.clip.scorers:ClipScore", _HESSEL, "CLIP-S", "openai/ViT-B-32", "w=2.5"),
     ("pac-s", "pac-s", "capeval.clip.scorers:PacScore", _PACS, "PAC-S", "pac-s/ViT-B-32", "w=2.0"),
     ("pac-s++", "pac-s++", "capeval.clip.scorers:PacScorePlusPlus", _PACPP, "PAC-S++", "pac-s++/ViT-B-32",
-     "w=2.5 (ViT-B/32) or 3.0 (ViT-L/14)"),
+     "w=2.0 as aimagelab/pacscore's released evaluation code (option w=paper: the paper's 2.5 for ViT-B/32, "
+     "3.0 for ViT-L/14)"),
 )
 
 for _name, _group, _factory, _paper, _label, _backbone, _w in _FAMILIES:
@@ -26,7 +27,7 @@ for _name, _group, _factory, _paper, _label, _backbone, _w in _FAMILIES:
     register(MetricSpec(
         name=f"ref-{_name}", factory=_factory, group=_group,
         description=f"Ref{_label}: harmonic mean of {_label} and max(0, max cos(candidate, reference)); "
-                    f"{_backbone}; higher is better",
+                    f"{_backbone}, {_w}; higher is better",
         needs=frozenset({"images", "references"}), extra="clip", reference=_paper,
         aliases=(f"ref{_name}".replace("-", ""), f"ref_{_name}".replace("-", "_")),
     ))

@@ -7,17 +7,19 @@ the context (77) -> the first 77 ids are kept and the last one is overwritten wi
 ``[EOT]`` (``clip.tokenize(..., truncate=True)``), and the caption is counted as truncated.
 
 The vocabulary is OpenAI's ``bpe_simple_vocab_16e6.txt.gz`` (MIT). :func:`find_vocab` looks
-for it without importing anything: ``$CAPEVAL_CLIP_VOCAB`` (a file or folder),
-``$CAPEVAL_CACHE/clip/``, then an installed ``clip`` or
+for it without importing anything: ``$CAPEVAL_CLIP_VOCAB`` (a file or folder), the
+checkpoint folder (``$CAPEVAL_CHECKPOINTS``, where ``capeval download clip-vocab`` puts it and
+``capeval info`` looks), ``$CAPEVAL_CACHE/clip/``, then an installed ``clip`` or
 ``open_clip`` package (located with ``importlib.util.find_spec`` on the parent package path
 only), then the Hugging Face cache of ``openai/clip-vit-base-patch32`` (``vocab.json`` +
-``merges.txt``, the same vocabulary in another layout). ``capeval download clip-vocab`` fetches it.
+``merges.txt``, the same vocabulary in another layout).
 """
 
 from __future__ import annotations
 
 import collections
 import gzip
+import hashlib
 import html
 import json
 import os
@@ -52,7 +54,14 @@ def _merge_pair(parts: list[str], pair: tuple[str, str]) -> list[str]:
 
 @lru_cache(maxsize=1)
 def bytes_to_unicode() -> dict[int, str]:
-    """Byte -> printable character: printable Latin-1 bytes map to themselves, the rest to 256+n."""
+    """Byte -> printable character, in OpenAI's order (the order is part of the vocabulary).
+
+    Printable Latin-1 bytes map to themselves and come first, in the order ``!``..``~``,
+    ``¡``..``¬``, ``®``..``ÿ`` (188 bytes); the other 68 bytes follow in byte order, mapped to
+    ``chr(256 + n)``. The first 256 ids of CLIP's vocabulary are these characters in exactly
+    this order (then the same with ``</w>``), so ``"!"`` is id 0 and ``"a</w>"`` id 320. Do
+    not sort: a table sorted by byte value gives every single-character word a wrong id.
+    """
     keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     table = {b: chr(b) for b in keep}
     extra = 0
@@ -60,7 +69,13 @@ def bytes_to_unicode() -> dict[int, str]:
         if b not in table:
             table[b] = chr(256 + extra)
             extra += 1
-    return dict(sorted(table.items()))
+    return table
+
+
+def openai_vocab(merges: Iterable[tuple[str, str]]) -> list[str]:
+    """Tokens in id order as OpenAI builds them: 256 bytes, 256 bytes + ``</w>``, one per merge, SOT, EOT."""
+    base = list(bytes_to_unicode().values())
+    return [*base, *(b + "</w>" for b in base), *("".join(m) for m in merges), SOT, EOT]
 
 
 def _regex():
@@ -77,10 +92,18 @@ def _fix_text(text: str) -> str:
     return ftfy.fix_text(text)
 
 
+@lru_cache(maxsize=1)
+def _whitespace():
+    import regex
+
+    # the regex module's \s, as CLIP's whitespace_clean (it differs from str.split() on U+001C..U+001F)
+    return regex.compile(r"\s+")
+
+
 def clean(text: str) -> str:
     """CLIP's ``basic_clean`` + ``whitespace_clean`` + lower-case."""
     text = html.unescape(html.unescape(_fix_text(text))).strip()
-    return " ".join(text.split()).lower()
+    return _whitespace().sub(" ", text).strip().lower()
 
 
 class ClipTokenizer:
@@ -88,6 +111,9 @@ class ClipTokenizer:
 
     def __init__(self, encoder: dict[str, int], merges: list[tuple[str, str]], context_length: int = 77,
                  source: str = ""):
+        missing = [t for t in (SOT, EOT) if t not in encoder]
+        if missing:
+            raise ResourceError(f"tokenizer vocabulary {source or '(in memory)'} has no {' and '.join(missing)} token")
         self.encoder = encoder
         self.decoder = {v: k for k, v in encoder.items()}
         self.ranks = {pair: i for i, pair in enumerate(merges)}
@@ -95,9 +121,27 @@ class ClipTokenizer:
         self.source = source
         self.sot_id = encoder[SOT]
         self.eot_id = encoder[EOT]
+        self._fingerprint: str | None = None
         self._bytes = bytes_to_unicode()
         self._pat = _regex()
         self._cache: dict[str, list[int]] = {SOT: [self.sot_id], EOT: [self.eot_id]}
+
+    @property
+    def merges(self) -> list[tuple[str, str]]:
+        """The merges in rank order."""
+        return sorted(self.ranks, key=self.ranks.__getitem__)
+
+    def fingerprint(self) -> str:
+        """sha256 (hex) of everything that decides the ids: the full token -> id table and the ranked merges.
+
+        Two vocabularies with the same merges but a different id table (e.g. base tokens in
+        another order) get different fingerprints.
+        """
+        if self._fingerprint is None:
+            table = sorted(self.encoder.items(), key=lambda kv: (kv[1], kv[0]))
+            blob = json.dumps({"encoder": table, "merges": self.merges}, ensure_ascii=False)
+            self._fingerprint = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        return self._fingerprint
 
     # -- construction -------------------------------------------------------------
     @classmethod
@@ -108,8 +152,7 @@ class ClipTokenizer:
         with opener(path, "rt", encoding="utf-8") as f:
             lines = f.read().split("\n")
         merges = [tuple(line.split()) for line in lines[1 : N_MERGES + 1] if line.strip()]
-        base = list(bytes_to_unicode().values())
-        vocab = base + [b + "</w>" for b in base] + ["".join(m) for m in merges] + [SOT, EOT]
+        vocab = openai_vocab(merges)  # type: ignore[arg-type]
         return cls({tok: i for i, tok in enumerate(vocab)}, merges, context_length, str(path))  # type: ignore[arg-type]
 
     @classmethod
@@ -200,11 +243,19 @@ def _package_dir(name: str) -> Path | None:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+def _checkpoint_dir_vocab() -> Path:
+    """Where ``capeval download clip-vocab`` puts the file (and ``capeval info`` looks): honours $CAPEVAL_CHECKPOINTS."""
+    from capeval.clip.checkpoints import CHECKPOINTS, local_path
+
+    return local_path(CHECKPOINTS["clip-vocab"])
+
+
 def vocab_candidates() -> list[Path]:
-    """Places searched for the vocabulary, in order."""
+    """Places searched for the vocabulary, in order (no duplicates)."""
     from capeval.paths import cache_dir
 
-    found = [Path(os.environ["CAPEVAL_CLIP_VOCAB"])] if os.environ.get("CAPEVAL_CLIP_VOCAB") else []
+    found = [Path(os.environ["CAPEVAL_CLIP_VOCAB"]).expanduser()] if os.environ.get("CAPEVAL_CLIP_VOCAB") else []
+    found.append(_checkpoint_dir_vocab())
     found.append(cache_dir() / "clip" / VOCAB_FILE)
     for pkg in ("clip", "open_clip"):
         d = _package_dir(pkg)
@@ -216,13 +267,7 @@ def vocab_candidates() -> list[Path]:
         snaps = hub / f"models--{repo}" / "snapshots"
         if snaps.is_dir():
             found.extend(sorted(p for p in snaps.iterdir() if p.is_dir()))
-    return found
-
-
-def _default_vocab_path() -> Path:
-    from capeval.paths import cache_dir
-
-    return cache_dir() / "clip" / VOCAB_FILE
+    return list(dict.fromkeys(found))
 
 
 def find_vocab() -> Path:
@@ -231,9 +276,11 @@ def find_vocab() -> Path:
     for p in places:
         if p.is_file() or (p.is_dir() and (p / "vocab.json").is_file() and (p / "merges.txt").is_file()):
             return p
+        if p.is_dir() and (p / VOCAB_FILE).is_file():
+            return p / VOCAB_FILE
     raise ResourceError(
         f"CLIP's BPE vocabulary ({VOCAB_FILE}) was not found; run `capeval download clip-vocab` "
-        f"(it goes to {_default_vocab_path()}), set CAPEVAL_CLIP_VOCAB, or install openai's clip package. Searched: " + ", ".join(map(str, places))
+        f"(it goes to {_checkpoint_dir_vocab()}), set CAPEVAL_CLIP_VOCAB, or install openai's clip package. Searched: " + ", ".join(map(str, places))
     )
 
 
@@ -288,14 +335,18 @@ def train_bpe(texts: Iterable[str], num_merges: int, min_count: int = 2) -> list
     return merges
 
 
-def write_vocab(directory: str | os.PathLike[str], merges: list[tuple[str, str]]) -> Path:
-    """Write ``vocab.json`` + ``merges.txt`` (Hugging Face layout) with OpenAI's id construction."""
+def write_vocab(directory: str | os.PathLike[str], merges: list[tuple[str, str]],
+                encoder: dict[str, int] | None = None) -> Path:
+    """Write ``vocab.json`` + ``merges.txt`` (Hugging Face layout).
+
+    The id table is ``encoder`` when given (e.g. ``tokenizer.encoder``, to export a tokenizer
+    exactly), else OpenAI's construction from ``merges`` (:func:`openai_vocab`).
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    base = list(bytes_to_unicode().values())
-    vocab = base + [b + "</w>" for b in base] + ["".join(m) for m in merges] + [SOT, EOT]
-    (directory / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(vocab)}, ensure_ascii=False),
-                                          encoding="utf-8")
+    table = encoder if encoder is not None else {t: i for i, t in enumerate(openai_vocab(merges))}
+    ordered = dict(sorted(table.items(), key=lambda kv: kv[1]))
+    (directory / "vocab.json").write_text(json.dumps(ordered, ensure_ascii=False), encoding="utf-8")
     (directory / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n",
                                           encoding="utf-8")
     return directory

@@ -7,7 +7,10 @@ items in the evaluated set. Per item:
 * exp(-(l_c - l_r)^2 / (2 sigma^2)) ]`` with sigma = 6. As in the reference code the
 length ``l`` is the number of *bigrams* of a sentence. System score: mean of items.
 Scores depend on the whole evaluated set through ``df``. Range [0, 10] (10 only in
-degenerate cases). Reference: Vedantam et al. 2015.
+degenerate cases). An item none of whose candidate n-grams occurs in its references scores
+0.0, as in the reference code; a set whose references are all empty (e.g. punctuation only,
+removed by the PTB step) scores 0.0 everywhere, where pycocoevalcap raises ``ValueError``.
+Reference: Vedantam et al. 2015.
 """
 
 from __future__ import annotations
@@ -135,7 +138,10 @@ def cider_d(
     vh = ent_val[h_ent[hit]]
     vr = ent_val[where[hit]]
     contrib = np.minimum(vh, vr) * vr
-    val = np.bincount(h_slot[hit] * n + ent_order[h_ent[hit]], weights=contrib, minlength=n_slots * n).reshape(n_slots, n)
+    # np.bincount returns int64 (not float) when it is given no entries at all, which happens
+    # when no candidate n-gram occurs in its references anywhere in the set: every score is 0
+    val = np.bincount(h_slot[hit] * n + ent_order[h_ent[hit]], weights=contrib, minlength=n_slots * n)
+    val = val.astype(np.float64, copy=False).reshape(n_slots, n)
     nh = norms[hyp_sid[slot_item]]
     nr = norms[slot_sid]
     ok = (nh != 0) & (nr != 0)

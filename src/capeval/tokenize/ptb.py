@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Iterable, List, Optional, Tuple
+from typing import Callable, Iterable, List, Optional, Tuple
 
 from ._tables import DIGIT as _DIGIT_RANGES
 from ._tables import LETTER as _LETTER_RANGES
@@ -676,17 +676,21 @@ def ptb_tokenize(text: str) -> str:
     return _tokenize_cached(_clean(text), "")
 
 
-def ptb_tokenize_batch(texts: Iterable[str]) -> List[str]:
+def ptb_tokenize_batch(texts: Iterable[str], on_progress: Optional[Callable[[int], None]] = None) -> List[str]:
     """Tokenize captions exactly as one pycocoevalcap ``PTBTokenizer.tokenize`` call over
     them in this order (a caption's last token can depend on the next caption).
 
     pycocoevalcap's order is its input dict's: image ids in iteration order, each
     image's captions in list order.  Results are memoised (repeated captions are
-    nearly free)."""
+    nearly free).  ``on_progress(k)`` is called after every ``k`` captions (for a progress bar)."""
     texts = [_clean(t) for t in texts]
     out = []
     n = len(texts)
     for i, t in enumerate(texts):
         ctx = _context(texts, i) if i + 1 < n else ""
         out.append(_tokenize_cached(t, ctx))
+        if on_progress is not None and (i + 1) % 2048 == 0:
+            on_progress(2048)
+    if on_progress is not None and n % 2048:
+        on_progress(n % 2048)
     return out

@@ -23,11 +23,20 @@ IDF (``get_idf_dict`` plus the fix-up in ``EMScorer.score``)
     ids never seen get ``log(N + 1)``. Then ``[EOT]`` (found as the largest id in the table)
     is set to the *plain mean of all table entries*: every distinct id seen in the corpus,
     including padding (0), ``[SOT]`` (0) and ``[EOT]``'s own value before the fix (0) — not a
-    df-weighted or per-sentence mean. The corpus is the references when there are any
-    (flattened per candidate, so shared references count once per candidate), otherwise
-    the candidates. CLIP's id 0 is also the real token ``"!"``, which thus shares the
-    padding's IDF (reproduced, since ids are what the table is keyed by).
-    ``idf=False`` in the reference means weight 1 for every id, ``[SOT]`` included.
+    df-weighted or per-sentence mean. ``EMScorer.score`` takes the corpus from the
+    references whenever it is given any (``idf_corpus = refs if refs else cands``, refs
+    flattened per candidate, so a shared reference counts once per candidate) and applies
+    that one table to candidate and reference tokens alike, in the reference-free part
+    ``EMScore(X,V)`` too; otherwise the candidates. capeval's default (``idf=True``) does the
+    same; ``"candidates"``, ``"references"``, ``False`` or a fixed list of sentences choose
+    explicitly, and the signature records which (``idf:references(n=...)``). The published
+    benchmark numbers use neither: ``VATEX-EVAL-demo.py`` and ``ActivityNet-FOIL_demo.py``
+    pass a table built the same way from the dataset's *training* captions (VATEX train;
+    ActivityNet Captions train without sentences over 66 words) for every score they print;
+    ``capeval bench`` does the same (:mod:`capeval.bench.video`). CLIP's id 0 is also the
+    real token ``"!"``, which thus shares the padding's IDF (reproduced, since ids are what
+    the table is keyed by). ``idf=False`` in the reference means weight 1 for every id,
+    ``[SOT]`` included.
 Candidate vs video (``vid_greedy_cos``), sim = cosine(token_i, frame_f)
     ``P = sum_i idf_i max_f sim / sum_i idf_i`` (weights normalised per caption, over
     ``[SOT]..[EOT]``), ``R = mean_f max_i sim`` (unweighted, over all frames, the max over
@@ -43,7 +52,18 @@ Scores
     averages P, R, F and coarse of both parts, so the final ``full_F`` equals
     ``(full_F(video) + full_F(refs)) / 2``. EMScore's headline number is ``full_F``.
 
-Where capeval differs, visibly
+Where capeval differs from the reference code
+    * Precision: the reference runs ``clip.load("ViT-B/32")`` on the GPU when there is one,
+      i.e. OpenAI's fp16 model (half-precision weights and activations, LayerNorm in fp32),
+      and turns only the outputs to fp32; capeval computes in fp32 (on CPU the reference is
+      fp32 too). ``benchmarks/video_fp16_vs_fp32.py`` runs OpenAI's own model code in fp16
+      and fp32 on the sample clip (random ViT-B/32, weights rounded to fp16 as the released
+      checkpoint's; fp16 emulated on the CPU): P, R and coarse move by at most 1.3e-4 (mean
+      4e-5), EMScore by at most 1.4e-4 (mean 4e-5) for the 6 of 8 captions whose P + R is not
+      near 0; ``F = 2PR/(P+R)`` amplifies the rest, which random weights produce (cosines of
+      either sign near 0) and trained CLIP's positive similarities do not. Expect agreement
+      with published numbers to about 1e-4 per item, i.e. in the 4th decimal that VATEX-EVAL
+      rounds to.
     * Padding: the reference multiplies padded positions' similarities by 0 before taking
       maxima, so a max over a caption shorter than the longest in its batch of 64 (or over
       a video with fewer frames than the longest) is really ``max(0, max)``: batch-dependent.
@@ -54,6 +74,12 @@ Where capeval differs, visibly
     * A text whose IDF weights are all 0 (e.g. the only sentence of a one-sentence IDF
       corpus: every token has df = N) makes the reference's P (or R) 0/0 = NaN; capeval
       weights that text's tokens uniformly instead and counts it (``Match.zero_idf``).
+    * Truncation: ``clip.tokenize`` raises for a text over 77 tokens (the reference script
+      for ActivityNet drops such corpus sentences beforehand); capeval keeps the first 76
+      tokens and ``[EOT]`` and counts the captions cut (``n_truncated``).
+    * Frames: decoded with PyAV (rgb24) instead of OpenCV, and resized by capeval's
+      preprocessing (PIL bicubic, as CLIP's); the reference VATEX-EVAL numbers use frame
+      features the authors extracted beforehand.
 """
 
 from __future__ import annotations

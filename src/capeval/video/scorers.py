@@ -10,12 +10,14 @@ The formulas, and where capeval deliberately differs from the reference code, ar
 :mod:`capeval.video.frames`.
 
 PAC-S for video
-    No official code for it is public (aimagelab/pacscore has image evaluation only). The
-    paper evaluates videos with EMScore's formulation on the PAC-S backbone; third-party
-    reproductions swap the CLIP model inside EMScore's code. So: EMScore's text handling,
-    i.e. the raw caption *without* the ``"A photo depicts"`` prefix of image PAC-S, and no
-    ``w`` rescaling (EMScore's formula has none). ``prefix=`` is available for experiments
-    and is recorded in the signature when set.
+    No official code for it is public (aimagelab/pacscore, checked at commit bfbc488, has
+    image evaluation only: no video, frame or IDF code anywhere). The paper evaluates videos
+    with EMScore's formulation on the PAC-S backbone; third-party reproductions swap the CLIP
+    model inside EMScore's code. So: EMScore's text handling, i.e. the raw caption *without*
+    the ``"A photo depicts"`` prefix of image PAC-S, no ``w`` rescaling (EMScore's formula
+    has none; image PAC-S's ``w=2.0`` does not apply), and EMScore's IDF rules and default
+    corpus. ``prefix=`` is available for experiments and is recorded in the signature when
+    set.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from capeval.video import emscore as em
 from capeval.video import frames as vf
 
 _IDF_CHOICES = ("auto", "candidates", "references", "none")
+_CORPUS_IDF: dict[tuple[Any, str, str], Any] = {}  # (backbone, prefix, corpus sha256) -> em.Idf
 
 
 def _versions() -> dict[str, str]:
@@ -55,11 +58,14 @@ class EMScore:
 
     Options: ``backbone`` (checkpoint name, path, or a loaded ``ClipBackbone``), ``device``,
     ``n_frames`` (10, VATEX-EVAL's uniform sampling; ``None`` = every frame, as
-    ``EMScorer.score`` on video files), ``idf`` (``True``/``"auto"``: references for the
-    reference-based metric and candidates for the reference-free one, as the reference does
-    when called without references; ``"candidates"``, ``"references"``, ``False``/``"none"``
-    = weight 1 for every token; or a list of sentences = a fixed corpus such as VATEX's
-    training captions, as the VATEX-EVAL demo uses), ``batch_size`` (texts/items per
+    ``EMScorer.score`` on video files), ``idf`` (the corpus of the IDF table, recorded in
+    the signature: ``True``/``"auto"``, the default, does what the official
+    ``EMScorer.score`` does: the reference sentences whenever references are passed to
+    :meth:`score`, flattened per candidate, for *both* metrics (the reference-free part
+    too), else the candidates; ``"references"``; ``"candidates"``; ``False``/``"none"`` =
+    weight 1 for every token; or a list of sentences = a fixed corpus, such as the training
+    captions that EMScore's VATEX-EVAL and ActivityNet-FOIL scripts use and that
+    ``capeval bench`` passes for those benchmarks), ``batch_size`` (texts/items per
     batch), ``frame_batch_size``, ``prefix`` (prepended to every caption; none by default),
     ``fps`` (frame rate of frame folders / arrays / frame lists, needed only to cut segments
     of them: frame ``i`` is at ``i / fps``; video files use their own timestamps).
@@ -179,7 +185,8 @@ class EMScore:
         want_ref = ref_name in self.metrics
         cands = normalize_candidates(candidates)
         refs: dict[str, list[str]] | None = None
-        if want_ref or self.idf == "references":
+        # the official scorer takes its IDF corpus from the references whenever they are given
+        if want_ref or self.idf == "references" or (self.idf == "auto" and references is not None):
             if references is None:
                 raise InputError(f"{ref_name if want_ref else 'idf=references'} needs references; none were given")
             refs = normalize_references(references)
@@ -227,8 +234,8 @@ class EMScore:
 
         results: list[MetricResult] = []
         base_sig = self._signature_params(bool(seg_in))
+        idf, idf_desc = self._idf_table(refs is not None, ids, cand_text, ref_text, tok_ids)
         if free_name in self.metrics:
-            idf, idf_desc = self._idf_table(False, ids, cand_text, ref_text, tok_ids)
             v = self._video_part(ids, cand_text, video_of, feats, tok_ids, tok_feats, idf)
             n_trunc = sum(cand_text[i] in truncated for i in ids)
             extras = {
@@ -244,7 +251,6 @@ class EMScore:
             results.append(self._result(free_name, ids, scores, sig, extras, skipped))
         if want_ref:
             assert refs is not None
-            idf, idf_desc = self._idf_table(True, ids, cand_text, ref_text, tok_ids)
             v = self._video_part(ids, cand_text, video_of, feats, tok_ids, tok_feats, idf)
             r = self._ref_part(ids, cand_text, ref_text, tok_ids, tok_feats, idf)
             scores = (v["full"] + r["full"]) / 2
@@ -390,29 +396,40 @@ class EMScore:
                 bar.update(len(chunk))
         return feats, sampled, failed
 
-    def _idf_table(self, with_refs: bool, ids: list[str], cand_text: dict[str, str],
+    def _idf_table(self, have_refs: bool, ids: list[str], cand_text: dict[str, str],
                    ref_text: dict[str, list[str]], tok_ids: dict[str, list[int]]) -> tuple[em.Idf, str]:
+        """The IDF table of this call and its description for the signature."""
         mode = self.idf
         if mode == "none":
             return em.Idf.uniform(), "none"
         if isinstance(mode, tuple):
-            corpus = [self.prefix + s for s in mode]
-            extra, _ = self._tokenize(list(dict.fromkeys(corpus)))
-            corpus_ids = [extra[s] for s in corpus]
-            digest = hashlib.sha256("\n".join(mode).encode("utf-8")).hexdigest()[:12]
-            desc = f"corpus(n={len(corpus)},sha={digest})"
+            return self._corpus_idf(mode)
+        source = mode if mode != "auto" else ("references" if have_refs else "candidates")
+        if source == "references":
+            corpus_ids = [tok_ids[r] for i in ids for r in ref_text[i]]
         else:
-            source = mode if mode != "auto" else ("references" if with_refs else "candidates")
-            if source == "references":
-                corpus_ids = [tok_ids[r] for i in ids for r in ref_text[i]]
-            else:
-                corpus_ids = [tok_ids[cand_text[i]] for i in ids]
-            desc = f"{source}(n={len(corpus_ids)})"
+            corpus_ids = [tok_ids[cand_text[i]] for i in ids]
         if not corpus_ids:
             return em.Idf.uniform(), "none(empty corpus)"
-        sample = corpus_ids[0]
-        idf = em.compute_idf(corpus_ids, eot_id=sample[-1], pad_id=0, context_length=self.backbone.context_length)
-        return idf, desc
+        idf = em.compute_idf(corpus_ids, eot_id=corpus_ids[0][-1], pad_id=0,
+                             context_length=self.backbone.context_length)
+        return idf, f"{source}(n={len(corpus_ids)})"
+
+    def _corpus_idf(self, corpus: tuple[str, ...]) -> tuple[em.Idf, str]:
+        """IDF of a fixed corpus; cached per (backbone, prefix, corpus), since a benchmark scores
+        several settings with the same corpus of hundreds of thousands of sentences."""
+        digest = hashlib.sha256("\n".join(corpus).encode("utf-8")).hexdigest()
+        key = (getattr(self.backbone, "signature_hash", id(self.backbone)), self.prefix, digest)
+        if key not in _CORPUS_IDF:
+            texts = [self.prefix + s for s in corpus]
+            tokenized, _ = self._tokenize(list(dict.fromkeys(texts)))
+            corpus_ids = [tokenized[t] for t in texts]
+            idf = em.compute_idf(corpus_ids, eot_id=corpus_ids[0][-1], pad_id=0,
+                                 context_length=self.backbone.context_length)
+            while len(_CORPUS_IDF) >= 4:
+                _CORPUS_IDF.pop(next(iter(_CORPUS_IDF)))
+            _CORPUS_IDF[key] = idf
+        return _CORPUS_IDF[key], f"corpus(n={len(corpus)},sha={digest[:12]})"
 
     def _video_part(self, ids: list[str], cand_text: dict[str, str], video_of: dict[str, Any],
                     feats: dict[Any, torch.Tensor], tok_ids: dict[str, list[int]],
