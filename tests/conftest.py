@@ -47,27 +47,24 @@ def _import_skip_message(report: pytest.CollectReport | pytest.TestReport) -> st
     return message if "could not import" in message else None
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
-    # Safety net for the rule in _reference.unavailable: under CI a test skipped by a plain
-    # pytest.importorskip (a missing reference or extra) fails instead of passing silently.
-    outcome = yield
-    report = outcome.get_result()
+def _fail_import_skip_in_ci(report: pytest.CollectReport | pytest.TestReport) -> None:
     message = _import_skip_message(report) if in_ci() else None
     if message:
         report.outcome = "failed"
         report.longrepr = f"{message} [CI=true: a missing dependency is a failure, not a skip]"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    # Safety net for the rule in _reference.unavailable: under CI a test skipped by a plain
+    # pytest.importorskip (a missing reference or extra) fails instead of passing silently.
+    _fail_import_skip_in_ci((yield).get_result())
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_make_collect_report(collector: pytest.Collector) -> Any:
     # the same for a module-level importorskip, which skips the whole file at collection
-    outcome = yield
-    report = outcome.get_result()
-    message = _import_skip_message(report) if in_ci() else None
-    if message:
-        report.outcome = "failed"
-        report.longrepr = f"{message} [CI=true: a missing dependency is a failure, not a skip]"
+    _fail_import_skip_in_ci((yield).get_result())
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -22,23 +22,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        # mkstemp creates 0600; give the file the permissions a plain open() would
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_write_many([(path, text)])
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any, indent: int | None = 2) -> None:
@@ -62,6 +46,7 @@ def atomic_write_many(files: list[tuple[str | os.PathLike[str], str]]) -> None:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
+            # mkstemp creates 0600; give the file the permissions a plain open() would
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)
