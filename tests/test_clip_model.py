@@ -15,8 +15,9 @@ from capeval.clip.backbone import load_backbone, random_backbone  # noqa: E402
 from capeval.clip.hf import hf_state_dict  # noqa: E402
 from capeval.clip.model import get_config  # noqa: E402
 from capeval.errors import ResourceError  # noqa: E402
+from _reference import SHARED_DATA  # noqa: E402
 
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "samples" / "clipscore_example" / "images"
+SAMPLES = SHARED_DATA / "samples" / "clipscore_example" / "images"
 CONFIG = {"base": "tiny", "vision_layers": 3, "text_layers": 3}  # 3 layers: catches block-order bugs
 
 

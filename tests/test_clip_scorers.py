@@ -4,7 +4,6 @@ random tiny CLIP, bad inputs, skipping, no partial output files, and the embeddi
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -18,10 +17,9 @@ from capeval.cli.main import main  # noqa: E402
 from capeval.clip.backbone import random_backbone  # noqa: E402
 from capeval.clip.scorers import ClipScore, PacScore, PacScorePlusPlus  # noqa: E402
 from capeval.errors import InputError  # noqa: E402
+from _reference import SHARED_DATA, unavailable  # noqa: E402
 
-# the same data root as the shared_data fixture (tests/conftest.py): $CAPEVAL_DATA or ../shared/data
-SAMPLES = Path(os.environ.get("CAPEVAL_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data")) \
-    / "samples" / "clipscore_example"
+SAMPLES = SHARED_DATA / "samples" / "clipscore_example"
 
 
 class StubBackbone:
@@ -134,7 +132,7 @@ def tiny():
 @pytest.fixture(scope="module")
 def sample():
     if not SAMPLES.is_dir():
-        pytest.skip("samples not found")
+        unavailable(f"CLIPScore example samples not found: {SAMPLES}")
     return (json.loads((SAMPLES / "good_captions.json").read_text()),
             json.loads((SAMPLES / "bad_captions.json").read_text()),
             json.loads((SAMPLES / "refs.json").read_text()))

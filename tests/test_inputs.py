@@ -63,4 +63,4 @@ def test_missing_heavy_dependency_names_the_extra():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("torch is not installed (needed for clip-s)")
-    assert 'pip install "capeval[clip]"' in out
+    assert 'pip install ".[clip]"' in out

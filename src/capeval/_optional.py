@@ -28,7 +28,7 @@ def require(module: str, extra: str | None = None, purpose: str = "") -> ModuleT
         missing = getattr(exc, "name", None) or module
         pip_name, default_extra = _KNOWN.get(missing.split(".")[0], _KNOWN.get(module.split(".")[0], (missing, None)))
         extra = extra or default_extra
-        hint = f'pip install "capeval[{extra}]"' if extra else f"pip install {pip_name}"
+        hint = f'pip install ".[{extra}]" (in the capeval checkout)' if extra else f"pip install {pip_name}"
         what = f" (needed for {purpose})" if purpose else ""
         raise MissingDependencyError(f"{missing} is not installed{what}: {hint}  [{type(exc).__name__}: {exc}]") from exc
 

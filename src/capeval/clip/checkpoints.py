@@ -13,9 +13,14 @@ Sources (checked by reading the reference code):
   No sha256 is published for any PAC-S/PAC-S++ file -> None. The signature always records
   the sha256 computed from the file actually loaded, so results stay traceable.
 
-A PAC-S/PAC-S++ file is a dict whose ``state_dict`` holds the whole fine-tuned model; the
-base weights are still needed to build the architecture (and for the OpenAI keys that the
-LoRA files do not carry), so ``base`` names the base checkpoint.
+A PAC-S/PAC-S++ file is a dict whose ``state_dict`` holds the whole fine-tuned model (every
+key: pacscore loads it with ``load_state_dict(strict=True)``, and PAC-S++ files carry the
+LoRA factors next to the frozen base weights); ``base`` still names the base checkpoint,
+whose architecture and preprocessing the fine-tuned file inherits.
+
+These files are pickles. They are read with ``torch.load(weights_only=True)``, which only
+rebuilds tensors and plain containers; a file that needs arbitrary classes is refused rather
+than unpickled, since a pickle from an untrusted mirror could run code.
 """
 
 from __future__ import annotations

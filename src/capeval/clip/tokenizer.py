@@ -88,7 +88,7 @@ def _fix_text(text: str) -> str:
     try:
         import ftfy
     except ImportError:  # pragma: no cover - ftfy is in the [clip] extra
-        raise ResourceError('ftfy is needed to clean text exactly like CLIP: pip install "capeval[clip]"') from None
+        raise ResourceError('ftfy is needed to clean text exactly like CLIP: pip install ".[clip]" (in the capeval checkout)') from None
     return ftfy.fix_text(text)
 
 
