@@ -156,10 +156,10 @@ def main() -> int:
 
     import torch
 
-    from capeval.clip.backbone import random_backbone
-    from capeval.clip.embed import embed_images, embed_texts
-    from capeval.clip.scorers import ClipScore, PacScore
-    from capeval.clip.tokenizer import train_bpe, write_vocab
+    from capeval.models.clip.backbone import random_backbone
+    from capeval.models.clip.embed import embed_images, embed_texts
+    from capeval.metrics.clip_score import ClipScore, PacScore
+    from capeval.models.clip.tokenizer import train_bpe, write_vocab
 
     ids, cands, refs, image_of, names, all_caps = load_expert(n_images)
     print(f"data: {len(names)} images, {len(ids)} candidates, {sum(map(len, refs.values()))} references; "
@@ -214,7 +214,7 @@ def main() -> int:
               f"max |diff| per item {diff:.2e}", flush=True)
 
     if "b" not in skip:
-        from capeval.clip.hf import export_hf
+        from capeval.models.clip.export_hf import export_hf
 
         hf_dir = export_hf(bb, tmp / "openai-random-vit-b-32")  # torchmetrics wants 'openai' in the path
         t = time.perf_counter()

@@ -53,7 +53,7 @@ def clear_caches() -> None:
     import importlib
 
     for name in ("capeval.metrics.bleu", "capeval.tokenize.ptb", "capeval.metrics.meteor.normalize",
-                 "capeval.metrics.meteor.stemmer", "capeval.metrics.meteor.scorer", "capeval.metrics.meteor.fast"):
+                 "capeval.metrics.meteor.stemmer", "capeval.metrics.meteor.engine", "capeval.metrics.meteor.fast_align"):
         module = importlib.import_module(name)
         for obj in vars(module).values():
             if callable(getattr(obj, "cache_clear", None)):

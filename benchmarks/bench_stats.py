@@ -35,7 +35,7 @@ def main() -> int:
 
     import numpy as np
 
-    from capeval import stats
+    from capeval.bench import statistics as stats
 
     rng = np.random.default_rng(4)
     x = rng.random(args.n)

@@ -36,9 +36,8 @@ def main() -> int:
     import torch
 
     import capeval
-    import capeval.video.specs  # noqa: F401
-    from capeval.clip.backbone import random_backbone
-    from capeval.video import frames as vf
+    from capeval.models.clip.backbone import random_backbone
+    from capeval.io import video as vf
 
     out: dict[str, object] = {"torch_threads": torch.get_num_threads(), "arch": args.arch, "videos": args.videos}
     t = time.perf_counter()

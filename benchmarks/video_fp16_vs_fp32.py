@@ -104,10 +104,9 @@ def main() -> int:
     import torch
 
     import capeval
-    import capeval.video.specs  # noqa: F401
-    from capeval.clip.backbone import random_backbone
-    from capeval.video import emscore as em
-    from capeval.video import frames as vf
+    from capeval.models.clip.backbone import random_backbone
+    from capeval.metrics.emscore import formulas as em
+    from capeval.io import video as vf
 
     torch.manual_seed(0)
     bb = random_backbone("ViT-B-32", seed=args.seed)

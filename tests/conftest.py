@@ -140,5 +140,5 @@ def all_frames(sample_video: Path):
 @pytest.fixture(scope="session")
 def bb():
     """A tiny randomly initialised CLIP backbone."""
-    backbone = require_module("capeval.clip.backbone", "the CLIP backbone needs torch (clip extra)")
+    backbone = require_module("capeval.models.clip.backbone", "the CLIP backbone needs torch (clip extra)")
     return backbone.random_backbone("tiny", seed=0)

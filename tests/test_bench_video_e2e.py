@@ -25,9 +25,8 @@ av = pytest.importorskip("av")
 
 import capeval  # noqa: E402
 import capeval.bench as cb  # noqa: E402
-import capeval.video.specs  # noqa: E402,F401
 from capeval.errors import InputError, ResourceError  # noqa: E402
-from capeval.video import frames as vf  # noqa: E402
+from capeval.io import video as vf  # noqa: E402
 
 SAMPLE_ID = "Bfyp0C02sko_000248_000258"
 

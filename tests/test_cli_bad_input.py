@@ -100,7 +100,7 @@ def test_coco_annotations_are_keyed_by_image_id(capsys, tmp_path):
 
 
 def test_coco_reader_matches_hand_written_meaning(tmp_path):
-    from capeval.fileio import read_caption_file
+    from capeval.io.files import read_caption_file
 
     ann, res, refs, cands = _coco_files(tmp_path)
     got = read_caption_file(ann, "references")
@@ -176,7 +176,7 @@ def test_failed_run_leaves_no_output_files(capsys, tmp_path):
 
 
 def test_write_all_or_nothing(tmp_path):
-    from capeval.fileio import atomic_write_many
+    from capeval.io.files import atomic_write_many
 
     first = tmp_path / "a.json"
     with pytest.raises(OSError):
@@ -359,7 +359,7 @@ def test_duplicate_keys_in_references_nested(capsys, tmp_path):
 
 
 def test_quoted_commas_and_multiline_fields_still_read(tmp_path):
-    from capeval.fileio import read_captions
+    from capeval.io.files import read_captions
 
     c = tmp_path / "c.csv"
     c.write_text('id,reference\nimg1,"a dog, running"\nimg1,"two\nlines"\nimg2,a cat\n', encoding="utf-8")

@@ -15,10 +15,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from capeval.clip import checkpoints as ck  # noqa: E402
-from capeval.clip.backbone import load_backbone  # noqa: E402
-from capeval.clip.model import CLIP, build_model, get_config  # noqa: E402
-from capeval.clip.tokenizer import train_bpe, write_vocab  # noqa: E402
+from capeval.models.clip import checkpoints as ck  # noqa: E402
+from capeval.models.clip.backbone import load_backbone  # noqa: E402
+from capeval.models.clip.model import CLIP, build_model, get_config  # noqa: E402
+from capeval.models.clip.tokenizer import train_bpe, write_vocab  # noqa: E402
 from capeval.errors import ResourceError  # noqa: E402
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from capeval.clip import checkpoints as ck
+from capeval.models.clip import checkpoints as ck
 from capeval.cli.main import main
 from capeval.errors import ResourceError
 

@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
-from capeval.clip.backbone import load_backbone, random_backbone  # noqa: E402
-from capeval.clip.tokenizer import write_vocab  # noqa: E402
+from capeval.models.clip.backbone import load_backbone, random_backbone  # noqa: E402
+from capeval.models.clip.tokenizer import write_vocab  # noqa: E402
 
 R, ALPHA = 4, 1.0
 S = ALPHA / R

@@ -11,9 +11,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from capeval.clip.backbone import load_backbone, random_backbone  # noqa: E402
-from capeval.clip.hf import hf_state_dict  # noqa: E402
-from capeval.clip.model import get_config  # noqa: E402
+from capeval.models.clip.backbone import load_backbone, random_backbone  # noqa: E402
+from capeval.models.clip.export_hf import hf_state_dict  # noqa: E402
+from capeval.models.clip.model import get_config  # noqa: E402
 from capeval.errors import ResourceError  # noqa: E402
 from _reference import SHARED_DATA  # noqa: E402
 
@@ -156,7 +156,7 @@ def test_named_architectures_have_the_published_shapes():
 
 
 def _save_vocab(bb, tmp_path: Path) -> Path:
-    from capeval.clip.tokenizer import write_vocab
+    from capeval.models.clip.tokenizer import write_vocab
 
     merges = sorted(bb.tokenizer.ranks, key=bb.tokenizer.ranks.get)
     return write_vocab(tmp_path / "vocab", merges)
@@ -177,7 +177,7 @@ def test_openai_style_state_dict_file_loads(tmp_path):
 
 
 def test_torchscript_archive_loads_only_when_trusted(tmp_path, monkeypatch):
-    from capeval.clip import checkpoints as ck
+    from capeval.models.clip import checkpoints as ck
 
     bb = random_backbone("tiny", seed=2)
     px = _images(bb)[:1]

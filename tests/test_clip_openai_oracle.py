@@ -152,7 +152,7 @@ def test_clip_s_and_ref_clip_s_equal_openai_code(openai_model, weights_file, exa
 
 def test_backbone_features_equal_openai_code(openai_model, weights_file, example):
     """The raw features (before any clamp): images, texts with the prompt, the real key layout."""
-    from capeval.clip.backbone import load_backbone
+    from capeval.models.clip.backbone import load_backbone
 
     images_dir, captions, refs = example
     bb = load_backbone(weights_file, tokenizer=real_vocab())

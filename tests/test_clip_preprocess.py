@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from capeval.clip.preprocess import OPENAI_MEAN, OPENAI_STD, Preprocess, resize_shorter
+from capeval.models.clip.preprocess import OPENAI_MEAN, OPENAI_STD, Preprocess, resize_shorter
 from capeval.errors import InputError
 
 torch = pytest.importorskip("torch")
@@ -89,8 +89,8 @@ def test_file_errors_name_the_file(tmp_path: Path):
 
 
 def test_threaded_embedding_equals_sequential(tmp_path: Path):
-    from capeval.clip.backbone import random_backbone
-    from capeval.clip.embed import embed_images
+    from capeval.models.clip.backbone import random_backbone
+    from capeval.models.clip.embed import embed_images
 
     bb = random_backbone("tiny")
     files = []

@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 
 import capeval  # noqa: E402
 from capeval.cli.main import main  # noqa: E402
-from capeval.clip.backbone import random_backbone  # noqa: E402
-from capeval.clip.scorers import ClipScore, PacScore, PacScorePlusPlus  # noqa: E402
+from capeval.models.clip.backbone import random_backbone  # noqa: E402
+from capeval.metrics.clip_score import ClipScore, PacScore, PacScorePlusPlus  # noqa: E402
 from capeval.errors import InputError  # noqa: E402
 from _reference import SHARED_DATA, unavailable  # noqa: E402
 
@@ -180,7 +180,7 @@ def test_score_api_with_groups(tiny, sample):
 
 @pytest.fixture()
 def saved_tiny(tmp_path, monkeypatch, tiny):
-    from capeval.clip.tokenizer import write_vocab
+    from capeval.models.clip.tokenizer import write_vocab
 
     path = tmp_path / "tiny_clip.pth"
     torch.save(tiny.model.state_dict(), path)

@@ -18,7 +18,7 @@ import pytest
 from _reference import require_module
 from _upstream import openai_tokenize, real_vocab, simple_tokenizer, simple_tokenizer_module
 
-from capeval.clip.tokenizer import (
+from capeval.models.clip.tokenizer import (
     EOT,
     SOT,
     ClipTokenizer,
@@ -232,8 +232,8 @@ def test_from_openai_and_from_hf_give_identical_ids(real, tmp_path):
 def test_hf_export_carries_the_real_ids(real, tmp_path):
     """``export_hf`` writes the tokenizer's own id table: transformers then sees OpenAI's ids."""
     transformers = require_module("transformers", "the Hugging Face export is read back with transformers")
-    from capeval.clip.backbone import random_backbone
-    from capeval.clip.hf import export_hf
+    from capeval.models.clip.backbone import random_backbone
+    from capeval.models.clip.export_hf import export_hf
 
     bb = random_backbone("tiny", seed=0, tokenizer_dir=real_vocab())
     folder = export_hf(bb, tmp_path / "export")
@@ -265,9 +265,9 @@ def _byte_sorted_tokenizer(tok):
 
 
 def test_signature_covers_the_id_table(real):
-    from capeval.clip.backbone import ClipBackbone
-    from capeval.clip.model import build_model
-    from capeval.clip.preprocess import Preprocess
+    from capeval.models.clip.backbone import ClipBackbone
+    from capeval.models.clip.model import build_model
+    from capeval.models.clip.preprocess import Preprocess
 
     old = _byte_sorted_tokenizer(real)
     assert old.merges == real.merges and old.encode("a photo") != real.encode("a photo")

@@ -98,7 +98,7 @@ def test_clip_embedding_bars(stderr, tmp_path):
     pytest.importorskip("torch")
     Image = pytest.importorskip("PIL.Image")
     import capeval
-    from capeval.clip.backbone import random_backbone
+    from capeval.models.clip.backbone import random_backbone
 
     for k in range(3):
         Image.new("RGB", (40, 40), (80 * k, 10, 10)).save(tmp_path / f"i{k}.png")

@@ -1,4 +1,4 @@
-"""capeval.stats against scipy on random data with ties; bootstrap and paired test behaviour."""
+"""capeval.bench.statistics against scipy on random data with ties; bootstrap and paired test behaviour."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from capeval import stats
+from capeval.bench import statistics as stats
 
 scipy_stats = pytest.importorskip("scipy.stats")
 

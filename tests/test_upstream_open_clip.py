@@ -26,8 +26,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from capeval.clip import checkpoints as ck  # noqa: E402
-from capeval.clip.backbone import load_backbone  # noqa: E402
+from capeval.models.clip import checkpoints as ck  # noqa: E402
+from capeval.models.clip.backbone import load_backbone  # noqa: E402
 
 from _reference import unavailable  # noqa: E402
 

@@ -40,7 +40,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from capeval.clip.backbone import load_backbone  # noqa: E402
+from capeval.models.clip.backbone import load_backbone  # noqa: E402
 
 from _reference import require_module  # noqa: E402
 from _upstream import clip_model_module, real_vocab  # noqa: E402

@@ -18,8 +18,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from capeval.clip import checkpoints as ck  # noqa: E402
-from capeval.clip.backbone import load_backbone  # noqa: E402
+from capeval.models.clip import checkpoints as ck  # noqa: E402
+from capeval.models.clip.backbone import load_backbone  # noqa: E402
 from capeval.errors import ResourceError  # noqa: E402
 
 from _upstream import clip_model_module, openai_tokenize, real_vocab  # noqa: E402

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from capeval.video import emscore as em  # noqa: E402
+from capeval.metrics.emscore import formulas as em  # noqa: E402
 
 SOT, EOT = 49406, 49407
 

@@ -9,7 +9,7 @@ import pytest
 
 from capeval.errors import InputError
 from _reference import unavailable
-from capeval.video import frames as vf
+from capeval.io import video as vf
 
 SAMPLE_ID = "Bfyp0C02sko_000248_000258"
 # Per-frame mean RGB value of the 10 sampled frames as OpenCV decodes them (cap.read() +

@@ -19,9 +19,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("av")
 
 import capeval  # noqa: E402
-import capeval.video.specs  # noqa: E402,F401  (registers the metrics until registry loads it)
 from capeval.errors import InputError, MissingDependencyError  # noqa: E402
-from capeval.video import frames as vf  # noqa: E402
+from capeval.io import video as vf  # noqa: E402
 from test_video_emscore_math import loop_idf, loop_refs, loop_video  # noqa: E402
 
 SAMPLE_ID = "Bfyp0C02sko_000248_000258"
@@ -260,7 +259,7 @@ def test_pac_s_video_names_and_needs(bb, videos):
 
 
 def test_cli_scores_the_sample(bb, sample_video, tmp_path, capsys, monkeypatch):
-    import capeval.clip.backbone as backbone
+    import capeval.models.clip.backbone as backbone
     from capeval.cli.main import main
 
     monkeypatch.setattr(backbone, "load_backbone", lambda name, **kw: bb)
@@ -287,7 +286,7 @@ def test_missing_pyav_names_the_extra(monkeypatch, sample_video):
 
 
 def test_specs_import_nothing_heavy():
-    code = ("import sys, capeval, capeval.video.specs, capeval.video.frames; "
+    code = ("import sys, capeval, capeval.io.video; "
             "bad = [m for m in ('torch', 'av', 'PIL') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

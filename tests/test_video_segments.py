@@ -17,9 +17,8 @@ torch = pytest.importorskip("torch")
 av = pytest.importorskip("av")
 
 import capeval  # noqa: E402
-import capeval.video.specs  # noqa: E402,F401
 from capeval.errors import InputError  # noqa: E402
-from capeval.video import frames as vf  # noqa: E402
+from capeval.io import video as vf  # noqa: E402
 
 SAMPLE_ID = "Bfyp0C02sko_000248_000258"
 FPS = 25

@@ -24,7 +24,7 @@ def require(module: str, extra: str | None = None, purpose: str = "") -> ModuleT
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        # the missing piece may be a dependency of ``module`` (e.g. torch under capeval.clip)
+        # the missing piece may be a dependency of ``module`` (e.g. torch under capeval.models.clip)
         missing = getattr(exc, "name", None) or module
         pip_name, default_extra = _KNOWN.get(missing.split(".")[0], _KNOWN.get(module.split(".")[0], (missing, None)))
         extra = extra or default_extra

@@ -1,16 +1,13 @@
-"""One-call convenience functions on top of the registry and the Scorer protocol."""
+"""One-call functions on top of :class:`~capeval.evaluator.Evaluator` and the registry."""
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
 from capeval import registry
-from capeval.progress import progress_setting
-from capeval.result import MetricResult, Report
-
-
-_MEDIA = frozenset({"images", "videos"})
-_MEDIA_ONLY = _MEDIA | {"skip_bad_items", "segments"}
+from capeval.evaluator import Evaluator
+from capeval.options import check_options as _validate
+from capeval.result import Report
 
 
 def check_options(
@@ -27,7 +24,7 @@ def check_options(
     from capeval.devices import check_device
 
     names = registry.expand(metrics)
-    checked = registry.check_options(names, options, others="error" if strict else "ignore")
+    checked = _validate(names, options, others="error" if strict else "ignore")
     for opts in checked.values():
         if "device" in opts:
             opts["device"] = check_device(opts["device"])
@@ -39,7 +36,8 @@ def load(name: str, **options: Any) -> Any:
 
     ``capeval.load("cider-d").score(candidates, references)`` returns a :class:`Report`.
     Options go to the scorer's constructor (e.g. ``backbone=``, ``device=``, ``w=``); unknown
-    options are refused before anything is loaded.
+    options are refused before anything is loaded. For several metrics, use
+    :class:`~capeval.evaluator.Evaluator`.
     """
     spec = registry.get(name)
     _, checked = check_options([spec.name], {spec.name: options} if options else None)
@@ -60,25 +58,15 @@ def score(
     ``candidates``: ``{id: caption}``; ``references``: ``{id: [caption, ...]}``;
     ``metrics``: names, presets (``"coco"``) or a comma list. ``options`` maps a metric
     name (or its group) to constructor options; they are all validated before the first
-    scorer is built. ``inputs`` are passed to scorers that take them (``images=``,
-    ``videos=``). Scorers sharing a group run once. ``progress``: draw progress bars on
-    stderr (``None``: when stderr is a terminal), for every step including resource
-    preparation and tokenisation.
+    scorer is built. ``inputs``: ``images=``, ``videos=``, ``segments=``,
+    ``skip_bad_items=``, each routed to the metrics that declare it, so image and video
+    metrics mix in one call. ``progress``: draw progress bars on stderr (``None``: when
+    stderr is a terminal). A thin wrapper: ``Evaluator(metrics, options=options).score(...)``.
     """
-    names, checked = check_options(metrics, options)
-    results: dict[str, MetricResult] = {}
-    with progress_setting(progress):
-        for (_factory, group), members in registry.groups(names).items():
-            opts: dict[str, Any] = {}
-            opts.update(checked.get(group, {}))
-            for m in members:
-                opts.update(checked.get(m, {}))
-            spec = registry.get(members[0])
-            scorer = spec.build(metrics=members, **opts)
-            # text-only scorers must not receive images/videos meant for the others
-            media_scorer = bool(spec.needs & _MEDIA)
-            kwargs: dict[str, Any] = {k: v for k, v in inputs.items() if media_scorer or k not in _MEDIA_ONLY}
-            report = scorer.score(candidates, references, progress=progress, **kwargs)
-            for m in members:
-                results[m] = report[m]
-    return Report({m: results[m] for m in names})
+    unknown = sorted(set(inputs) - {"images", "videos", "segments", "skip_bad_items"})
+    if unknown:
+        from capeval.errors import InputError
+
+        raise InputError(f"unknown input(s) {unknown}; capeval.score takes images=, videos=, segments=, skip_bad_items=")
+    evaluator = Evaluator(metrics, options=options, progress=progress)
+    return evaluator.score(candidates, references, progress=progress, **inputs)

@@ -1,33 +1,65 @@
-"""Registry of metrics and presets by canonical name.
+"""Every metric and preset by canonical name: plain data, one table, no imports of metric code.
 
-Pure data: listing metrics never imports torch or any metric module. A spec names its
-factory as ``"module:Class"``; specs that share a ``group`` are computed by one scorer
-instance (``bleu-1`` ... ``bleu-4`` come from one pass).
+A :class:`MetricSpec` says where the scorer lives (``"module:Class"``), which inputs the
+metric needs and which it accepts (the API and the CLI route inputs from these
+declarations only), its range and direction, the extra to install, and the paper.
+Specs that share a ``group`` are computed by one scorer instance (``bleu-1`` ... ``bleu-4``
+come from one pass; ``clip-s`` and ``ref-clip-s`` share one CLIP). Adding a metric = one
+module under :mod:`capeval.metrics` + one entry in :data:`_TABLE` (see
+``docs/adding-a-metric.md``).
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from capeval.errors import UnknownNameError
+
+#: every input a scorer's ``score`` may take besides the candidates
+INPUTS = frozenset({"references", "images", "videos", "segments", "skip_bad_items"})
 
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """How to build a metric: factory import path, group, needs, extra, paper."""
+    """How to build and feed one metric (data only).
+
+    ``needs``: inputs without which the metric cannot be computed; ``accepts``: every input
+    its scorer's ``score`` takes (a superset of ``needs``; default ``needs`` + references). ``range``: ``(low, high)`` of an
+    item score, ``high`` may be the name of an option (``"w"``); ``direction``: ``"higher"``
+    or ``"lower"`` is better. ``kwargs``: constructor defaults fixed by the metric's name.
+    """
 
     name: str
     factory: str
     group: str
     description: str
     needs: frozenset[str] = frozenset({"references"})
+    accepts: frozenset[str] | None = None
+    range: tuple[float, float | str] = (0.0, 1.0)
+    direction: str = "higher"
     extra: str | None = None
     reference: str = ""
     kwargs: dict[str, Any] = field(default_factory=dict)
-    higher_is_better: bool = True
     aliases: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.accepts is None:  # default: what it needs, plus references (used when given)
+            object.__setattr__(self, "accepts", frozenset(self.needs) | {"references"})
+        if not self.needs <= self.accepts <= INPUTS:
+            raise ValueError(f"{self.name}: needs {set(self.needs)} must be within accepts {set(self.accepts)} within {set(INPUTS)}")
+        if self.direction not in ("higher", "lower"):
+            raise ValueError(f"{self.name}: direction must be 'higher' or 'lower'")
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.direction == "higher"
+
+    @property
+    def media(self) -> str | None:
+        """``"images"``, ``"videos"`` or None: the medium the metric looks at."""
+        return next((m for m in ("images", "videos") if m in self.needs), None)
 
     def factory_class(self) -> Any:
         """The scorer class, imported lazily (an error names the extra when it is missing)."""
@@ -46,38 +78,124 @@ class MetricSpec:
         kwargs = {**self.kwargs, **options}
         return cls(metrics=tuple(metrics) if metrics else (self.name,), **kwargs)
 
-    def option_types(self) -> dict[str, Any] | None:
-        """Constructor options of the factory -> type hint (``None`` when any keyword is accepted).
 
-        Read from the factory's signature, so the list can never drift from the code.
-        """
-        import inspect
-        import typing
+_COCO = "Chen et al. 2015, Microsoft COCO Captions: Data Collection and Evaluation Server"
+_HESSEL = "Hessel et al. 2021, CLIPScore: A Reference-free Evaluation Metric for Image Captioning"
+_PACS = "Sarto et al. 2023, Positive-Augmented Contrastive Learning for Image and Video Captioning Evaluation"
+_PACPP = ("Sarto et al. 2024, PAC-S++: Positive-Augmented Contrastive Learning for Vision-and-Language "
+          "Evaluation and Training")
+_EMSCORE = "Shi et al. 2022, EMScore: Evaluating Video Captioning via Coarse-Grained and Fine-Grained Embedding Matching"
 
-        cls = self.factory_class()
-        params = inspect.signature(cls).parameters
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return None
-        try:
-            hints = typing.get_type_hints(cls.__init__)
-        except Exception:  # an unresolvable annotation: check names only
-            hints = {}
-        return {
-            name: hints.get(name, Any)
-            for name, p in params.items()
-            if name != "metrics" and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        }
+_TEXT = frozenset({"references"})
+_IMAGE_IN = frozenset({"images", "references", "skip_bad_items"})
+_VIDEO_IN = frozenset({"videos", "references", "segments", "skip_bad_items"})
 
+
+def _aliases(name: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(a for a in (name.replace("-", ""), name.replace("-", "_")) if a != name))
+
+
+def _text_specs() -> list[MetricSpec]:
+    specs = [
+        MetricSpec(
+            name=f"bleu-{n}", factory="capeval.metrics.bleu:Bleu", group="bleu",
+            description=f"BLEU-{n}, pycocoevalcap variant ('closest' ref length, corpus brevity penalty); [0, 1]",
+            reference="Papineni et al. 2002; " + _COCO, aliases=(f"bleu_{n}", f"bleu{n}"),
+        )
+        for n in range(1, 5)
+    ]
+    specs += [
+        MetricSpec(
+            name="meteor", factory="capeval.metrics.meteor.metric:Meteor", group="meteor", extra="meteor",
+            description="METEOR 1.5 (-l en -norm; exact, stem, synonym, paraphrase), pure Python; [0, 1]",
+            reference="Denkowski & Lavie 2014, Meteor Universal",
+        ),
+        MetricSpec(
+            name="rouge-l", factory="capeval.metrics.rouge:RougeL", group="rouge-l",
+            description="ROUGE-L F-measure (beta 1.2, max precision/recall over references); [0, 1]",
+            reference="Lin 2004; " + _COCO, aliases=("rouge_l", "rougel"),
+        ),
+        MetricSpec(
+            name="cider-d", factory="capeval.metrics.cider:CiderD", group="cider-d", range=(0.0, 10.0),
+            description="CIDEr-D (n=4, sigma=6, clipped tf-idf, x10) as pycocoevalcap's Cider; [0, 10]",
+            reference="Vedantam et al. 2015, CIDEr: Consensus-based Image Description Evaluation",
+            aliases=("cider", "ciderd"),
+        ),
+    ]
+    return specs
+
+
+_CLIP_FAMILIES = (
+    ("clip-s", "clip", "capeval.metrics.clip_score:ClipScore", _HESSEL, "CLIP-S", "openai/ViT-B-32", "w=2.5"),
+    ("pac-s", "pac-s", "capeval.metrics.clip_score:PacScore", _PACS, "PAC-S", "pac-s/ViT-B-32", "w=2.0"),
+    ("pac-s++", "pac-s++", "capeval.metrics.clip_score:PacScorePlusPlus", _PACPP, "PAC-S++", "pac-s++/ViT-B-32",
+     "w=2.0 as aimagelab/pacscore's released evaluation code (option w=paper: the paper's 2.5 for ViT-B/32, "
+     "3.0 for ViT-L/14)"),
+)
+
+_VIDEO_FAMILIES = (
+    ("emscore", "capeval.metrics.emscore.scorer:EMScore", _EMSCORE, "EMScore", "openai/ViT-B-32"),
+    ("pac-s-video", "capeval.metrics.emscore.scorer:PacSVideo", _PACS, "PAC-S (video, EMScore formulation)",
+     "pac-s/ViT-B-32"),
+)
+
+
+def _clip_specs() -> list[MetricSpec]:
+    out = []
+    for name, group, factory, paper, label, backbone, w in _CLIP_FAMILIES:
+        out.append(MetricSpec(
+            name=name, factory=factory, group=group, needs=frozenset({"images"}), accepts=_IMAGE_IN,
+            range=(0.0, "w"), extra="clip", reference=paper, aliases=_aliases(name),
+            description=f"{label}: w*max(cos(text, image), 0), prompt 'A photo depicts ', {backbone}, {w}; "
+                        "higher is better",
+        ))
+        out.append(MetricSpec(
+            name=f"ref-{name}", factory=factory, group=group, needs=frozenset({"images", "references"}),
+            accepts=_IMAGE_IN, range=(0.0, "w"), extra="clip", reference=paper,
+            aliases=(f"ref{name}".replace("-", ""), f"ref_{name}".replace("-", "_")),
+            description=f"Ref{label}: harmonic mean of {label} and max(0, max cos(candidate, reference)); "
+                        f"{backbone}, {w}; higher is better",
+        ))
+    return out
+
+
+def _video_specs() -> list[MetricSpec]:
+    out = []
+    for name, factory, paper, label, backbone in _VIDEO_FAMILIES:
+        out.append(MetricSpec(
+            name=name, factory=factory, group=name, needs=frozenset({"videos"}), accepts=_VIDEO_IN,
+            range=(-1.0, 1.0), extra="video", reference=paper, aliases=_aliases(name),
+            description=f"{label}: (F + coarse)/2 of caption tokens vs 10 uniformly sampled frames, IDF-weighted; "
+                        f"{backbone}; higher is better",
+        ))
+        out.append(MetricSpec(
+            name=f"ref-{name}", factory=factory, group=name, needs=frozenset({"videos", "references"}),
+            accepts=_VIDEO_IN, range=(-1.0, 1.0), extra="video", reference=paper,
+            aliases=(f"ref{name}".replace("-", ""), f"ref_{name}".replace("-", "_")),
+            description=f"{label} with references: mean of the video part and the BERTScore-style reference part "
+                        f"(max over references); {backbone}; higher is better",
+        ))
+    return out
+
+
+_TABLE: tuple[MetricSpec, ...] = (*_text_specs(), *_clip_specs(), *_video_specs())
+
+_PRESET_TABLE: dict[str, tuple[str, ...]] = {
+    "coco": ("bleu-1", "bleu-2", "bleu-3", "bleu-4", "meteor", "rouge-l", "cider-d"),
+    "bleu": ("bleu-1", "bleu-2", "bleu-3", "bleu-4"),
+    "clip": ("clip-s", "ref-clip-s"),
+    "pac": ("pac-s", "ref-pac-s", "pac-s++", "ref-pac-s++"),
+    "learned": ("clip-s", "ref-clip-s", "pac-s", "ref-pac-s", "pac-s++", "ref-pac-s++"),
+    "video": ("emscore", "ref-emscore", "pac-s-video", "ref-pac-s-video"),
+}
 
 _METRICS: dict[str, MetricSpec] = {}
 _ALIASES: dict[str, str] = {}
 _PRESETS: dict[str, tuple[str, ...]] = {}
 
-_COCO = "Chen et al. 2015, Microsoft COCO Captions: Data Collection and Evaluation Server"
-
 
 def register(spec: MetricSpec) -> MetricSpec:
-    """Add a metric spec (idempotent for the same name)."""
+    """Add a metric spec at run time (plugins, tests); the built-in ones are in :data:`_TABLE`."""
     _METRICS[spec.name] = spec
     for alias in spec.aliases:
         _ALIASES[alias] = spec.name
@@ -85,64 +203,14 @@ def register(spec: MetricSpec) -> MetricSpec:
 
 
 def register_preset(name: str, metrics: Iterable[str]) -> None:
+    """Add a preset (a named list of metrics)."""
     _PRESETS[name] = tuple(metrics)
 
 
-for _n in range(1, 5):
-    register(
-        MetricSpec(
-            name=f"bleu-{_n}",
-            factory="capeval.metrics.bleu:Bleu",
-            group="bleu",
-            description=f"BLEU-{_n}, pycocoevalcap variant ('closest' ref length, corpus brevity penalty); [0, 1]",
-            reference="Papineni et al. 2002; " + _COCO,
-            aliases=(f"bleu_{_n}", f"bleu{_n}"),
-        )
-    )
-register(
-    MetricSpec(
-        name="meteor",
-        factory="capeval.metrics.meteor_scorer:Meteor",
-        group="meteor",
-        description="METEOR 1.5 (-l en -norm; exact, stem, synonym, paraphrase), pure Python; [0, 1]",
-        reference="Denkowski & Lavie 2014, Meteor Universal",
-    )
-)
-register(
-    MetricSpec(
-        name="rouge-l",
-        factory="capeval.metrics.rouge:RougeL",
-        group="rouge-l",
-        description="ROUGE-L F-measure (beta 1.2, max precision/recall over references); [0, 1]",
-        reference="Lin 2004; " + _COCO,
-        aliases=("rouge_l", "rougel"),
-    )
-)
-register(
-    MetricSpec(
-        name="cider-d",
-        factory="capeval.metrics.cider:CiderD",
-        group="cider-d",
-        description="CIDEr-D (n=4, sigma=6, clipped tf-idf, x10) as pycocoevalcap's Cider; [0, 10]",
-        reference="Vedantam et al. 2015, CIDEr: Consensus-based Image Description Evaluation",
-        aliases=("cider", "ciderd"),
-    )
-)
-register_preset("coco", ("bleu-1", "bleu-2", "bleu-3", "bleu-4", "meteor", "rouge-l", "cider-d"))
-register_preset("bleu", ("bleu-1", "bleu-2", "bleu-3", "bleu-4"))
-
-
-def _load_plugins() -> None:
-    """Spec tables of the optional metric families (data only, no heavy imports)."""
-    for module in ("capeval.clip.specs", "capeval.video.specs"):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if not exc.name or not module.startswith(exc.name):
-                raise
-
-
-_load_plugins()
+for _spec in _TABLE:
+    register(_spec)
+for _name, _members in _PRESET_TABLE.items():
+    register_preset(_name, _members)
 
 
 def canonical(name: str) -> str:
@@ -162,6 +230,15 @@ def known_names() -> str:
 def get(name: str) -> MetricSpec:
     """The :class:`MetricSpec` of a metric name or alias."""
     return _METRICS[canonical(name)]
+
+
+def resolve_target(name: str) -> str | None:
+    """A metric name, alias or group name -> its canonical metric or group name (None: unknown)."""
+    key = str(name).strip().lower()
+    key = _ALIASES.get(key, key)
+    if key in _METRICS or key in {s.group for s in _METRICS.values()}:
+        return key
+    return None
 
 
 def expand(names: str | Iterable[str]) -> list[str]:
@@ -194,96 +271,6 @@ def metrics() -> dict[str, MetricSpec]:
 def presets() -> dict[str, tuple[str, ...]]:
     """Preset name -> metric names (``all`` = every registered metric)."""
     return {**_PRESETS, "all": tuple(_METRICS)}
-
-
-def _accepts(hint: Any, value: Any) -> bool | None:
-    """Whether ``value`` fits ``hint``: True/False, or None when the hint is beyond this check."""
-    import os
-    import types
-    import typing
-
-    if hint is Any:
-        return True
-    origin = typing.get_origin(hint)
-    if origin is typing.Union or origin is types.UnionType:
-        answers = [_accepts(a, value) for a in typing.get_args(hint)]
-        if True in answers:
-            return True
-        return None if None in answers else False
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
-    if origin is os.PathLike or hint is os.PathLike:
-        return isinstance(value, os.PathLike)
-    return None
-
-
-def _hint_text(hint: Any) -> str:
-    text = getattr(hint, "__name__", None) if not hasattr(hint, "__args__") else None
-    return text or str(hint).replace("typing.", "")
-
-
-def check_options(names: Iterable[str], options: Any, others: str = "error") -> dict[str, dict[str, Any]]:
-    """Validate ``options`` ({metric, alias or group: {key: value}}) for the metrics ``names``.
-
-    Returns the options keyed by canonical metric or group name. An unknown target, a
-    target not among ``names``, an option the factory does not take or a value of the wrong
-    type raises :class:`InputError` naming the option and listing the valid ones. Options
-    for a registered metric outside ``names`` raise too (``others="error"``, the CLI: such an
-    option would be ignored) or are dropped (``others="ignore"``: one options mapping shared
-    by several calls). Imports the factory classes (to read their signatures) but builds
-    nothing.
-    """
-    from capeval.errors import InputError
-
-    names = list(names)
-    chosen_groups = {_METRICS[n].group: n for n in names}
-    out: dict[str, dict[str, Any]] = {}
-    for target, opts in dict(options or {}).items():
-        key = str(target).strip().lower()
-        first = next(iter(opts), "*") if isinstance(opts, Mapping) else "*"
-        if key in chosen_groups:
-            spec = _METRICS[chosen_groups[key]]
-            canon = key
-        else:
-            key = _ALIASES.get(key, key)
-            if key not in _METRICS and key not in {s.group for s in _METRICS.values()}:
-                raise InputError(f"option {target}.{first}: no metric or group named {target!r}; {known_names()}")
-            if key in _METRICS and key not in names and _METRICS[key].group in chosen_groups:
-                key = _METRICS[key].group  # e.g. ref-clip-s.w with only clip-s: the one scorer takes it
-            elif key not in names:
-                if others == "ignore":
-                    continue
-                raise InputError(
-                    f"option {target}.{first}: {target} is not among the metrics being computed ({', '.join(names)}); "
-                    "the option would be ignored"
-                )
-            spec = _METRICS[chosen_groups[key]] if key in chosen_groups else _METRICS[key]
-            canon = key
-        if not isinstance(opts, Mapping):
-            raise InputError(f"options of {target} must be a mapping {{key: value}}, got {type(opts).__name__}")
-        types_ = spec.option_types()
-        for opt, value in opts.items():
-            if types_ is None:
-                continue
-            if opt not in types_:
-                raise InputError(
-                    f"option {target}.{opt}: {spec.group} has no option {opt!r}; "
-                    f"valid options for {spec.group}: {', '.join(types_) or 'none'}"
-                )
-            if _accepts(types_[opt], value) is False:
-                raise InputError(
-                    f"option {target}.{opt}: expected {_hint_text(types_[opt])}, got {value!r} ({type(value).__name__})"
-                )
-        out.setdefault(canon, {}).update(dict(opts))
-    return out
 
 
 def groups(names: Iterable[str]) -> dict[tuple[str, str], list[str]]:

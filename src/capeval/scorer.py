@@ -1,26 +1,34 @@
-"""The Scorer protocol: construct once (load resources/models), score many times."""
+"""The one Scorer contract: construct once (load resources/models), optionally fit corpus
+statistics, score many batches.
+
+A scorer is built from its registry entry (:mod:`capeval.registry`), which declares the
+inputs it needs and accepts, its range and direction. Every scorer:
+
+- ``produces``: the canonical metric names it can emit; ``metrics``: those this instance emits;
+- ``fit(references)``: fixes the corpus statistics the metric depends on (CIDEr-D document
+  frequencies, EMScore's IDF) from a reference corpus and returns the scorer; metrics
+  without corpus statistics accept it and ignore it. Unfitted, each ``score`` call uses the
+  statistics of its own inputs, exactly as pycocoevalcap and the reference EMScore do;
+- ``score(candidates, references=None, *, <declared inputs>, progress=False) -> Report``.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 
 from capeval.errors import InputError
-from capeval.inputs import prepare_text_inputs
-from capeval.progress import Progress, make_progress
-from capeval.result import MetricResult, Report
+from capeval.result import Report
 
 
 @runtime_checkable
 class Scorer(Protocol):
-    """Anything that turns candidates (+ references, images, videos) into a :class:`Report`.
-
-    ``produces`` lists the canonical metric names a scorer can emit; ``metrics`` the
-    ones this instance emits. ``needs`` is a subset of ``{"references", "images", "videos"}``.
-    """
+    """Anything that turns candidates (+ references, images, videos) into a :class:`Report`."""
 
     produces: ClassVar[tuple[str, ...]]
-    needs: ClassVar[frozenset[str]]
     metrics: tuple[str, ...]
+
+    def fit(self, references: Mapping[Any, Any] | Sequence[Sequence[str]]) -> "Scorer": ...
 
     def score(
         self,
@@ -30,80 +38,49 @@ class Scorer(Protocol):
     ) -> Report: ...
 
 
-class TextScorer:
-    """Base of reference-based n-gram metrics: validation + PTB tokenisation, shared.
+@dataclass(frozen=True)
+class Batch:
+    """One batch of inputs: candidates plus whatever the metrics declare (see ``registry.INPUTS``)."""
 
-    Subclasses implement :meth:`_compute` on tokenised, space-joined strings.
-    ``tokenizer="ptb"`` reproduces pycocoevalcap's PTBTokenizer in pure Python;
-    ``tokenizer="none"`` takes the inputs as already tokenised (split on spaces).
-    """
+    candidates: Mapping[Any, Any] | Sequence[str]
+    references: Mapping[Any, Any] | None = None
+    images: Any = None
+    videos: Any = None
+    segments: Any = None
+    skip_bad_items: bool = False
+
+    def inputs_for(self, accepts: frozenset[str]) -> dict[str, Any]:
+        """The keyword inputs a scorer that accepts ``accepts`` receives (only those given)."""
+        out: dict[str, Any] = {}
+        for name in ("images", "videos", "segments"):
+            value = getattr(self, name)
+            if value is not None and name in accepts:
+                out[name] = value
+        if self.skip_bad_items and "skip_bad_items" in accepts:
+            out["skip_bad_items"] = True
+        return out
+
+    def given(self) -> set[str]:
+        """Names of the inputs present in this batch (``references`` included)."""
+        names = {n for n in ("references", "images", "videos", "segments") if getattr(self, n) is not None}
+        if self.skip_bad_items:
+            names.add("skip_bad_items")
+        return names
+
+
+class ScorerBase:
+    """Metric selection and the default (no corpus statistics) ``fit``; scorers may subclass it."""
 
     produces: ClassVar[tuple[str, ...]] = ()
-    needs: ClassVar[frozenset[str]] = frozenset({"references"})
+    metrics: tuple[str, ...] = ()
 
-    def __init__(self, metrics: Sequence[str] | None = None, tokenizer: str = "ptb"):
+    def _select(self, metrics: Sequence[str] | None) -> tuple[str, ...]:
         chosen = tuple(metrics) if metrics else self.produces
         unknown = [m for m in chosen if m not in self.produces]
         if unknown:
             raise InputError(f"{type(self).__name__} cannot produce {unknown}; it produces {list(self.produces)}")
-        if tokenizer not in ("ptb", "none"):
-            raise InputError(f"unknown tokenizer {tokenizer!r}; use 'ptb' or 'none'")
-        self.metrics = chosen
-        self.tokenizer = tokenizer
+        return chosen
 
-    # -- public ---------------------------------------------------------------
-    def score(
-        self,
-        candidates: Mapping[Any, Any] | Sequence[str],
-        references: Mapping[Any, Any] | None = None,
-        *,
-        progress: bool | None = False,
-        **inputs: Any,
-    ) -> Report:
-        """Score ``{id: caption}`` against ``{id: [reference, ...]}``; see the class docs.
-
-        ``progress``: draw a progress bar on stderr (None: only when it is a terminal).
-        """
-        if inputs:
-            raise InputError(f"{type(self).__name__} takes only text; unexpected inputs {sorted(inputs)}")
-        cands, refs = prepare_text_inputs(candidates, references, needs_references=True)
-        assert refs is not None
-        ids = list(cands)
-        hyps_tok, refs_tok = self.tokenize(ids, cands, refs, progress)
-        with make_progress(len(ids), "/".join(self.metrics)[:24], progress) as bar:
-            return Report(self._compute(ids, hyps_tok, refs_tok, bar))
-
-    def tokenize(
-        self, ids: list[str], cands: Mapping[str, str], refs: Mapping[str, list[str]], progress: bool | None = False
-    ) -> tuple[list[str], list[list[str]]]:
-        """Tokenise candidates and references as the COCO evaluation code does."""
-        if self.tokenizer == "none":
-            return [" ".join(cands[i].split()) for i in ids], [[" ".join(r.split()) for r in refs[i]] for i in ids]
-        from capeval.tokenize import ptb_tokenize_batch
-
-        all_refs = [r for i in ids for r in refs[i]]
-        with make_progress(len(ids) + len(all_refs), "tokenize", progress) as bar:
-            hyps = ptb_tokenize_batch([cands[i] for i in ids], bar.update)
-            flat = ptb_tokenize_batch(all_refs, bar.update)
-        out: list[list[str]] = []
-        pos = 0
-        for i in ids:
-            n = len(refs[i])
-            out.append(flat[pos : pos + n])
-            pos += n
-        return hyps, out
-
-    def signature_params(self, refs: list[list[str]]) -> dict[str, Any]:
-        counts = sorted({len(r) for r in refs})
-        nrefs = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-        return {"tok": "ptb-corenlp-3.4.1" if self.tokenizer == "ptb" else "none", "nrefs": nrefs}
-
-    # -- for subclasses ----------------------------------------------------------
-    def _compute(
-        self,
-        ids: list[str],
-        hyps: list[str],
-        refs: list[list[str]],
-        progress: Progress,
-    ) -> list[MetricResult]:
-        raise NotImplementedError
+    def fit(self, references: Mapping[Any, Any] | Sequence[Sequence[str]]) -> "ScorerBase":
+        """This metric has no corpus statistics: nothing to fit (returns ``self``)."""
+        return self

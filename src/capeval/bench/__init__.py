@@ -26,7 +26,7 @@ _MODULES = (
     "capeval.bench.thumb",
     "capeval.bench.composite",
     "capeval.bench.foil",
-    "capeval.bench.video",
+    "capeval.bench.video_benchmarks",
 )
 
 

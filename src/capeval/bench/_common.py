@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from capeval import stats
+from capeval.bench import statistics as stats
 from capeval.bench.base import StatSpec
 
 

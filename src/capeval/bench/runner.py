@@ -11,7 +11,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from capeval import registry, stats
+from capeval import registry
+from capeval.bench import statistics as stats
 from capeval.bench.base import Benchmark, Loaded, default_data_root, get_benchmark
 from capeval.errors import InputError
 from capeval.progress import make_progress
@@ -201,7 +202,7 @@ def run(
                             spec.n_units, bootstrap, _derive_seed(seed, b.name), spec.strata
                         )
                         dist = stats.bootstrap_distribution(spec.fn, resamples)
-                        lo, hi = stats._percentile_ci(dist, confidence)
+                        lo, hi = stats.percentile_ci(dist, confidence)
                         if spec.headline:
                             dists.setdefault(spec.name, {})[m] = dist
                             full_values.setdefault(spec.name, {})[m] = value

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from capeval import stats
+from capeval.bench import statistics as stats
 from capeval.bench._common import correlation_spec
 from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed, register_benchmark
 

@@ -39,7 +39,7 @@ def fetch(url: str, target: Path, expected: str | None, timeout: float = 60.0,
     """
     from urllib.request import Request, urlopen
 
-    from capeval.clip.checkpoints import sniff
+    from capeval.models.clip.checkpoints import sniff
     from capeval.errors import ResourceError
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +75,7 @@ def _validator(entry: Any) -> Callable[[Path], None] | None:
     """How to check a file of ``entry`` that has no published sha256: it must be a state dict."""
     if entry.sha256 or entry.kind == "vocab":
         return None
-    from capeval.clip.checkpoints import read_state_dict
+    from capeval.models.clip.checkpoints import read_state_dict
 
     def validate(path: Path) -> None:
         read_state_dict(path, trusted=False)
@@ -84,7 +84,7 @@ def _validator(entry: Any) -> Callable[[Path], None] | None:
 
 
 def download(name: str, directory: str | None = None, force: bool = False) -> tuple[Path, str]:
-    from capeval.clip import checkpoints as ck
+    from capeval.models.clip import checkpoints as ck
     from capeval.errors import ResourceError
 
     entry = ck.get_checkpoint(name)
@@ -139,7 +139,7 @@ def format_table(info: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from capeval.clip.checkpoints import checkpoint_info
+    from capeval.models.clip.checkpoints import checkpoint_info
     from capeval.errors import InputError
 
     if args.list:

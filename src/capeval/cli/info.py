@@ -44,7 +44,7 @@ def collect() -> dict[str, Any]:
     except Exception as exc:  # info must work even when a resource is broken
         info["meteor"] = {"error": str(exc)}
     try:
-        from capeval.clip.checkpoints import checkpoint_info
+        from capeval.models.clip.checkpoints import checkpoint_info
 
         info["checkpoints"] = checkpoint_info()
     except ModuleNotFoundError:

@@ -65,7 +65,7 @@ def check_outputs(paths: dict[str, str | None], inputs: list[str | None]) -> Non
     """Fail before any scoring when an output file cannot be written or would overwrite an input."""
     from pathlib import Path
 
-    from capeval.fileio import check_writable
+    from capeval.io.files import check_writable
 
     seen: dict[Path, str] = {}
     given = {Path(p).resolve(): p for p in inputs if p}
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from capeval import registry
     from capeval.api import check_options, score
     from capeval.devices import check_device
-    from capeval.fileio import atomic_write_many, read_caption_file
+    from capeval.io.files import atomic_write_many, read_caption_file
     from capeval.progress import progress_setting
 
     # everything cheap is checked first: names, options, device, output paths, then inputs

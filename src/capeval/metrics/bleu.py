@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from capeval.progress import Progress
 from capeval.result import MetricResult, Signature
-from capeval.scorer import TextScorer
+from capeval.metrics.text import TextScorer
 
 _SMALL = 1e-9
 _TINY = 1e-15

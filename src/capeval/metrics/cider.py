@@ -21,7 +21,7 @@ import numpy as np
 
 from capeval.progress import Progress
 from capeval.result import MetricResult, Signature
-from capeval.scorer import TextScorer
+from capeval.metrics.text import TextScorer
 
 
 class CiderD(TextScorer):

@@ -15,7 +15,7 @@ import numpy as np
 
 from capeval.progress import Progress
 from capeval.result import MetricResult, Signature
-from capeval.scorer import TextScorer
+from capeval.metrics.text import TextScorer
 
 BETA = 1.2
 

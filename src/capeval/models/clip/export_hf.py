@@ -42,7 +42,7 @@ def export_hf(backbone: Any, directory: str | os.PathLike[str]) -> Path:
 
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPTokenizer
 
-    from capeval.clip.tokenizer import write_vocab
+    from capeval.models.clip.tokenizer import write_vocab
 
     cfg = backbone.model.config
     directory = Path(directory)

@@ -302,7 +302,7 @@ def bootstrap_distribution(
     return np.array([statistic(row) for row in indices], dtype=float)
 
 
-def _percentile_ci(values: np.ndarray, confidence: float) -> tuple[float, float]:
+def percentile_ci(values: np.ndarray, confidence: float) -> tuple[float, float]:
     values = values[~np.isnan(values)]
     if values.size == 0:
         return float("nan"), float("nan")
@@ -326,7 +326,7 @@ def bootstrap(
     candidate/image pairs whose three expert rows are resampled together.
     """
     idx = iter_resamples(n_units, n_resamples, seed, strata)
-    return _percentile_ci(bootstrap_distribution(statistic, idx), confidence)
+    return percentile_ci(bootstrap_distribution(statistic, idx), confidence)
 
 
 @dataclass(frozen=True)
@@ -353,7 +353,7 @@ def paired_test_from_distributions(
     diff = diff[~np.isnan(diff)]
     if diff.size == 0:
         return PairedTest(delta, float("nan"), float("nan"), float("nan"), 0)
-    lo, hi = _percentile_ci(diff, confidence)
+    lo, hi = percentile_ci(diff, confidence)
     p = min(1.0, 2.0 * min(float((diff <= 0).mean()), float((diff >= 0).mean())))
     return PairedTest(float(delta), lo, hi, p, int(diff.size))
 

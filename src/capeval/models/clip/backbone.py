@@ -1,6 +1,6 @@
 """``ClipBackbone``: one loaded CLIP (model + tokenizer + preprocessing + signature).
 
-The image metrics here and the video metrics (``capeval.video``) are written against this
+The image metrics here and the video metrics (``capeval.metrics.emscore``) are written against this
 interface only. All outputs are fp32 torch tensors on ``device``; embeddings are projected
 but not normalised.
 """
@@ -16,11 +16,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from capeval.clip import checkpoints as ck
-from capeval.clip.lora import apply_lora, describe, has_lora
-from capeval.clip.model import ARCHITECTURES, CLIP, ClipConfig, build_model, clean_state_dict, get_config, infer_config
-from capeval.clip.preprocess import Preprocess
-from capeval.clip.tokenizer import ClipTokenizer, load_tokenizer, openai_vocab, train_bpe
+from capeval.models.clip import checkpoints as ck
+from capeval.models.clip.lora import apply_lora, describe, has_lora
+from capeval.models.clip.model import ARCHITECTURES, CLIP, ClipConfig, build_model, clean_state_dict, get_config, infer_config
+from capeval.models.clip.preprocess import Preprocess
+from capeval.models.clip.tokenizer import ClipTokenizer, load_tokenizer, openai_vocab, train_bpe
 from capeval.errors import ResourceError
 
 
@@ -126,7 +126,7 @@ def load_backbone(name_or_path: str | os.PathLike[str], device: str = "cpu", lor
     searched for one file named in the table. A file of a table entry (by name or file name)
     must hold that entry's architecture (:func:`check_architecture`). ``lora`` (PAC-S++
     only): ``effective`` (what the official code computes, default), ``all`` or ``none``;
-    see :mod:`capeval.clip.lora`.
+    see :mod:`capeval.models.clip.lora`.
     """
     key = os.fspath(name_or_path)
     entry: ck.Checkpoint | None

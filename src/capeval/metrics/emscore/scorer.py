@@ -6,8 +6,8 @@ score: ``full_F``; reference-free = ``(F + coarse) / 2`` of the caption against 
 reference-based = the mean of that and the same quantity against the references (each in
 [-1, 1], in practice about 0.1-0.4 for CLIP; higher is better). System score: mean of items.
 The formulas, and where capeval deliberately differs from the reference code, are in
-:mod:`capeval.video.emscore`; how videos are read and frames sampled in
-:mod:`capeval.video.frames`.
+:mod:`capeval.metrics.emscore.formulas`; how videos are read and frames sampled in
+:mod:`capeval.io.video`.
 
 PAC-S for video
     No official code for it is public (aimagelab/pacscore, checked at commit bfbc488, has
@@ -32,11 +32,12 @@ import numpy as np
 import torch
 
 from capeval.errors import InputError
-from capeval.inputs import check_same_ids, normalize_candidates, normalize_references
+from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references
 from capeval.progress import make_progress
 from capeval.result import MetricResult, Report, Signature
-from capeval.video import emscore as em
-from capeval.video import frames as vf
+from capeval.scorer import ScorerBase
+from capeval.metrics.emscore import formulas as em
+from capeval.io import video as vf
 
 _IDF_CHOICES = ("auto", "candidates", "references", "none")
 _CORPUS_IDF: dict[tuple[Any, str, str], Any] = {}  # (backbone, prefix, corpus sha256) -> em.Idf
@@ -53,7 +54,7 @@ def _versions() -> dict[str, str]:
     return out
 
 
-class EMScore:
+class EMScore(ScorerBase):
     """EMScore (reference-free) and EMScore with references, on a CLIP backbone.
 
     Options: ``backbone`` (checkpoint name, path, or a loaded ``ClipBackbone``), ``device``,
@@ -73,17 +74,16 @@ class EMScore:
     Needs ``videos=`` (folder or ``{id: video}``) at :meth:`score`; the ``ref-`` metric also
     references. ``segments={id: (start_s, end_s)}`` scores those items on a time window of
     their video: ``n_frames`` are sampled uniformly from the frames with ``start <= t <= end``
-    (rule, timestamps and clamping in :mod:`capeval.video.frames`); each video file is
+    (rule, timestamps and clamping in :mod:`capeval.io.video`); each video file is
     decoded once and each of its frames embedded at most once per call, however many
     segments use it. Extras per item: fine-grained ``precision``/``recall``/``f`` and ``coarse``
     (with ``video_``/``ref_`` prefixes for the reference-based metric), ``total_frames`` (T),
     ``segment_frames`` (frames in the window, segment items only), and counters ``n_truncated`` (captions cut at the 77-token context, ``[EOT]`` kept; the
     reference code errors instead), ``n_zero_idf`` and ``n_negative_max`` (see
-    :mod:`capeval.video.emscore`).
+    :mod:`capeval.metrics.emscore.formulas`).
     """
 
     produces: ClassVar[tuple[str, ...]] = ("emscore", "ref-emscore")
-    needs: ClassVar[frozenset[str]] = frozenset({"videos"})
     default_backbone: ClassVar[str] = "openai/ViT-B-32"
     variant: ClassVar[str] = "emscore"
 
@@ -100,12 +100,12 @@ class EMScore:
         checkpoint_dir: str | None = None,
         tokenizer: str | None = None,
         fps: float | str | None = None,
+        workers: int | None = None,
     ):
-        chosen = tuple(metrics) if metrics else self.produces
-        unknown = [m for m in chosen if m not in self.produces]
-        if unknown:
-            raise InputError(f"{type(self).__name__} cannot produce {unknown}; it produces {list(self.produces)}")
-        self.metrics = chosen
+        self.metrics = self._select(metrics)
+        if workers is not None and (isinstance(workers, bool) or int(workers) < 1):
+            raise InputError(f"workers must be a positive integer, got {workers!r}")
+        self.workers = int(workers) if workers is not None else 2  # video decoding threads
         if n_frames is not None:
             vf.sample_indices(1, n_frames)  # validates
         self.n_frames = n_frames
@@ -152,7 +152,7 @@ class EMScore:
             if not hasattr(backbone, "encode_text_tokens"):
                 raise InputError(f"backbone must be a checkpoint name, a path or a ClipBackbone, got {type(backbone).__name__}")
             return backbone
-        from capeval.clip.backbone import load_backbone
+        from capeval.models.clip.backbone import load_backbone
 
         return load_backbone(backbone or self.default_backbone, device=device or "cpu",
                              checkpoint_dir=checkpoint_dir, tokenizer=tokenizer)
@@ -178,7 +178,6 @@ class EMScore:
         ``segments``: ``{id: (start_s, end_s)}`` for items scored on a time window of their
         video (see the class notes); other items use the whole video.
         """
-        inputs.pop("images", None)  # meant for image metrics scored in the same call
         if inputs:
             raise InputError(f"{type(self).__name__}: unexpected inputs {sorted(inputs)}")
         free_name, ref_name = self._names
@@ -344,7 +343,7 @@ class EMScore:
         """Normalised frame embeddings ``(frames, D)`` per unit (source, window), the sampled
         frames per unit, and the failed units. A source is read once for all its windows and
         each of its frames embedded once, however many windows share it."""
-        from capeval.clip.embed import embed_images
+        from capeval.models.clip.embed import embed_images
 
         feats: dict[Any, torch.Tensor] = {}
         sampled: dict[Any, vf.SampledFrames] = {}
@@ -358,7 +357,7 @@ class EMScore:
             except InputError as exc:
                 return {u: exc for u in windows[key]}
 
-        with ThreadPoolExecutor(max_workers=2) as pool, \
+        with ThreadPoolExecutor(max_workers=self.workers) as pool, \
                 make_progress(len(keys), "/".join(self.metrics)[:24], progress) as bar:
             for start in range(0, len(keys), per_chunk):
                 chunk = keys[start : start + per_chunk]

@@ -27,7 +27,7 @@ metric signature like the default (``idf:corpus(n=...,sha=...)``).
 
 Segment frames: each item carries its segment ``(start_s, end_s)``; video metrics sample
 their ``n_frames`` from the frames whose timestamps fall in ``[start, end]`` of the item's
-video file (see :mod:`capeval.video.frames`, each file decoded once). The reference demo
+video file (see :mod:`capeval.io.video`, each file decoded once). The reference demo
 instead slices cached per-frame features of the whole video by index,
 ``feats[int(start * T // duration) : int(end * T // duration)]`` with the annotation's
 ``duration``, and keeps every frame of the slice: ``options={"emscore": {"n_frames": None}}``
@@ -45,7 +45,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from capeval import stats
+from capeval.bench import statistics as stats
 from capeval.bench._common import accuracy_spec, count_spec
 from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed, register_benchmark
 from capeval.errors import ResourceError
@@ -79,7 +79,7 @@ def load_numpy_pickle(path: Path) -> Any:
         raise malformed(path, "pickle", str(exc)) from None
 
 
-# metric groups that take EMScore's ``idf`` option (capeval.video.scorers.EMScore and subclasses)
+# metric groups that take EMScore's ``idf`` option (capeval.metrics.emscore.scorer.EMScore and subclasses)
 IDF_GROUPS = ("emscore", "pac-s-video")
 
 

@@ -245,7 +245,7 @@ def _package_dir(name: str) -> Path | None:
 
 def _checkpoint_dir_vocab() -> Path:
     """Where ``capeval download clip-vocab`` puts the file (and ``capeval info`` looks): honours $CAPEVAL_CHECKPOINTS."""
-    from capeval.clip.checkpoints import CHECKPOINTS, local_path
+    from capeval.models.clip.checkpoints import CHECKPOINTS, local_path
 
     return local_path(CHECKPOINTS["clip-vocab"])
 

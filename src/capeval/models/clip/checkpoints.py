@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from capeval.clip.preprocess import INCEPTION_MEAN, INCEPTION_STD, Preprocess
+from capeval.models.clip.preprocess import INCEPTION_MEAN, INCEPTION_STD, Preprocess
 from capeval.errors import ResourceError, UnknownNameError
 from capeval.hashing import file_digest
 

@@ -19,8 +19,8 @@ import numpy as np
 
 from capeval.errors import InputError
 from capeval.metrics.meteor import resources as _res
-from capeval.metrics.meteor import fast as _fast
-from capeval.metrics.meteor.aligner import SentenceInfo, align
+from capeval.metrics.meteor import fast_align as _fast
+from capeval.metrics.meteor.reference_align import SentenceInfo, align
 from capeval.metrics.meteor.normalize import java_hash, java_lower, java_tokens, java_trim, normalize_line
 from capeval.metrics.meteor.stats import MeteorStats, compute, corpus_score, segment_score
 from capeval.metrics.meteor.stemmer import stem

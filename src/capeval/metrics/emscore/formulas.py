@@ -33,7 +33,7 @@ IDF (``get_idf_dict`` plus the fix-up in ``EMScorer.score``)
     benchmark numbers use neither: ``VATEX-EVAL-demo.py`` and ``ActivityNet-FOIL_demo.py``
     pass a table built the same way from the dataset's *training* captions (VATEX train;
     ActivityNet Captions train without sentences over 66 words) for every score they print;
-    ``capeval bench`` does the same (:mod:`capeval.bench.video`). CLIP's id 0 is also the
+    ``capeval bench`` does the same (:mod:`capeval.bench.video_benchmarks`). CLIP's id 0 is also the
     real token ``"!"``, which thus shares the padding's IDF (reproduced, since ids are what
     the table is keyed by). ``idf=False`` in the reference means weight 1 for every id,
     ``[SOT]`` included.

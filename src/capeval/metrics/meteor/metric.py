@@ -15,7 +15,7 @@ from typing import ClassVar
 from capeval._optional import require
 from capeval.progress import Progress
 from capeval.result import MetricResult, Signature
-from capeval.scorer import TextScorer
+from capeval.metrics.text import TextScorer
 
 
 class Meteor(TextScorer):

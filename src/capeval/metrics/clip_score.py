@@ -37,34 +37,31 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from capeval.clip.embed import embed_images, embed_texts, l2_normalize
+from capeval.models.clip.embed import embed_images, embed_texts, l2_normalize
 from capeval.errors import InputError
-from capeval.inputs import check_same_ids, normalize_candidates, normalize_references
+from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references
 from capeval.result import MetricResult, Report, Signature
+from capeval.scorer import ScorerBase
 
 PROMPT = "A photo depicts "
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 
 
-class _ClipFamilyScorer:
+class _ClipFamilyScorer(ScorerBase):
     """Shared machinery; subclasses set ``produces``, the default backbone and ``w``."""
 
     produces: ClassVar[tuple[str, ...]] = ()
-    needs: ClassVar[frozenset[str]] = frozenset({"images"})
     default_backbone: ClassVar[str] = ""
     default_w: ClassVar[float] = 2.5
     signature_w_from: ClassVar[bool] = False  # record where w came from (families with a disputed w)
 
     def __init__(self, metrics: Sequence[str] | None = None, backbone: Any = None, device: str = "cpu",
                  w: float | str | None = None, prompt: str = PROMPT, batch_size: int = 64, text_batch_size: int = 256,
-                 cache: Any = None, lora: str = "effective"):
-        chosen = tuple(metrics) if metrics else self.produces
-        unknown = [m for m in chosen if m not in self.produces]
-        if unknown:
-            raise InputError(f"{type(self).__name__} cannot produce {unknown}; it produces {list(self.produces)}")
-        self.metrics = chosen
+                 cache: Any = None, lora: str = "effective", workers: int | None = None):
+        self.metrics = self._select(metrics)
+        self.workers = workers  # image decoding threads; None: min(4, cores)
         if backbone is None or isinstance(backbone, (str, os.PathLike)):
-            from capeval.clip.backbone import load_backbone
+            from capeval.models.clip.backbone import load_backbone
 
             backbone = load_backbone(backbone or self.default_backbone, device=device, lora=lora)
         self.backbone = backbone
@@ -141,7 +138,7 @@ class _ClipFamilyScorer:
         good = [i for i in ids if i not in bad]
         errors: dict[int, str] = {}
         img = embed_images(self.backbone, [sources[i] for i in good], self.batch_size, self.cache, progress,
-                           errors=errors, names=good, stats=(img_stats := {}))
+                           errors=errors, names=good, stats=(img_stats := {}), workers=self.workers)
         for k, msg in errors.items():
             bad[good[k]] = msg if msg.startswith("item ") else f"item {good[k]!r}: {msg}"
         if bad and not skip_bad_items:

@@ -1,0 +1,134 @@
+"""Validation of metric options, once, before anything is built.
+
+A scorer's options are its constructor's keyword parameters: the names, types and defaults
+are read from the signature, so this list can never drift from the code. Options are given
+per metric, alias or group (``{"cider-d": {"sigma": 6.0}}``, ``{"clip": {"w": 2.0}}``) or
+shared by every scorer that takes them (``device``, ``workers``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import types
+import typing
+from typing import Any, Iterable, Mapping
+
+from capeval import registry
+from capeval.errors import InputError
+from capeval.registry import MetricSpec
+
+#: options every scorer that has the stage receives from ``Evaluator(device=..., workers=...)``
+SHARED = ("device", "workers")
+
+
+def option_types(spec: MetricSpec) -> dict[str, Any] | None:
+    """Constructor options of the metric's scorer -> type hint (None when any keyword is accepted)."""
+    cls = spec.factory_class()
+    params = inspect.signature(cls).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # an unresolvable annotation: check names only
+        hints = {}
+    return {
+        name: hints.get(name, Any)
+        for name, p in params.items()
+        if name != "metrics" and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+
+
+def option_defaults(spec: MetricSpec) -> dict[str, Any]:
+    """Constructor option -> default value (options without a default are left out)."""
+    params = inspect.signature(spec.factory_class()).parameters
+    return {n: p.default for n, p in params.items() if n != "metrics" and p.default is not inspect.Parameter.empty}
+
+
+def accepts_value(hint: Any, value: Any) -> bool | None:
+    """Whether ``value`` fits ``hint``: True/False, or None when the hint is beyond this check."""
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        answers = [accepts_value(a, value) for a in typing.get_args(hint)]
+        if True in answers:
+            return True
+        return None if None in answers else False
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is os.PathLike or hint is os.PathLike:
+        return isinstance(value, os.PathLike)
+    return None
+
+
+def _hint_text(hint: Any) -> str:
+    text = getattr(hint, "__name__", None) if not hasattr(hint, "__args__") else None
+    return text or str(hint).replace("typing.", "")
+
+
+def check_options(names: Iterable[str], options: Any, others: str = "error") -> dict[str, dict[str, Any]]:
+    """Validate ``options`` ({metric, alias or group: {key: value}}) for the metrics ``names``.
+
+    Returns the options keyed by canonical metric or group name. An unknown target, a
+    target not among ``names``, an option the factory does not take or a value of the wrong
+    type raises :class:`InputError` naming the option and listing the valid ones. Options
+    for a registered metric outside ``names`` raise too (``others="error"``, the CLI: such an
+    option would be ignored) or are dropped (``others="ignore"``: one options mapping shared
+    by several calls). Imports the factory classes (to read their signatures) but builds
+    nothing.
+    """
+    names = list(names)
+    specs = registry.metrics()
+    chosen_groups = {specs[n].group: n for n in names}
+    out: dict[str, dict[str, Any]] = {}
+    for target, opts in dict(options or {}).items():
+        first = next(iter(opts), "*") if isinstance(opts, Mapping) else "*"
+        key = registry.resolve_target(target)
+        if key is None:
+            raise InputError(f"option {target}.{first}: no metric or group named {target!r}; {registry.known_names()}")
+        if key in chosen_groups:
+            spec = specs[chosen_groups[key]]
+        elif key in specs and key not in names and specs[key].group in chosen_groups:
+            key = specs[key].group  # e.g. ref-clip-s.w with only clip-s: the one scorer takes it
+            spec = specs[chosen_groups[key]]
+        elif key not in names:
+            if others == "ignore":
+                continue
+            raise InputError(
+                f"option {target}.{first}: {target} is not among the metrics being computed ({', '.join(names)}); "
+                "the option would be ignored"
+            )
+        else:
+            spec = specs[key]
+        if not isinstance(opts, Mapping):
+            raise InputError(f"options of {target} must be a mapping {{key: value}}, got {type(opts).__name__}")
+        types_ = option_types(spec)
+        for opt, value in opts.items():
+            if types_ is None:
+                continue
+            if opt not in types_:
+                raise InputError(
+                    f"option {target}.{opt}: {spec.group} has no option {opt!r}; "
+                    f"valid options for {spec.group}: {', '.join(types_) or 'none'}"
+                )
+            if accepts_value(types_[opt], value) is False:
+                raise InputError(
+                    f"option {target}.{opt}: expected {_hint_text(types_[opt])}, got {value!r} ({type(value).__name__})"
+                )
+        out.setdefault(key, {}).update(dict(opts))
+    return out
+
+
+def takes(spec: MetricSpec, option: str) -> bool:
+    """Whether the metric's scorer has the constructor option ``option``."""
+    types_ = option_types(spec)
+    return types_ is None or option in types_
