@@ -22,32 +22,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def flickr8k_expert_pairs(root: Path) -> tuple[list[str], dict[str, str], dict[str, list[str]]]:
-    """(ids, {id: candidate}, {id: [5 references]}) for the 5,664 Flickr8k-Expert pairs
-    (candidates from another image's captions, each (image, caption) pair once)."""
-    captions: dict[str, str] = {}
-    by_image: dict[str, list[str]] = {}
-    with open(root / "flickr8k" / "Flickr8k.token.txt", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                cid, text = line.rstrip("\n").split("\t", 1)
-                captions[cid] = text
-                by_image.setdefault(cid.split("#")[0], []).append(text)
-    ids: list[str] = []
-    cands: dict[str, str] = {}
-    refs: dict[str, list[str]] = {}
-    with open(root / "flickr8k" / "ExpertAnnotations.txt", encoding="utf-8") as f:
-        for line in f:
-            image, cid, *_ = line.rstrip("\n").split("\t")
-            key = f"{image}|{cid}"
-            if cid.split("#")[0] == image or key in cands:
-                continue
-            ids.append(key)
-            cands[key] = captions[cid]
-            refs[key] = by_image[image]
-    return ids, cands, refs
-
-
 def clear_caches() -> None:
     """Empty every in-process cache (tokeniser, n-gram counts, stemmer, hashes)."""
     import importlib
@@ -83,7 +57,9 @@ def main() -> int:
     from pycocoevalcap.rouge.rouge import Rouge
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
-    ids, cands, refs = flickr8k_expert_pairs(data)
+    from capeval.bench.flickr8k import expert_pairs
+
+    ids, cands, refs = expert_pairs(data)
     print(f"Flickr8k-Expert: {len(ids)} candidates, {sum(len(refs[i]) for i in ids)} references")
 
     if not args.skip_prepare:

@@ -40,24 +40,10 @@ def _current_rss_mb() -> float:
 
 
 def _flickr_pairs(root: Path) -> tuple[list[str], list[list[str]]]:
-    captions: dict[str, str] = {}
-    by_image: dict[str, list[str]] = {}
-    with open(root / "flickr8k" / "Flickr8k.token.txt", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                cid, text = line.rstrip("\n").split("\t", 1)
-                captions[cid] = text.lower()
-                by_image.setdefault(cid.split("#")[0], []).append(text.lower())
-    hyps, refs, seen = [], [], set()
-    with open(root / "flickr8k" / "ExpertAnnotations.txt", encoding="utf-8") as f:
-        for line in f:
-            image, cid, *_ = line.rstrip("\n").split("\t")
-            if cid.split("#")[0] == image or (image, cid) in seen:
-                continue
-            seen.add((image, cid))
-            hyps.append(captions[cid])
-            refs.append(by_image[image])
-    return hyps, refs
+    from capeval.bench.flickr8k import expert_pairs
+
+    ids, cands, refs = expert_pairs(root)
+    return [cands[i].lower() for i in ids], [[r.lower() for r in refs[i]] for i in ids]
 
 
 def main() -> int:

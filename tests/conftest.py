@@ -82,32 +82,9 @@ def shared_data() -> Path:
 
 def flickr8k_expert_pairs(root: Path) -> tuple[list[str], dict[str, str], dict[str, list[str]]]:
     """(ids, {id: candidate}, {id: [5 references]}) for the 5,664 Flickr8k-Expert pairs."""
-    captions: dict[str, str] = {}
-    by_image: dict[str, list[str]] = {}
-    with open(root / "flickr8k" / "Flickr8k.token.txt", encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            cid, text = line.rstrip("\n").split("\t", 1)
-            captions[cid] = text
-            by_image.setdefault(cid.split("#")[0], []).append(text)
-    ids: list[str] = []
-    cands: dict[str, str] = {}
-    refs: dict[str, list[str]] = {}
-    seen = set()
-    with open(root / "flickr8k" / "ExpertAnnotations.txt", encoding="utf-8") as f:
-        for line in f:
-            image, cid, *_ = line.rstrip("\n").split("\t")
-            if cid.split("#")[0] == image:
-                continue
-            key = f"{image}|{cid}"
-            if key in seen:
-                continue
-            seen.add(key)
-            ids.append(key)
-            cands[key] = captions[cid]
-            refs[key] = by_image[image]
-    return ids, cands, refs
+    from capeval.bench.flickr8k import expert_pairs
+
+    return expert_pairs(root)
 
 
 @pytest.fixture(scope="session")

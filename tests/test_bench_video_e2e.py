@@ -26,7 +26,7 @@ av = pytest.importorskip("av")
 import capeval  # noqa: E402
 import capeval.bench as cb  # noqa: E402
 from capeval.errors import InputError, ResourceError  # noqa: E402
-from capeval.io import video as vf  # noqa: E402
+from capeval.io import video_decode  # noqa: E402
 
 SAMPLE_ID = "Bfyp0C02sko_000248_000258"
 
@@ -106,8 +106,8 @@ def test_activitynet_foil_emscore_end_to_end(tmp_path, bb, sample_video, all_fra
     _write_anet(tmp_path)
     videos = _video_dir(tmp_path, list(RIGHT), sample_video)
     passes = []
-    real = vf._decode_pass
-    monkeypatch.setattr(vf, "_decode_pass", lambda *a, **kw: (passes.append(str(a[0])), real(*a, **kw))[1])
+    real = video_decode.decode_pass
+    monkeypatch.setattr(video_decode, "decode_pass", lambda *a, **kw: (passes.append(str(a[0])), real(*a, **kw))[1])
     res = cb.run(["activitynet-foil"], ["emscore", "ref-emscore"], data_root=tmp_path, videos=videos,
                  options={"emscore": {"backbone": bb}}, bootstrap=50)
     # one decoding per distinct file per scoring call, however many segments use it; 3 calls:

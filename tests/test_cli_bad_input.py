@@ -100,7 +100,7 @@ def test_coco_annotations_are_keyed_by_image_id(capsys, tmp_path):
 
 
 def test_coco_reader_matches_hand_written_meaning(tmp_path):
-    from capeval.io.files import read_caption_file
+    from capeval.io.captions import read_caption_file
 
     ann, res, refs, cands = _coco_files(tmp_path)
     got = read_caption_file(ann, "references")
@@ -176,7 +176,7 @@ def test_failed_run_leaves_no_output_files(capsys, tmp_path):
 
 
 def test_write_all_or_nothing(tmp_path):
-    from capeval.io.files import atomic_write_many
+    from capeval.io.atomic import atomic_write_many
 
     first = tmp_path / "a.json"
     with pytest.raises(OSError):
@@ -196,7 +196,7 @@ def test_write_all_or_nothing(tmp_path):
         ("bleu-1", "cider-d=3", ["expected METRIC.KEY=VALUE"]),
         ("bleu-1", ".sigma=3", ["expected METRIC.KEY=VALUE"]),
         ("meteor", "meteor.nonexistent=1", ["option meteor.nonexistent", "no option 'nonexistent'",
-                                            "valid options for meteor: tokenizer, cache_dir, n_jobs"]),
+                                            "valid options for meteor: tokenizer, cache_dir, workers"]),
         ("cider-d", "cider-d.sgima=3", ["option cider-d.sgima", "valid options for cider-d: tokenizer, n, sigma"]),
         ("bleu-1", "unknownmetric.x=1", ["option unknownmetric.x", "no metric or group named 'unknownmetric'",
                                          "known metrics: bleu-1", "presets: coco", "all"]),
@@ -359,7 +359,7 @@ def test_duplicate_keys_in_references_nested(capsys, tmp_path):
 
 
 def test_quoted_commas_and_multiline_fields_still_read(tmp_path):
-    from capeval.io.files import read_captions
+    from capeval.io.captions import read_captions
 
     c = tmp_path / "c.csv"
     c.write_text('id,reference\nimg1,"a dog, running"\nimg1,"two\nlines"\nimg2,a cat\n', encoding="utf-8")
@@ -407,3 +407,9 @@ def test_real_entry_point_prints_no_traceback(tmp_path):
         assert proc.returncode == 2, proc.stderr
         assert proc.stdout == "" and "Traceback" not in proc.stderr
         assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("capeval: error: "), proc.stderr
+
+
+@pytest.mark.parametrize("flag,metric", [("--images", "clip-s"), ("--videos", "emscore")])
+def test_missing_media_folder_fails_before_any_model_loads(capsys, tmp_path, no_scoring, flag, metric):
+    code, out, err = run(capsys, "score", "-m", metric, "-c", CANDS, flag, str(tmp_path / "nowhere"), "-q")
+    assert_one_line_error(code, out, err, flag, "nowhere", "no such folder")

@@ -27,6 +27,7 @@ from capeval.metrics.meteor import (
     resource_info,
     segment_score,
 )
+from capeval.metrics.meteor import index_build, paraphrase_build, string_table
 from capeval.metrics.meteor import resources as meteor_resources
 from capeval.metrics.meteor.normalize import (
     java_hash,
@@ -394,9 +395,9 @@ def test_resource_info_and_prepare_idempotent(meteor: Meteor15, monkeypatch: pyt
     def no_rebuild(*args: object, **kwargs: object) -> None:
         raise AssertionError("prepare() rebuilt an index that was already current")
 
-    monkeypatch.setattr(meteor_resources, "_build_synonyms", no_rebuild)
-    monkeypatch.setattr(meteor_resources, "_build_paraphrase", no_rebuild)
-    assert meteor_resources.prepare(index_dir) == index_dir  # already prepared: no rebuild
+    monkeypatch.setattr(index_build, "build_synonyms", no_rebuild)
+    monkeypatch.setattr(index_build, "build_paraphrase", no_rebuild)
+    assert index_build.prepare(index_dir) == index_dir  # already prepared: no rebuild
     assert (index_dir / "manifest.json").read_bytes() == manifest
     monkeypatch.undo()
     info = resource_info(index_dir)
@@ -416,17 +417,17 @@ def test_stale_or_corrupt_index_is_detected(meteor: Meteor15, tmp_path: Path) ->
     manifest = json.loads((src / "manifest.json").read_text())
     (bad / "manifest.json").write_text(json.dumps({**manifest, "format": "old-format/0"}))
     sources = meteor_resources.source_paths()
-    assert "format" in meteor_resources._index_problem(bad, sources)
+    assert "format" in meteor_resources.index_problem(bad, sources)
     with pytest.raises(ResourceError, match="not usable"):
         Meteor15(bad, auto_prepare=False)
     (bad / "manifest.json").write_text(json.dumps(manifest))
-    assert meteor_resources._index_problem(bad, sources) is None
+    assert meteor_resources.index_problem(bad, sources) is None
     (bad / "para_entries.npy").unlink()
     (bad / "para_entries.npy").write_bytes(b"truncated")
-    assert "truncated" in meteor_resources._index_problem(bad, sources)
+    assert "truncated" in meteor_resources.index_problem(bad, sources)
     manifest["sources"]["paraphrase"]["size"] += 1
     (bad / "manifest.json").write_text(json.dumps(manifest))
-    assert "changed" in meteor_resources._index_problem(bad, sources)
+    assert "changed" in meteor_resources.index_problem(bad, sources)
 
 
 def test_missing_pycocoevalcap_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -450,7 +451,7 @@ def test_paraphrase_table_is_memory_mapped(meteor: Meteor15) -> None:
 
 def _built_paraphrase(path: Path) -> dict:
     out: dict = {}
-    meteor_resources._build_paraphrase(path, out.__setitem__)
+    paraphrase_build.build_paraphrase(path, out.__setitem__)
     return out
 
 
@@ -468,14 +469,14 @@ def test_paraphrase_streaming_does_not_depend_on_block_size(tmp_path: Path, monk
     data = b"\n".join(lines[:8]) + b"\r\n" + b"\r".join(lines[8:14]) + b"\n" + b"\n".join(lines[14:])
     path = tmp_path / "table.gz"
     path.write_bytes(gzip.compress(data))
-    monkeypatch.setattr(meteor_resources, "_READ_BLOCK", 1 << 20)
+    monkeypatch.setattr(paraphrase_build, "_READ_BLOCK", 1 << 20)
     whole = _built_paraphrase(path)
-    table = meteor_resources.StringTable(whole["para_hash"], whole["para_off"], whole["para_blob"])
+    table = string_table.StringTable(whole["para_hash"], whole["para_off"], whole["para_blob"])
     strings = sorted(table.string(i) for i in range(len(table)))
     assert strings == ["", "a cat", "caf\u00e9", "one two three", "the", "the cat", "the dog", "x\ufffd y", "\u4e2d\u6587 z"]
     assert len(whole["para_entries"]) == 6  # the incomplete last triple is dropped
     for block in (1, 2, 3, 7, 16):
-        monkeypatch.setattr(meteor_resources, "_READ_BLOCK", block)
+        monkeypatch.setattr(paraphrase_build, "_READ_BLOCK", block)
         part = _built_paraphrase(path)
         assert part.keys() == whole.keys()
         for name in whole:
@@ -490,7 +491,7 @@ def test_prepare_memory_budget_and_determinism(meteor: Meteor15, tmp_path: Path)
     how long the build takes is measured by benchmarks/bench_meteor_prepare.py, not here."""
     code = (
         "import json, resource, sys\n"
-        "from capeval.metrics.meteor.resources import prepare\n"
+        "from capeval.metrics.meteor import prepare\n"
         "prepare(sys.argv[1], force=True)\n"
         "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         # Linux carries ru_maxrss over exec from the forked parent (a big pytest process);
@@ -732,30 +733,30 @@ def test_fast_path_from_fresh_scorer_and_in_batches(shared_data: Path) -> None:
     cases = _stress_cases(shared_data)[:700] + _adversarial_cases(seed=3)[:300]
     hyps, refs = [c[0] for c in cases], [c[1] for c in cases]
     one = Meteor15()
-    expected = one.score(hyps, refs, n_jobs=1)
+    expected = one.score(hyps, refs, workers=1)
     small = Meteor15()
     small.batch_items = 37  # many batches: sentences and templates reused across batches
-    assert small.score(hyps, refs, n_jobs=1) == expected
-    assert small.score(hyps[::-1], refs[::-1], n_jobs=1)[1] == expected[1][::-1]
+    assert small.score(hyps, refs, workers=1) == expected
+    assert small.score(hyps[::-1], refs[::-1], workers=1)[1] == expected[1][::-1]
     tiny = Meteor15()
     tiny.max_words = 50  # caches started afresh often
     tiny.batch_items = 101
-    assert tiny.score(hyps, refs, n_jobs=1) == expected
+    assert tiny.score(hyps, refs, workers=1) == expected
 
 
 def test_parallel_scoring_is_identical(meteor: Meteor15, shared_data: Path) -> None:
     import multiprocessing
 
     if "fork" not in multiprocessing.get_all_start_methods():
-        pytest.skip("no fork on this platform (n_jobs falls back to one process)")
+        pytest.skip("no fork on this platform (workers falls back to one process)")
     cases = _stress_cases(shared_data)
     hyps, refs = [c[0] for c in cases], [c[1] for c in cases]
-    serial = Meteor15().score(hyps, refs, n_jobs=1)
-    assert Meteor15().score(hyps, refs, n_jobs=2) == serial
-    assert meteor.score(hyps, refs, n_jobs=3) == serial
+    serial = Meteor15().score(hyps, refs, workers=1)
+    assert Meteor15().score(hyps, refs, workers=2) == serial
+    assert meteor.score(hyps, refs, workers=3) == serial
     fields = [pycocoevalcap_fields(h, r) for h, r in cases[:300]]
-    a = meteor.stats_many([f[0] for f in fields], [f[1] for f in fields], n_jobs=2)
-    b = meteor.stats_many([f[0] for f in fields], [f[1] for f in fields], n_jobs=1)
+    a = meteor.stats_many([f[0] for f in fields], [f[1] for f in fields], workers=2)
+    b = meteor.stats_many([f[0] for f in fields], [f[1] for f in fields], workers=1)
     assert [s.to_string() for s in a] == [s.to_string() for s in b]
 
 
@@ -763,15 +764,16 @@ def test_score_upper_bound_holds(meteor: Meteor15, shared_data: Path) -> None:
     """The bound used to skip references is never below the score (all pairs, not just
     the best reference of each item)."""
     from capeval.metrics.meteor import fast_align as fast
+    from capeval.metrics.meteor.fast_match import match
 
     cases = _stress_cases(shared_data) + _adversarial_cases()
     n = 0
     for h, refs in cases:
         hyp, fields = pycocoevalcap_fields(h, refs)
         texts = [meteor.normalize(java_trim(x)) for x in [hyp, *fields]]
-        sents = meteor._fast_sentences(texts)
+        sents = meteor.fast_sentences(texts)
         for t in texts[1:]:
-            bound, state = fast.match(sents[texts[0]], sents[t])
+            bound, state = match(sents[texts[0]], sents[t])
             score = fast.score_of(fast.finish((bound, state)))
             assert score <= bound + 1e-12, (h, refs)
             n += 1

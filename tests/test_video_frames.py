@@ -10,6 +10,7 @@ import pytest
 from capeval.errors import InputError
 from _reference import unavailable
 from capeval.io import video as vf
+from capeval.io import video_decode
 
 SAMPLE_ID = "Bfyp0C02sko_000248_000258"
 # Per-frame mean RGB value of the 10 sampled frames as OpenCV decodes them (cap.read() +
@@ -138,7 +139,7 @@ def test_arrays_and_lists():
 @pytest.mark.parametrize("wrong_count", [0, 200, 300])
 def test_sampling_uses_decoded_count_not_container_field(sample_video: Path, monkeypatch, wrong_count):
     """T is what decodes: a wrong/missing container frame count only costs a second pass."""
-    monkeypatch.setattr(vf, "_frame_count_hint", lambda path: wrong_count)
+    monkeypatch.setattr(video_decode, "frame_count_hint", lambda path: wrong_count)
     s = vf.decode_video(sample_video, 10)
     assert s.total == 250 and s.indices == (0, 27, 55, 83, 110, 138, 166, 193, 221, 249)
     assert [float(f.mean()) for f in s.frames] == pytest.approx(CV2_MEANS, abs=0.05)

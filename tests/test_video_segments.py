@@ -19,6 +19,7 @@ av = pytest.importorskip("av")
 import capeval  # noqa: E402
 from capeval.errors import InputError  # noqa: E402
 from capeval.io import video as vf  # noqa: E402
+from capeval.io import video_decode, video_windows  # noqa: E402
 
 SAMPLE_ID = "Bfyp0C02sko_000248_000258"
 FPS = 25
@@ -70,13 +71,13 @@ def test_whole_video_window_equals_decode_video(sample_video):
 
 def test_many_windows_one_decoding(sample_video, monkeypatch):
     calls = []
-    real = vf._decode_pass
+    real = video_decode.decode_pass
 
     def counting(*args, **kw):
         calls.append(args[1])
         return real(*args, **kw)
 
-    monkeypatch.setattr(vf, "_decode_pass", counting)
+    monkeypatch.setattr(video_decode, "decode_pass", counting)
     wins = {k: vf.parse_segment(w) for k, w in {"a": (0, 2), "b": (1, 5), "c": (4.5, 9.3), "d": (0, 10)}.items()}
     out = vf.load_windows(sample_video, {**wins, "whole": None}, 10, {k: k for k in [*wins, "whole"]})
     assert len(calls) == 1
@@ -85,7 +86,7 @@ def test_many_windows_one_decoding(sample_video, monkeypatch):
 
 def test_wrong_packet_prediction_still_correct(sample_video, monkeypatch):
     # a bad demux prediction only costs a second decoding pass, never other frames
-    monkeypatch.setattr(vf, "_predict_times", lambda path: ([Fraction(i, 7) for i in range(30)], Fraction(30, 7)))
+    monkeypatch.setattr(video_windows, "predict_times", lambda path: ([Fraction(i, 7) for i in range(30)], Fraction(30, 7)))
     s = vf.load_windows(sample_video, {"w": vf.parse_segment((2, 4))}, 10, {"w": "w"})["w"]
     assert list(s.indices) == window_expected(2, 4, 10)
 
@@ -161,8 +162,8 @@ def test_segment_scores_equal_pretrimmed_frames(bb, sample_video, all_frames, n_
 
 def test_segments_decode_once_and_embed_each_frame_once(bb, sample_video, monkeypatch):
     calls = []
-    real = vf._decode_pass
-    monkeypatch.setattr(vf, "_decode_pass", lambda *a, **kw: (calls.append(1), real(*a, **kw))[1])
+    real = video_decode.decode_pass
+    monkeypatch.setattr(video_decode, "decode_pass", lambda *a, **kw: (calls.append(1), real(*a, **kw))[1])
     rows = []
     real_enc = bb.encode_images
     monkeypatch.setattr(bb, "encode_images", lambda px: (rows.append(px.shape[0]), real_enc(px))[1])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from capeval._version import __version__
 from capeval.api import load, score
+from capeval.evaluator import Evaluator
 from capeval.errors import (
     CapevalError,
     InputError,
@@ -24,13 +25,17 @@ from capeval.errors import (
 from capeval.registry import expand as expand_metrics
 from capeval.registry import metrics as list_metrics
 from capeval.registry import presets as list_presets
+from capeval.models.download import download
 from capeval.result import MetricResult, Report, Signature
-from capeval.scorer import Scorer
+from capeval.scorer import Batch, Scorer
 
 __all__ = [
     "__version__",
     "load",
     "score",
+    "Evaluator",
+    "Batch",
+    "download",
     "expand_metrics",
     "list_metrics",
     "list_presets",

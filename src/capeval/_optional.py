@@ -7,15 +7,18 @@ from types import ModuleType
 
 from capeval.errors import MissingDependencyError
 
-# module -> (pip name, capeval extra)
+# module -> (pip name, capeval extra that installs it; None: not part of any extra)
 _KNOWN = {
     "torch": ("torch==2.13.0", "clip"),
-    "transformers": ("transformers", "clip"),
     "safetensors": ("safetensors", "clip"),
     "PIL": ("pillow", "clip"),
-    "peft": ("peft", "train"),
+    "regex": ("regex", "clip"),
+    "ftfy": ("ftfy", "clip"),
     "av": ("av", "video"),
-    "scipy": ("scipy", "bench"),
+    "peft": ("peft", "train"),
+    "pycocoevalcap": ("pycocoevalcap==1.2", "meteor"),
+    "transformers": ("transformers", None),
+    "scipy": ("scipy", None),
 }
 
 
@@ -26,6 +29,8 @@ def require(module: str, extra: str | None = None, purpose: str = "") -> ModuleT
     except ImportError as exc:
         # the missing piece may be a dependency of ``module`` (e.g. torch under capeval.models.clip)
         missing = getattr(exc, "name", None) or module
+        if not isinstance(exc, ModuleNotFoundError) or missing.split(".")[0] == "capeval":
+            raise  # a bug inside capeval, not a missing dependency: show it as it is
         pip_name, default_extra = _KNOWN.get(missing.split(".")[0], _KNOWN.get(module.split(".")[0], (missing, None)))
         extra = extra or default_extra
         hint = f'pip install ".[{extra}]" (in the capeval checkout)' if extra else f"pip install {pip_name}"

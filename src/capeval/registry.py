@@ -125,24 +125,35 @@ def _text_specs() -> list[MetricSpec]:
     return specs
 
 
+#: defaults that both the registry's descriptions and the scorers read (one source of truth)
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "clip-s": {"backbone": "openai/ViT-B-32", "w": 2.5},
+    "pac-s": {"backbone": "pac-s/ViT-B-32", "w": 2.0},
+    # aimagelab/pacscore's released evaluation code scores PAC-S++ with w=2.0; the paper
+    # states 2.5 (ViT-B/32) / 3.0 (ViT-L/14), available as w="paper"
+    "pac-s++": {"backbone": "pac-s++/ViT-B-32", "w": 2.0},
+    "emscore": {"backbone": "openai/ViT-B-32"},
+    "pac-s-video": {"backbone": "pac-s/ViT-B-32"},
+}
+
 _CLIP_FAMILIES = (
-    ("clip-s", "clip", "capeval.metrics.clip_score:ClipScore", _HESSEL, "CLIP-S", "openai/ViT-B-32", "w=2.5"),
-    ("pac-s", "pac-s", "capeval.metrics.clip_score:PacScore", _PACS, "PAC-S", "pac-s/ViT-B-32", "w=2.0"),
-    ("pac-s++", "pac-s++", "capeval.metrics.clip_score:PacScorePlusPlus", _PACPP, "PAC-S++", "pac-s++/ViT-B-32",
-     "w=2.0 as aimagelab/pacscore's released evaluation code (option w=paper: the paper's 2.5 for ViT-B/32, "
+    ("clip-s", "clip", "capeval.metrics.clip_score:ClipScore", _HESSEL, "CLIP-S", ""),
+    ("pac-s", "pac-s", "capeval.metrics.clip_score:PacScore", _PACS, "PAC-S", ""),
+    ("pac-s++", "pac-s++", "capeval.metrics.clip_score:PacScorePlusPlus", _PACPP, "PAC-S++",
+     " as aimagelab/pacscore's released evaluation code (option w=paper: the paper's 2.5 for ViT-B/32, "
      "3.0 for ViT-L/14)"),
 )
 
 _VIDEO_FAMILIES = (
-    ("emscore", "capeval.metrics.emscore.scorer:EMScore", _EMSCORE, "EMScore", "openai/ViT-B-32"),
-    ("pac-s-video", "capeval.metrics.emscore.scorer:PacSVideo", _PACS, "PAC-S (video, EMScore formulation)",
-     "pac-s/ViT-B-32"),
+    ("emscore", "capeval.metrics.emscore.scorer:EMScore", _EMSCORE, "EMScore"),
+    ("pac-s-video", "capeval.metrics.emscore.scorer:PacSVideo", _PACS, "PAC-S (video, EMScore formulation)"),
 )
 
 
 def _clip_specs() -> list[MetricSpec]:
     out = []
-    for name, group, factory, paper, label, backbone, w in _CLIP_FAMILIES:
+    for name, group, factory, paper, label, w_note in _CLIP_FAMILIES:
+        backbone, w = DEFAULTS[name]["backbone"], f"w={DEFAULTS[name]['w']}{w_note}"
         out.append(MetricSpec(
             name=name, factory=factory, group=group, needs=frozenset({"images"}), accepts=_IMAGE_IN,
             range=(0.0, "w"), extra="clip", reference=paper, aliases=_aliases(name),
@@ -161,7 +172,8 @@ def _clip_specs() -> list[MetricSpec]:
 
 def _video_specs() -> list[MetricSpec]:
     out = []
-    for name, factory, paper, label, backbone in _VIDEO_FAMILIES:
+    for name, factory, paper, label in _VIDEO_FAMILIES:
+        backbone = DEFAULTS[name]["backbone"]
         out.append(MetricSpec(
             name=name, factory=factory, group=name, needs=frozenset({"videos"}), accepts=_VIDEO_IN,
             range=(-1.0, 1.0), extra="video", reference=paper, aliases=_aliases(name),

@@ -71,7 +71,6 @@ class MetricResult:
     signature: Signature
     extras: Mapping[str, Any] = field(default_factory=dict)
     skipped: tuple[str, ...] = ()
-    higher_is_better: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "items", _freeze(self.items))

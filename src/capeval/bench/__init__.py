@@ -20,23 +20,6 @@ from __future__ import annotations
 from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, benchmarks, get_benchmark, register_benchmark
 from capeval.bench.runner import BenchRecord, BenchRun, run
 
-_MODULES = (
-    "capeval.bench.flickr8k",
-    "capeval.bench.pascal",
-    "capeval.bench.thumb",
-    "capeval.bench.composite",
-    "capeval.bench.foil",
-    "capeval.bench.video_benchmarks",
-)
-
-
-def _load_all() -> None:
-    import importlib
-
-    for m in _MODULES:
-        importlib.import_module(m)
-
-
 def load(name: str, data_root: str | None = None, seed: int = 0, **options) -> Loaded:
     """Load one benchmark's data (verifying files) without scoring anything."""
     from capeval.bench.base import default_data_root

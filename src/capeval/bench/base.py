@@ -175,20 +175,38 @@ def malformed(path: Path, where: str, what: str) -> ResourceError:
 
 # -- registry -----------------------------------------------------------------------
 
+#: benchmark name -> "module:Class": plain data, the module is imported when a benchmark is used
+CATALOG: dict[str, str] = {
+    "flickr8k-expert": "capeval.bench.flickr8k:Flickr8kExpert",
+    "flickr8k-cf": "capeval.bench.flickr8k:Flickr8kCF",
+    "pascal-50s": "capeval.bench.pascal:Pascal50S",
+    "thumb": "capeval.bench.thumb:THumB",
+    "composite": "capeval.bench.composite:Composite",
+    "foil": "capeval.bench.foil:Foil",
+    "vatex-eval": "capeval.bench.video_benchmarks:VatexEval",
+    "activitynet-foil": "capeval.bench.video_benchmarks:ActivityNetFoil",
+}
+
 _BENCHMARKS: dict[str, Benchmark] = {}
 
 
 def register_benchmark(bench: Benchmark) -> Benchmark:
+    """Add a benchmark instance at run time (plugins, tests); the built-in ones are in :data:`CATALOG`."""
     _BENCHMARKS[bench.name] = bench
     return bench
 
 
 def benchmarks() -> dict[str, Benchmark]:
-    """All registered benchmarks by name."""
-    from capeval.bench import _load_all
+    """All benchmarks by name (catalogue order, then run-time registrations)."""
+    import importlib
 
-    _load_all()
-    return dict(_BENCHMARKS)
+    out: dict[str, Benchmark] = {}
+    for name, target in CATALOG.items():
+        if name not in _BENCHMARKS:
+            module, _, attr = target.partition(":")
+            _BENCHMARKS[name] = getattr(importlib.import_module(module), attr)()
+        out[name] = _BENCHMARKS[name]
+    return {**out, **_BENCHMARKS}
 
 
 def get_benchmark(name: str) -> Benchmark:

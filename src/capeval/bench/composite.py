@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from capeval.bench._common import kendall_specs
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed, register_benchmark
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
 from capeval.bench.flickr8k import read_flickr8k_tokens
 from capeval.errors import ResourceError
 
@@ -153,6 +153,3 @@ class Composite(Benchmark):
 
     def plot_data(self, loaded: Loaded, scores: Mapping[str, np.ndarray]):
         return loaded.data["human"], np.asarray(scores[""], float)
-
-
-register_benchmark(Composite())

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from capeval.bench._common import kendall_specs
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed, register_benchmark
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
 
 _CITE = (
     "Hodosh, Young & Hockenmaier 2013, Framing Image Description as a Ranking Task: Data, Models "
@@ -33,6 +33,30 @@ def read_flickr8k_tokens(path: Path) -> tuple[dict[str, str], dict[str, list[str
     if not captions:
         raise malformed(path, "whole file", "no captions")
     return captions, by_image
+
+
+def expert_pairs(root: Path) -> tuple[list[str], dict[str, str], dict[str, list[str]]]:
+    """The 5,664 distinct Flickr8k-Expert (image, caption) pairs as a COCO-style scoring set.
+
+    ``(ids, {id: candidate}, {id: [the image's 5 references]})`` with ids ``"<image>|<caption id>"``
+    in file order; pairs whose caption belongs to the image itself and repeated pairs are
+    left out. The speed benchmarks and the parity tests score this set with the ``coco``
+    preset.
+    """
+    root = Path(root)
+    captions, by_image = read_flickr8k_tokens(root / _TOKENS)
+    ids: list[str] = []
+    cands: dict[str, str] = {}
+    refs: dict[str, list[str]] = {}
+    path = root / "flickr8k" / "ExpertAnnotations.txt"
+    for image, cid, *_rest, lineno in _read_tsv(path, 5, "image, caption id, 3 expert scores"):
+        key = f"{image}|{cid}"
+        if cid.split("#")[0] == image or key in cands:
+            continue
+        ids.append(key)
+        cands[key] = _caption(captions, cid, path, lineno)
+        refs[key] = by_image[image]
+    return ids, cands, refs
 
 
 def _read_tsv(path: Path, ncols: int, what: str) -> list[list[str]]:
@@ -187,7 +211,3 @@ class Flickr8kCF(Benchmark):
 
     def plot_data(self, loaded: Loaded, scores: Mapping[str, np.ndarray]):
         return loaded.data, np.asarray(scores[""], float)
-
-
-register_benchmark(Flickr8kExpert())
-register_benchmark(Flickr8kCF())

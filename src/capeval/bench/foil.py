@@ -10,7 +10,7 @@ import numpy as np
 
 from capeval.bench import statistics as stats
 from capeval.bench._common import accuracy_spec, count_spec
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed, register_benchmark
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
 
 _FOIL = "foil/foilv1.0_test_2017.json"
 _COCO = "foil/captions_val2014.json"
@@ -95,6 +95,3 @@ class Foil(Benchmark):
             out.append(accuracy_spec(f"accuracy_{name}", correct, name, headline=name == "4ref"))
             out.append(count_spec(f"ties_{name}", float((sc[:, 0] == sc[:, 1]).sum()), len(sc), name))
         return out
-
-
-register_benchmark(Foil())

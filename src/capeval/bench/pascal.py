@@ -10,7 +10,7 @@ import numpy as np
 
 from capeval.bench import statistics as stats
 from capeval.bench._common import accuracy_spec, count_spec
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed, register_benchmark
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
 from capeval.errors import InputError
 
 CATEGORIES = ("HC", "HI", "HM", "MM")
@@ -157,6 +157,3 @@ def read_pascal_mat(path: Path) -> dict[str, list[str]]:
         sents = [str(s).strip() for s in np.asarray(entry["sentences"]).ravel()]
         out[name] = [s for s in sents if s]
     return out
-
-
-register_benchmark(Pascal50S())

@@ -146,8 +146,9 @@ def run(
     loader options (e.g. ``{"pascal-50s": {"refs": "fixed"}}``). Same inputs and seed give
     identical numbers.
     """
-    from capeval.api import score as score_fn
+    from capeval.models.cache import ModelCache
 
+    models = ModelCache()  # every benchmark's evaluators share the loaded backbones
     benches = expand_benchmarks(benchmarks)
     names = registry.expand(metrics)
     specs = {m: registry.get(m) for m in names}
@@ -177,7 +178,7 @@ def run(
             loaded = b.load(root, seed=seed, **dict(bench_options.get(b.name, {})))
             loaded.options.setdefault("seed", seed)
             bar.update(1)
-            scores, sigs = _score_benchmark(loaded, names, specs, score_fn, options, images, videos, verify_media)
+            scores, sigs = _score_benchmark(loaded, names, specs, models, options, images, videos, verify_media)
             out.benchmarks[b.name] = {
                 "title": b.title,
                 "citation": b.citation,
@@ -248,14 +249,19 @@ def _score_benchmark(
     loaded: Loaded,
     names: list[str],
     specs: Mapping[str, Any],
-    score_fn: Any,
+    models: Any,
     options: Mapping[str, Mapping[str, Any]] | None,
     images: Any,
     videos: Any,
     verify_media: bool,
 ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, str]]]:
-    """Score every setting once per metric group: ``{metric: {setting: scores}}`` and signatures."""
+    """Score every setting once per metric group: ``{metric: {setting: scores}}`` and signatures.
+
+    Scores of a metric whose registry entry says lower is better are negated, so that every
+    statistic reads "agrees with humans" the same way for every metric.
+    """
     from capeval.bench.media import resolve_media
+    from capeval.evaluator import Evaluator
 
     b = loaded.benchmark
     options = _with_protocol_options(options, loaded.metric_options)
@@ -270,6 +276,7 @@ def _score_benchmark(
         video_paths = resolve_media(b.name, wanted, videos, (), "video", verify_media)
     scores: dict[str, dict[str, np.ndarray]] = {m: {} for m in names}
     sigs: dict[str, dict[str, str]] = {m: {} for m in names}
+    evaluators: dict[tuple[str, ...], Evaluator] = {}
     for sname, setting in loaded.settings.items():
         keys = list(setting.items)
         with_refs = [m for m in names if "references" in specs[m].needs]
@@ -290,10 +297,14 @@ def _score_benchmark(
                 segs = {k: setting.items[k].segment for k in keys if setting.items[k].segment is not None}
                 if segs:
                     inputs["segments"] = segs
-            report = score_fn(cands, refs, metrics=members, options=options, progress=False, **inputs)
+            key = tuple(members)
+            if key not in evaluators:
+                evaluators[key] = Evaluator(members, options=options, cache=models)
+            report = evaluators[key].score(cands, refs, progress=False, **inputs)
             for m in members:
                 res = report[m]
-                scores[m][sname] = np.array([res.items.get(k, float("nan")) for k in keys], dtype=float)
+                sign = 1.0 if specs[m].higher_is_better else -1.0
+                scores[m][sname] = sign * np.array([res.items.get(k, float("nan")) for k in keys], dtype=float)
                 sigs[m][sname] = str(res.signature)
     return scores, sigs
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from capeval.bench import statistics as stats
 from capeval.bench._common import correlation_spec
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed, register_benchmark
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
 
 _ROWS = "thumb/mscoco_THumB-1.0.jsonl"
 _REFS = "thumb/mscoco_references.json"
@@ -108,6 +108,3 @@ class THumB(Benchmark):
 
     def plot_data(self, loaded: Loaded, scores: Mapping[str, np.ndarray]):
         return loaded.data["human"][:, 2], np.asarray(scores[""], float)
-
-
-register_benchmark(THumB())

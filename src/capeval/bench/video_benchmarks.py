@@ -47,7 +47,7 @@ import numpy as np
 
 from capeval.bench import statistics as stats
 from capeval.bench._common import accuracy_spec, count_spec
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed, register_benchmark
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
 from capeval.errors import ResourceError
 
 _ALLOWED = {
@@ -312,7 +312,3 @@ class ActivityNetFoil(Benchmark):
             out.append(accuracy_spec(f"accuracy_{name}", correct, name, headline=True))
             out.append(count_spec(f"ties_{name}", float((p[:, 0] == p[:, 1]).sum()), len(p), name))
         return out
-
-
-register_benchmark(VatexEval())
-register_benchmark(ActivityNetFoil())

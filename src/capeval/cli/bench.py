@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from capeval.bench import run as bench_run
     from capeval.bench.report import render_html
     from capeval.cli.score import check_outputs, parse_options
-    from capeval.io.files import atomic_write_many
+    from capeval.io.atomic import atomic_write_many
     from capeval.progress import progress_setting
 
     bench_options = parse_options(args.bench_option, "BENCH") if args.bench_option else {}

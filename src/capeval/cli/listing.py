@@ -25,6 +25,10 @@ def run(args: argparse.Namespace) -> int:
                         n: {
                             "description": s.description,
                             "needs": sorted(s.needs),
+                            "accepts": sorted(s.accepts),
+                            "range": list(s.range),
+                            "direction": s.direction,
+                            "group": s.group,
                             "extra": s.extra,
                             "reference": s.reference,
                         }
@@ -41,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
     for name, spec in metrics.items():
         needs = "+".join(sorted(spec.needs)) or "-"
         extra = f" [extra: {spec.extra}]" if spec.extra else ""
-        print(f"  {name:<{width}}  needs {needs:<18} {spec.description}{extra}")
+        arrow = "higher" if spec.higher_is_better else "lower"
+        span = f"[{spec.range[0]:g}, {spec.range[1] if isinstance(spec.range[1], str) else format(spec.range[1], 'g')}]"
+        print(f"  {name:<{width}}  needs {needs:<18} {span:<9} {arrow:<6} {spec.description}{extra}")
     print("presets:")
     for name, members in presets.items():
         print(f"  {name:<{width}}  {', '.join(members)}")

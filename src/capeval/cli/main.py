@@ -49,6 +49,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CapevalError as exc:
         print(f"capeval: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `capeval list | head`: the reader left, which is not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
     except OSError as exc:  # the environment (disk full, permissions), not the input: still one line
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"capeval: error: {exc.strerror or exc}{where}", file=sys.stderr)

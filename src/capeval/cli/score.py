@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from capeval.errors import InputError
@@ -65,7 +66,7 @@ def check_outputs(paths: dict[str, str | None], inputs: list[str | None]) -> Non
     """Fail before any scoring when an output file cannot be written or would overwrite an input."""
     from pathlib import Path
 
-    from capeval.io.files import check_writable
+    from capeval.io.atomic import check_writable
 
     seen: dict[Path, str] = {}
     given = {Path(p).resolve(): p for p in inputs if p}
@@ -85,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     from capeval import registry
     from capeval.api import check_options, score
     from capeval.devices import check_device
-    from capeval.io.files import atomic_write_many, read_caption_file
+    from capeval.io.atomic import atomic_write_many
+    from capeval.io.captions import read_caption_file
     from capeval.progress import progress_setting
 
     # everything cheap is checked first: names, options, device, output paths, then inputs
@@ -113,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         for f in files:
             sys.stderr.write(f"capeval: {f.kind}: {f.describe()} from {f.path}\n")
+    for flag, folder in (("--images", args.images), ("--videos", args.videos)):
+        if folder and not Path(folder).exists():  # before any model is loaded
+            raise InputError(f"{flag} {folder}: no such folder")
     inputs: dict[str, Any] = {}
     if args.images:
         inputs["images"] = args.images

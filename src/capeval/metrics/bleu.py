@@ -10,17 +10,16 @@ Reference: Papineni et al. 2002; Chen et al. 2015 (COCO caption evaluation).
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from functools import lru_cache
 from typing import Any, ClassVar
 
+from capeval.functional import BLEU_SMALL as _SMALL
+from capeval.functional import BLEU_TINY as _TINY
+from capeval.functional import bleu_from_stats as _bleu_from_counts
 from capeval.progress import Progress
 from capeval.result import MetricResult, Signature
 from capeval.metrics.text import TextScorer
-
-_SMALL = 1e-9
-_TINY = 1e-15
 
 
 def ngram_counts(words: list[str], n: int) -> Counter:
@@ -71,20 +70,6 @@ def bleu_stats(
         if m:
             correct[len(gram) - 1] += c if c < m else m
     return testlen, reflen, guess, correct
-
-
-def _bleu_from_counts(testlen: float, reflen: float, guess: list[int], correct: list[int]) -> list[float]:
-    n = len(guess)
-    scores = []
-    bleu = 1.0
-    for k in range(n):
-        bleu *= (float(correct[k]) + _TINY) / (float(guess[k]) + _SMALL)
-        scores.append(bleu ** (1.0 / (k + 1)))
-    ratio = (testlen + _TINY) / (reflen + _SMALL)
-    if ratio < 1:
-        bp = math.exp(1 - 1 / ratio)
-        scores = [s * bp for s in scores]
-    return scores
 
 
 class Bleu(TextScorer):

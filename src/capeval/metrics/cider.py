@@ -15,17 +15,28 @@ Reference: Vedantam et al. 2015.
 
 from __future__ import annotations
 
-from typing import ClassVar
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from capeval.io.inputs import normalize_references
 from capeval.progress import Progress
 from capeval.result import MetricResult, Signature
 from capeval.metrics.text import TextScorer
 
 
 class CiderD(TextScorer):
-    """CIDEr-D (n=4, sigma=6, clipping, x10), document frequency over the evaluated set."""
+    """CIDEr-D (n=4, sigma=6, clipping, x10).
+
+    Document frequencies come from the evaluated set itself (pycocoevalcap's behaviour) unless
+    :meth:`fit` fixed them from a reference corpus (e.g. the training references of an SCST
+    reward): then ``df`` counts the corpus items whose references contain the n-gram and
+    ``N`` is the number of corpus items. Fitting on the evaluated references gives exactly
+    the unfitted scores.
+    """
 
     produces: ClassVar[tuple[str, ...]] = ("cider-d",)
 
@@ -33,12 +44,47 @@ class CiderD(TextScorer):
         super().__init__(metrics, tokenizer)
         self.n = n
         self.sigma = sigma
+        self.corpus: CorpusDf | None = None
+
+    def fit(self, references: Mapping[Any, Any] | Sequence[Sequence[str]]) -> "CiderD":
+        """Fix the document frequencies from ``references`` (``{id: [ref, ...]}`` or a list of lists)."""
+        if not isinstance(references, Mapping):
+            references = {str(k): list(v) for k, v in enumerate(references)}
+        refs = normalize_references(references)
+        ids = list(refs)
+        _, refs_tok = self.tokenize(ids, {i: "" for i in ids}, refs)
+        self.corpus = CorpusDf.count(refs_tok, self.n)
+        return self
 
     def _compute(self, ids: list[str], hyps: list[str], refs: list[list[str]], progress: Progress) -> list[MetricResult]:
-        scores = cider_d(hyps, refs, self.n, self.sigma, progress)
+        scores = cider_d(hyps, refs, self.n, self.sigma, progress, corpus=self.corpus)
         system = float(np.mean(np.array(scores)))
-        sig = Signature.build("cider-d", **self.signature_params(refs), n=self.n, sigma=self.sigma, df="corpus")
+        df = "corpus" if self.corpus is None else f"fitted(n={self.corpus.n_docs},sha={self.corpus.digest[:12]})"
+        sig = Signature.build("cider-d", **self.signature_params(refs), n=self.n, sigma=self.sigma, df=df)
         return [MetricResult("cider-d", system, dict(zip(ids, scores)), sig)]
+
+
+@dataclass(frozen=True)
+class CorpusDf:
+    """Document frequencies of a reference corpus: n-gram (space-joined tokens) -> items containing it."""
+
+    df: Mapping[str, int]
+    n_docs: int
+    digest: str
+
+    @classmethod
+    def count(cls, refs: Sequence[Sequence[str]], n: int = 4) -> "CorpusDf":
+        """Count over tokenised references, one entry of ``refs`` per corpus item."""
+        df: Counter = Counter()
+        for item_refs in refs:
+            grams: set[str] = set()
+            for r in item_refs:
+                words = r.split()
+                for k in range(1, n + 1):
+                    grams.update(" ".join(words[j : j + k]) for j in range(len(words) - k + 1))
+            df.update(grams)
+        blob = "\n".join(f"{g}\t{c}" for g, c in sorted(df.items())).encode()
+        return cls(dict(df), len(refs), hashlib.sha256(blob + f"|{len(refs)}".encode()).hexdigest())
 
 
 def _unique_sorted(x: np.ndarray) -> np.ndarray:
@@ -50,14 +96,16 @@ def _unique_sorted(x: np.ndarray) -> np.ndarray:
 
 
 def cider_d(
-    hyps: list[str], refs: list[list[str]], n: int = 4, sigma: float = 6.0, progress: Progress | None = None
+    hyps: list[str], refs: list[list[str]], n: int = 4, sigma: float = 6.0, progress: Progress | None = None,
+    corpus: CorpusDf | None = None,
 ) -> list[float]:
     """Per-item CIDEr-D of tokenised candidates against tokenised references.
 
     Vectorised with numpy: every n-gram gets an integer id, sentences become sparse
     (sentence, n-gram, tf) tables, and the clipped products of all (candidate, reference)
     pairs are gathered in one join. Equal to the reference loop up to float summation
-    order (differences ~1e-15).
+    order (differences ~1e-15). ``corpus``: fixed document frequencies (:meth:`CiderD.fit`)
+    instead of those of ``refs``.
     """
     n_items = len(hyps)
     if n_items == 0:
@@ -79,7 +127,7 @@ def cider_d(
     width = np.int64(len(vocab) + 1)
 
     # -- n-gram ids: order k extends the (k-1)-gram id at the same start by one word ---
-    e_key_parts, e_order_parts = [], []
+    e_key_parts, e_order_parts, e_first = [], [], []
     prev = flat
     offset = 0
     for k in range(1, n + 1):
@@ -88,7 +136,8 @@ def cider_d(
             key = flat[pos]
         else:
             key = prev[pos] * width + flat[pos + k - 1]
-        uniq, inv = np.unique(key, return_inverse=True)
+        uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        e_first.append(pos[first])
         cur = np.full(len(flat), -1, dtype=np.int64)
         cur[pos] = inv
         prev = cur
@@ -116,10 +165,16 @@ def cider_d(
         base = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
         return rows_owner, base + np.arange(int(cnt.sum()), dtype=np.int64)
 
-    r_item, r_ent = expand(slot_sid, slot_item)
-    item_gram = _unique_sorted(r_item * n_grams + ent_gram[r_ent])
-    df = np.bincount(item_gram % n_grams, minlength=int(n_grams)).astype(np.float64)
-    weight = np.log(float(n_items)) - np.log(np.maximum(1.0, df))
+    if corpus is None:
+        r_item, r_ent = expand(slot_sid, slot_item)
+        item_gram = _unique_sorted(r_item * n_grams + ent_gram[r_ent])
+        df = np.bincount(item_gram % n_grams, minlength=int(n_grams)).astype(np.float64)
+        weight = np.log(float(n_items)) - np.log(np.maximum(1.0, df))
+    else:
+        words_of = list(vocab)
+        texts = [" ".join(words_of[t] for t in flat[p : p + k + 1]) for k, starts_k in enumerate(e_first) for p in starts_k]
+        df = np.array([corpus.df.get(t, 0) for t in texts], dtype=np.float64)
+        weight = np.log(float(corpus.n_docs)) - np.log(np.maximum(1.0, df))
 
     # -- tf-idf vectors, norms per (sentence, order), lengths in bigrams ---------------
     ent_val = ent_tf.astype(np.float64) * weight[ent_gram]

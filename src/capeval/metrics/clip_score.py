@@ -37,10 +37,12 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from capeval import functional
 from capeval.models.clip.embed import embed_images, embed_texts, l2_normalize
 from capeval.errors import InputError
 from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references
 from capeval.result import MetricResult, Report, Signature
+from capeval.registry import DEFAULTS
 from capeval.scorer import ScorerBase
 
 PROMPT = "A photo depicts "
@@ -157,7 +159,7 @@ class _ClipFamilyScorer(ScorerBase):
         txt = l2_normalize(embed_texts(self.backbone, texts, self.text_batch_size, self.cache, progress,
                                        stats=(txt_stats := {})))
         cand = txt[: len(good)]
-        clip = self.w * np.clip(np.sum(cand * img, axis=1), 0, None)
+        clip = functional.clip_s(np.sum(cand * img, axis=1), self.w)
         cut = txt_stats.get("truncated_texts", set())
         counters = {
             "truncated_candidates": sum(1 for i in good if self.prompt + cands[i] in cut),
@@ -172,13 +174,13 @@ class _ClipFamilyScorer(ScorerBase):
             results.append(self._result(base, items, counters, skipped, None))
         if refs is not None:
             ref_feats = txt[len(good):]
-            sims = np.empty(len(good))
+            best = np.empty(len(good))  # float64 on purpose: the ref- arithmetic stays in float64
             pos = 0
             for k, n in enumerate(n_ref):
-                sims[k] = max(0.0, float(np.max(ref_feats[pos : pos + n] @ cand[k])))
+                best[k] = np.max(ref_feats[pos : pos + n] @ cand[k])
                 pos += n
-            denom = clip + sims
-            ref_score = np.where(denom > 0, 2 * clip * sims / np.where(denom > 0, denom, 1), 0.0)
+            sims = functional.positive_part(best)
+            ref_score = functional.harmonic_mean(clip, sims)  # functional.ref_clip_s, reusing clip
             extras = dict(counters)
             extras["truncated_references"] = sum(1 for i in good for r in refs[i] if self.prompt + r in cut)
             extras[base] = {i: float(s) for i, s in zip(good, clip)}
@@ -211,16 +213,16 @@ class ClipScore(_ClipFamilyScorer):
     """CLIP-S and RefCLIP-S (Hessel et al. 2021, CLIPScore): OpenAI ViT-B/32, w = 2.5; range [0, 2.5]."""
 
     produces = ("clip-s", "ref-clip-s")
-    default_backbone = "openai/ViT-B-32"
-    default_w = 2.5
+    default_backbone = DEFAULTS["clip-s"]["backbone"]
+    default_w = DEFAULTS["clip-s"]["w"]
 
 
 class PacScore(_ClipFamilyScorer):
     """PAC-S and RefPAC-S (Sarto et al. 2023): PAC-S fine-tuned CLIP ViT-B/32, w = 2.0; range [0, 2]."""
 
     produces = ("pac-s", "ref-pac-s")
-    default_backbone = "pac-s/ViT-B-32"
-    default_w = 2.0
+    default_backbone = DEFAULTS["pac-s"]["backbone"]
+    default_w = DEFAULTS["pac-s"]["w"]
 
 
 class PacScorePlusPlus(_ClipFamilyScorer):
@@ -232,8 +234,8 @@ class PacScorePlusPlus(_ClipFamilyScorer):
     """
 
     produces = ("pac-s++", "ref-pac-s++")
-    default_backbone = "pac-s++/ViT-B-32"
-    default_w = 2.0
+    default_backbone = DEFAULTS["pac-s++"]["backbone"]
+    default_w = DEFAULTS["pac-s++"]["w"]
     signature_w_from = True
     paper_w: ClassVar[dict[str, float]] = {"ViT-B-32": 2.5, "ViT-L-14": 3.0}
 

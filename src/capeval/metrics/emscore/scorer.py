@@ -22,10 +22,8 @@ PAC-S for video
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -33,14 +31,14 @@ import torch
 
 from capeval.errors import InputError
 from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references
-from capeval.progress import make_progress
 from capeval.result import MetricResult, Report, Signature
+from capeval.registry import DEFAULTS
 from capeval.scorer import ScorerBase
 from capeval.metrics.emscore import formulas as em
+from capeval.metrics.emscore import features
+from capeval.metrics.emscore import idf as idf_mod
 from capeval.io import video as vf
 
-_IDF_CHOICES = ("auto", "candidates", "references", "none")
-_CORPUS_IDF: dict[tuple[Any, str, str], Any] = {}  # (backbone, prefix, corpus sha256) -> em.Idf
 
 
 def _versions() -> dict[str, str]:
@@ -84,7 +82,7 @@ class EMScore(ScorerBase):
     """
 
     produces: ClassVar[tuple[str, ...]] = ("emscore", "ref-emscore")
-    default_backbone: ClassVar[str] = "openai/ViT-B-32"
+    default_backbone: ClassVar[str] = DEFAULTS["emscore"]["backbone"]
     variant: ClassVar[str] = "emscore"
 
     def __init__(
@@ -109,7 +107,7 @@ class EMScore(ScorerBase):
         if n_frames is not None:
             vf.sample_indices(1, n_frames)  # validates
         self.n_frames = n_frames
-        self.idf = self._check_idf(idf)
+        self.idf = idf_mod.check_idf(idf)
         if int(batch_size) < 1 or int(frame_batch_size) < 1:
             raise InputError("batch sizes must be positive")
         self.batch_size = int(batch_size)
@@ -119,7 +117,7 @@ class EMScore(ScorerBase):
         self.prefix = prefix
         if fps is not None:
             try:
-                ok = vf._exact(fps) > 0
+                ok = vf.exact_fraction(fps) > 0
             except (TypeError, ValueError, ZeroDivisionError):
                 ok = False
             if not ok:
@@ -128,24 +126,14 @@ class EMScore(ScorerBase):
         self.backbone = self._load_backbone(backbone, device, checkpoint_dir, tokenizer)
 
     # -- construction helpers ------------------------------------------------------------
-    @staticmethod
-    def _check_idf(idf: Any) -> Any:
-        if idf is True or idf is False:
-            return "auto" if idf else "none"
-        if isinstance(idf, str):
-            key = idf.strip().lower()
-            if key in ("true", "yes"):
-                key = "auto"
-            if key in ("false", "no"):
-                key = "none"
-            if key not in _IDF_CHOICES:
-                raise InputError(f"idf must be one of {list(_IDF_CHOICES)}, True/False or a list of sentences, got {idf!r}")
-            return key
-        if isinstance(idf, Sequence) and all(isinstance(s, str) for s in idf):
-            if not idf:
-                raise InputError("idf corpus is empty")
-            return tuple(idf)
-        raise InputError(f"idf must be True/False, one of {list(_IDF_CHOICES)} or a list of sentences")
+    def fit(self, references: Mapping[Any, Any] | Sequence[Sequence[str]]) -> "EMScore":
+        """Fix the IDF table to the sentences of ``references`` (``{id: [ref, ...]}`` or a list of
+        lists), in order, as ``idf="references"`` would build it from a call's own references."""
+        if not isinstance(references, Mapping):
+            references = {str(k): list(v) for k, v in enumerate(references)}
+        refs = normalize_references(references)
+        self.idf = idf_mod.check_idf([r for rs in refs.values() for r in rs])
+        return self
 
     def _load_backbone(self, backbone: Any, device: str, checkpoint_dir: str | None, tokenizer: str | None) -> Any:
         if backbone is not None and not isinstance(backbone, (str, os.PathLike)):
@@ -325,110 +313,30 @@ class EMScore(ScorerBase):
         return out, cut
 
     def _embed_texts(self, texts: list[str], tok_ids: dict[str, list[int]]) -> dict[str, torch.Tensor]:
-        """Normalised token features ``(L, D)`` over [SOT]..[EOT] per unique text (CPU, fp32)."""
-        order = sorted(texts, key=lambda t: len(tok_ids[t]))
-        out: dict[str, torch.Tensor] = {}
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            states, mask = self.backbone.encode_text_tokens([tok_ids[t] for t in chunk])
-            states = em.l2_normalize(states.to("cpu", torch.float32))
-            lengths = mask.sum(dim=1).tolist()
-            for k, t in enumerate(chunk):
-                out[t] = states[k, : int(lengths[k])].clone()
-        return out
+        return features.token_features(self.backbone, texts, tok_ids, self.batch_size)
 
     def _embed_videos(self, sources: dict[Any, Any], windows: dict[Any, dict[Any, Any]],
                       owners: dict[Any, str], skip: bool, progress: bool | None,
                       ) -> tuple[dict[Any, torch.Tensor], dict[Any, vf.SampledFrames], set[Any]]:
-        """Normalised frame embeddings ``(frames, D)`` per unit (source, window), the sampled
-        frames per unit, and the failed units. A source is read once for all its windows and
-        each of its frames embedded once, however many windows share it."""
-        from capeval.models.clip.embed import embed_images
-
-        feats: dict[Any, torch.Tensor] = {}
-        sampled: dict[Any, vf.SampledFrames] = {}
-        failed: set[Any] = set()
-        keys = list(sources)
-        per_chunk = max(1, self.frame_batch_size // max(1, self.n_frames or 32)) * 2
-
-        def load(key: Any) -> dict[Any, Any]:
-            try:
-                return vf.load_windows(sources[key], windows[key], self.n_frames, owners, self.fps)
-            except InputError as exc:
-                return {u: exc for u in windows[key]}
-
-        with ThreadPoolExecutor(max_workers=self.workers) as pool, \
-                make_progress(len(keys), "/".join(self.metrics)[:24], progress) as bar:
-            for start in range(0, len(keys), per_chunk):
-                chunk = keys[start : start + per_chunk]
-                loaded = list(pool.map(load, chunk))
-                flat: list[Any] = []
-                names: list[str] = []
-                rows: dict[Any, list[int]] = {}
-                for key, per_unit in zip(chunk, loaded):
-                    position: dict[int, int] = {}  # frame index in the source -> row of flat
-                    for unit in windows[key]:
-                        s = per_unit[unit]
-                        if isinstance(s, InputError):
-                            if not skip:
-                                raise s
-                            failed.add(unit)
-                            continue
-                        sampled[unit] = s
-                        for i, frame in zip(s.indices, s.frames):
-                            if i not in position:
-                                position[i] = len(flat)
-                                flat.append(frame)
-                                names.append(f"{s.source}#frame{i}")
-                        rows[unit] = [position[i] for i in s.indices]
-                errors: dict[int, str] = {}
-                emb = embed_images(self.backbone, flat, batch_size=self.frame_batch_size,
-                                   errors=errors, names=names) if flat else np.zeros((0, 1))
-                for unit, r in rows.items():
-                    bad = [errors[i] for i in r if i in errors]
-                    if bad:
-                        if not skip:
-                            raise InputError(f"item {owners[unit]!r}: {bad[0]}", owners[unit])
-                        failed.add(unit)
-                        continue
-                    feats[unit] = em.l2_normalize(torch.from_numpy(np.ascontiguousarray(emb[r])))
-                bar.update(len(chunk))
-        return feats, sampled, failed
+        return features.frame_features(
+            self.backbone, sources, windows, owners, n_frames=self.n_frames, fps=self.fps,
+            frame_batch_size=self.frame_batch_size, workers=self.workers, skip=skip, progress=progress,
+            desc="/".join(self.metrics)[:24])
 
     def _idf_table(self, have_refs: bool, ids: list[str], cand_text: dict[str, str],
                    ref_text: dict[str, list[str]], tok_ids: dict[str, list[int]]) -> tuple[em.Idf, str]:
         """The IDF table of this call and its description for the signature."""
         mode = self.idf
-        if mode == "none":
-            return em.Idf.uniform(), "none"
         if isinstance(mode, tuple):
-            return self._corpus_idf(mode)
+            return idf_mod.corpus_idf(self.backbone, self.prefix, mode, self._tokenize)
         source = mode if mode != "auto" else ("references" if have_refs else "candidates")
         if source == "references":
             corpus_ids = [tok_ids[r] for i in ids for r in ref_text[i]]
-        else:
+        elif source == "candidates":
             corpus_ids = [tok_ids[cand_text[i]] for i in ids]
-        if not corpus_ids:
-            return em.Idf.uniform(), "none(empty corpus)"
-        idf = em.compute_idf(corpus_ids, eot_id=corpus_ids[0][-1], pad_id=0,
-                             context_length=self.backbone.context_length)
-        return idf, f"{source}(n={len(corpus_ids)})"
-
-    def _corpus_idf(self, corpus: tuple[str, ...]) -> tuple[em.Idf, str]:
-        """IDF of a fixed corpus; cached per (backbone, prefix, corpus), since a benchmark scores
-        several settings with the same corpus of hundreds of thousands of sentences."""
-        digest = hashlib.sha256("\n".join(corpus).encode("utf-8")).hexdigest()
-        key = (getattr(self.backbone, "signature_hash", id(self.backbone)), self.prefix, digest)
-        if key not in _CORPUS_IDF:
-            texts = [self.prefix + s for s in corpus]
-            tokenized, _ = self._tokenize(list(dict.fromkeys(texts)))
-            corpus_ids = [tokenized[t] for t in texts]
-            idf = em.compute_idf(corpus_ids, eot_id=corpus_ids[0][-1], pad_id=0,
-                                 context_length=self.backbone.context_length)
-            while len(_CORPUS_IDF) >= 4:
-                _CORPUS_IDF.pop(next(iter(_CORPUS_IDF)))
-            _CORPUS_IDF[key] = idf
-        return _CORPUS_IDF[key], f"corpus(n={len(corpus)},sha={digest[:12]})"
+        else:
+            corpus_ids = []
+        return idf_mod.idf_table(source, corpus_ids, self.backbone.context_length)
 
     def _video_part(self, ids: list[str], cand_text: dict[str, str], video_of: dict[str, Any],
                     feats: dict[Any, torch.Tensor], tok_ids: dict[str, list[int]],
@@ -486,7 +394,7 @@ class PacSVideo(EMScore):
     """PAC-S for video: EMScore's formulas on the PAC-S ViT-B/32 backbone (no prefix, no w)."""
 
     produces: ClassVar[tuple[str, ...]] = ("pac-s-video", "ref-pac-s-video")
-    default_backbone: ClassVar[str] = "pac-s/ViT-B-32"
+    default_backbone: ClassVar[str] = DEFAULTS["pac-s-video"]["backbone"]
     variant: ClassVar[str] = "pac-s-video"
 
 

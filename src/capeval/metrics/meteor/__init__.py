@@ -12,8 +12,9 @@ Resources (paraphrase table, WordNet synonyms) come from the installed
 
 from __future__ import annotations
 
-from capeval.metrics.meteor.resources import prepare, resource_info
 from capeval.metrics.meteor.engine import Meteor15, pycocoevalcap_fields
+from capeval.metrics.meteor.index_build import prepare
+from capeval.metrics.meteor.resources import resource_info
 from capeval.metrics.meteor.stats import MeteorScore, MeteorStats, compute, corpus_score, segment_score
 
 __all__ = [

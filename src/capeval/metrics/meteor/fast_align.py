@@ -1,24 +1,26 @@
-"""The fast METEOR 1.5 path: batch sentence preparation and a lean, exact aligner.
+"""The fast METEOR 1.5 path: a lean, exact aligner (resolution and statistics).
 
-This computes exactly what :mod:`.aligner` (the reference implementation, a line-by-line
-port of ``edu.cmu.meteor.aligner.Aligner``) computes, with less work per pair:
+This computes exactly what :mod:`.reference_align` (the reference implementation, a
+line-by-line port of ``edu.cmu.meteor.aligner.Aligner``) computes, with less work per pair:
 
 * words are prepared once per distinct word (hash, stem hash, synsets, function flag),
   sentences once per distinct normalised sentence, and the paraphrase-table lookups of
   all new sentences of a batch are done in one sorted, vectorised search; n-grams of
   two or more words are only looked up when every adjacent word pair occurs in some
-  table phrase (the index stores those pairs), which cannot drop a table phrase;
+  table phrase (the index stores those pairs), which cannot drop a table phrase
+  (:mod:`.sentences`);
 * a hypothesis sentence keeps, per reference word, the list of its exact / stem /
   synonym candidates ("templates"), reused across all the references it meets;
-* candidate matches are tuples and coverage is tracked with bitmasks;
+  candidate matches are tuples and coverage is tracked with bitmasks (:mod:`.fast_match`);
 * the beam search (:func:`_resolve`) does the Java steps only at reference positions
   that have a choice to make. Positions in between (fixed matches and unmatched words)
   change every partial alignment the same way except for one chunk increment that
   depends on the partial's last matched hypothesis position; their effect is applied
   in one go. See :func:`_resolve` for why the beam order (hence every tie) is the same;
 * per item, the references are aligned in order of decreasing score upper bound
-  (:func:`upper_bound`, from the candidate matches) and the beam search is skipped for
-  references whose bound is below the best score found (they cannot be the first best).
+  (:func:`.fast_match.upper_bound`, from the candidate matches) and the beam search is
+  skipped for references whose bound is below the best score found (they cannot be the
+  first best; see :class:`.engine.Meteor15`).
 
 The reference implementation stays the specification; ``tests/test_meteor.py`` checks
 that both give identical statistics lines on thousands of natural and adversarial pairs.
@@ -29,138 +31,13 @@ from __future__ import annotations
 import math
 from operator import itemgetter
 
-from capeval.metrics.meteor.stats import ALPHA, BETA, DELTA, GAMMA, MODULE_WEIGHTS
+from capeval.metrics.meteor.fast_match import DIST, END, GAIN, MEND, MODULE, MSTART, START, match
+from capeval.metrics.meteor.sentences import Sentence
+from capeval.metrics.meteor.stats import ALPHA, BETA, DELTA, GAMMA, MODULE_WEIGHTS, MeteorStats, compute
 
 BEAM_SIZE = 40
-EXACT, STEM, SYNONYM, PARAPHRASE = range(4)
-
-# A candidate match is a tuple:
-# (mask1, mask2, gain, dist, match_start, match_end, end, module, start, length, match_length)
-# mask1/mask2: covered hypothesis/reference positions as bits; gain: Java's beam weight
-# (int(len1 * w) + int(len2 * w), so a one-word stem/synonym match gains 0); dist:
-# |start - match_start|; end = start + length; match_end = match_start + match_length.
-_M1, _M2, _GAIN, _DIST, _MS, _ME, _END, _MOD, _START = range(9)
 
 _by_key = itemgetter(0)
-
-
-class Sentence:
-    """Per-sentence data of the fast path (built once per distinct normalised sentence)."""
-
-    __slots__ = (
-        "words", "n", "hashes", "stem_hashes", "fmask", "nfunc", "hash_pos", "stem_pos",
-        "word_mask", "wordset", "tmpl", "ngram_positions", "ngram_ids", "ngram_len", "hits",
-        "path_ids", "nbs", "nbv",
-    )  # fmt: skip
-
-    def __init__(self, words: tuple[str, ...], winfo: dict) -> None:
-        self.words = words
-        self.n = len(words)
-        infos = [winfo[w] for w in words]
-        self.hashes = hashes = tuple([x[0] for x in infos])
-        self.stem_hashes = stems = tuple([x[1] for x in infos])
-        fmask = 0
-        hash_pos: dict[int, list] = {}  # hash -> exact candidate data per position
-        stem_pos: dict[int, list] = {}  # stem hash -> (position, word hash)
-        word_mask: dict[str, int] = {}
-        bit = 1
-        for j, w in enumerate(words):
-            if infos[j][3]:
-                fmask |= bit
-            hw = hashes[j]
-            c = (j, EXACT, bit, 2)
-            lst = hash_pos.get(hw)
-            if lst is None:
-                hash_pos[hw] = [c]
-            else:
-                lst.append(c)
-            hs = stems[j]
-            lst = stem_pos.get(hs)
-            if lst is None:
-                stem_pos[hs] = [(j, hw)]
-            else:
-                lst.append((j, hw))
-            word_mask[w] = word_mask.get(w, 0) | bit
-            bit <<= 1
-        self.fmask = fmask
-        self.nfunc = fmask.bit_count()
-        self.hash_pos = hash_pos
-        self.stem_pos = stem_pos
-        self.word_mask = word_mask
-        self.wordset = frozenset(word_mask)
-        self.nbs: tuple = ()  # per word: known words sharing a synset (see Meteor15)
-        self.nbv = -1  # vocabulary version ``nbs`` was computed for
-        self.tmpl: dict[str, tuple] = {}  # reference word -> candidate (j, module) data
-        # Paraphrase table view (see set_paraphrases); the reference implementation's
-        # ``paths`` (start, length, paraphrase id, paraphrase length) are generated on
-        # demand from ``hits`` for the few paraphrase ids a pair has in common.
-        self.ngram_positions: dict[int, list[int]] = {}  # table string id -> starts
-        self.ngram_ids: frozenset = frozenset()
-        self.ngram_len: dict[int, int] = {}  # table string id -> its number of words (shared)
-        self.hits: list = []  # (start, length, {paraphrase id: index in the phrase's entries})
-        self.path_ids: frozenset = frozenset()  # paraphrase ids of all phrases in ``hits``
-
-    def set_paraphrases(self, positions: dict, lengths: dict, hits: list, path_ids: frozenset) -> None:
-        self.ngram_positions = positions
-        self.ngram_ids = frozenset(positions)
-        self.ngram_len = lengths
-        self.hits = hits
-        self.path_ids = path_ids
-
-
-def _template(h: Sentence, wh: int, ws: int, nb: frozenset) -> tuple:
-    """Exact, stem and synonym candidates of a reference word (hash ``wh``, stem hash
-    ``ws``, synonym neighbours ``nb``) in hypothesis ``h``, in the order the Java
-    matchers add them: ``((j, module, mask1, gain), ...)``, with (as bitmasks) the union
-    of their hypothesis positions, the positions that occur more than once, and the
-    positions of the exact, synonym and stem candidates."""
-    out = h.hash_pos.get(wh)
-    out = list(out) if out else []
-    js = h.stem_pos.get(ws)
-    if js:
-        for j, hj in js:
-            if hj != wh:
-                out.append((j, STEM, 1 << j, 0))
-    if nb:
-        common = h.wordset & nb
-        if common:
-            word_mask = h.word_mask
-            mask = 0
-            for x in common:
-                mask |= word_mask[x]
-            hashes = h.hashes
-            while mask:  # ascending hypothesis positions
-                low = mask & -mask
-                j = low.bit_length() - 1
-                mask ^= low
-                if hashes[j] != wh:
-                    out.append((j, SYNONYM, low, 0))
-    if not out:
-        return ()
-    seen = dup = 0
-    by_mod = [0, 0, 0, 0]
-    for c in out:
-        dup |= seen & c[2]
-        seen |= c[2]
-        by_mod[c[1]] |= c[2]
-    return tuple(out), seen, dup, by_mod[EXACT], by_mod[SYNONYM], by_mod[STEM]
-
-
-def _para_match(start: int, length: int, mstart: int, mlength: int) -> tuple:
-    # BEAM_WEIGHTS[PARAPHRASE] = 0.5; Java casts each product to int
-    return (
-        ((1 << mlength) - 1) << mstart,
-        ((1 << length) - 1) << start,
-        int(mlength * 0.5) + int(length * 0.5),
-        abs(start - mstart),
-        mstart,
-        mstart + mlength,
-        start + length,
-        PARAPHRASE,
-        start,
-        length,
-        mlength,
-    )
 
 
 def pair_stats(h: Sentence, r: Sentence) -> tuple:
@@ -172,107 +49,8 @@ def pair_stats(h: Sentence, r: Sentence) -> tuple:
     return finish(match(h, r))
 
 
-def match(h: Sentence, r: Sentence) -> tuple:
-    """The matching phase of :func:`pair_stats`: ``(upper bound of the score, state)``;
-    :func:`finish` does the rest. See :func:`upper_bound`."""
-    n1, n2 = h.n, r.n
-    only_exact = n1 == n2 and h.hashes == r.hashes  # Java runs the exact module only
-    rows: list = [None] * n2
-    tcache = h.tmpl
-    n_matches = 0
-    seen1 = dup1 = seen2 = dup2 = 0
-    ex1 = sy1 = ot1 = ex2 = sy2 = ot2 = 0  # positions with exact / synonym / other candidates
-    occ = []  # reference positions with candidates
-    for i, w in enumerate(r.words):
-        t = tcache.get(w)
-        if t is None:
-            t = tcache[w] = _template(h, r.hashes[i], r.stem_hashes[i], r.nbs[i])
-        if t:
-            cands, tmask, tdup, te, ty, to = t
-            b = 1 << i
-            if only_exact:
-                row = [(m1, b, g, abs(i - j), j, j + 1, i + 1, mod, i, 1, 1) for j, mod, m1, g in cands if mod == EXACT]
-                if not row:
-                    continue
-                tmask = te  # exact candidates are at distinct positions
-                tdup = ty = to = 0
-            else:
-                row = [(m1, b, g, abs(i - j), j, j + 1, i + 1, mod, i, 1, 1) for j, mod, m1, g in cands]
-            rows[i] = row
-            occ.append(i)
-            n_matches += len(row)
-            if len(row) > 1:
-                dup2 |= b
-            seen2 |= b
-            dup1 |= (seen1 & tmask) | tdup
-            seen1 |= tmask
-            if te:
-                ex1 |= te
-                ex2 |= b
-            if ty:
-                sy1 |= ty
-                sy2 |= b
-            if to:
-                ot1 |= to
-                ot2 |= b
-    if not only_exact and (r.path_ids or h.path_ids):
-        added = _paraphrase_matches(h, r, rows)
-        if added:
-            n_matches += len(added)
-            for m in added:
-                m1 = m[0]
-                dup1 |= seen1 & m1
-                seen1 |= m1
-                m2 = m[1]
-                dup2 |= seen2 & m2
-                seen2 |= m2
-            for m in added:
-                ot1 |= m[0]
-                ot2 |= m[1]
-            occ = [i for i in range(n2) if rows[i] is not None]
-    ub = upper_bound(h, r, ex1, sy1, ot1, ex2, sy2, ot2) if n_matches else 0.0
-    return ub, (h, r, rows, occ, n_matches, dup1, dup2)
-
-
-def upper_bound(h: Sentence, r: Sentence, ex1: int, sy1: int, ot1: int, ex2: int, sy2: int, ot2: int) -> float:
-    """An upper bound of the METEOR score of the pair, from its candidate matches.
-
-    Every word the final alignment matches is covered by some candidate, with a module
-    weight at most the best among the candidates covering it (exact 1.0, synonym 0.8,
-    stem and paraphrase 0.6), so the weighted matches, precision, recall and Fmean are
-    at most those computed from these best weights; and unless every word of both
-    sentences has a candidate, the alignment is not perfect and has at least one
-    chunk, so the fragmentation is at least ``1 / (mean covered words)``.
-    """
-    d = DELTA
-    e = 1.0 - d
-    w_ex, w_st, w_sy, w_pa = MODULE_WEIGHTS
-    w_ot = max(w_st, w_pa)
-    f1, f2 = h.fmask, r.fmask
-    sy1 &= ~ex1
-    ot1 &= ~(ex1 | sy1)
-    sy2 &= ~ex2
-    ot2 &= ~(ex2 | sy2)
-    wm1 = d * (w_ex * (ex1 & ~f1).bit_count() + w_sy * (sy1 & ~f1).bit_count() + w_ot * (ot1 & ~f1).bit_count())
-    wm1 += e * (w_ex * (ex1 & f1).bit_count() + w_sy * (sy1 & f1).bit_count() + w_ot * (ot1 & f1).bit_count())
-    wm2 = d * (w_ex * (ex2 & ~f2).bit_count() + w_sy * (sy2 & ~f2).bit_count() + w_ot * (ot2 & ~f2).bit_count())
-    wm2 += e * (w_ex * (ex2 & f2).bit_count() + w_sy * (sy2 & f2).bit_count() + w_ot * (ot2 & f2).bit_count())
-    wlen1 = d * (h.n - h.nfunc) + e * h.nfunc
-    wlen2 = d * (r.n - r.nfunc) + e * r.nfunc
-    if wm1 <= 0.0 or wm2 <= 0.0 or wlen1 <= 0.0 or wlen2 <= 0.0:
-        return 0.0
-    p = wm1 / wlen1
-    rc = wm2 / wlen2
-    fmean = 1.0 / ((1.0 - ALPHA) / p + ALPHA / rc)
-    cov1 = (ex1 | sy1 | ot1).bit_count()
-    cov2 = (ex2 | sy2 | ot2).bit_count()
-    if cov1 == h.n and cov2 == r.n:
-        return fmean
-    return fmean * (1.0 - GAMMA * math.pow(2.0 / (cov1 + cov2), BETA))
-
-
 def finish(matched: tuple) -> tuple:
-    """Resolution and statistics (see :func:`pair_stats`) of a :func:`match` result."""
+    """Resolution and statistics (see :func:`pair_stats`) of a :func:`.fast_match.match` result."""
     h, r, rows, occ, n_matches, dup1, dup2 = matched[1]
     n1, n2 = h.n, r.n
 
@@ -298,7 +76,7 @@ def finish(matched: tuple) -> tuple:
             chain = _resolve(rows, fixed, free, used1, used2, n2, bound.bit_length() + 1)
             while chain is not None:
                 m, chain = chain
-                fixed[m[_START]] = m
+                fixed[m[START]] = m
         final = [m for m in fixed if m is not None]
 
     # statistics of the final alignment (Aligner.getCountAndChunks and the module counts)
@@ -309,13 +87,13 @@ def finish(matched: tuple) -> tuple:
     last_end = -1
     prev_end = -1
     for m in final:
-        mod = m[_MOD]
+        mod = m[MODULE]
         a1[mod] |= m[0]
         a2[mod] |= m[1]
-        if last_end != -1 and (m[_START] != prev_end or m[_MS] != last_end):
+        if last_end != -1 and (m[START] != prev_end or m[MSTART] != last_end):
             chunks += 1
-        last_end = m[_ME]
-        prev_end = m[_END]
+        last_end = m[MEND]
+        prev_end = m[END]
     if last_end != -1:
         chunks += 1
     fn1 = [(x & f1).bit_count() for x in a1]
@@ -325,69 +103,8 @@ def finish(matched: tuple) -> tuple:
     return (n1, n2, h.nfunc, r.nfunc, c1, c2, fn1, fn2, chunks)
 
 
-def _common_paths(hits: list, common: frozenset) -> list:
-    """The reference ``paths`` entries whose paraphrase id is in ``common``, in its order
-    (start, phrase length, table order): ``(start, length, index, paraphrase id)``."""
-    sel = []
-    for k, length, eidx in hits:
-        if len(common) < len(eidx):
-            for e in common:
-                ix = eidx.get(e)
-                if ix is not None:
-                    if type(ix) is int:
-                        sel.append((k, length, ix, e))
-                    else:  # the phrase lists this paraphrase more than once
-                        sel.extend((k, length, x, e) for x in ix)
-        else:
-            for e, ix in eidx.items():
-                if e in common:
-                    if type(ix) is int:
-                        sel.append((k, length, ix, e))
-                    else:
-                        sel.extend((k, length, x, e) for x in ix)
-    if len(sel) > 1:
-        sel.sort()
-    return sel
-
-
-def _paraphrase_matches(h: Sentence, r: Sentence, rows: list) -> list:
-    """ParaphraseMatcher, as in :func:`.aligner._paraphrase_matches` (same order).
-
-    A paraphrase's length is that of the n-gram it was found as (table strings are
-    single-space joined tokens, so the table's token count equals the n-gram length).
-    """
-    added = []
-    common = r.path_ids & h.ngram_ids
-    if common:
-        found = h.ngram_positions
-        plens = h.ngram_len
-        for k, length, _, pid in _common_paths(r.hits, common):
-            plen = plens[pid]
-            row = rows[k]
-            if row is None:
-                row = rows[k] = []
-            for m in found[pid]:
-                mt = _para_match(k, length, m, plen)
-                row.append(mt)
-                added.append(mt)
-    common = h.path_ids & r.ngram_ids
-    if common:
-        found = r.ngram_positions
-        plens = r.ngram_len
-        for m, mlen, _, pid in _common_paths(h.hits, common):
-            plen = plens[pid]
-            for n8 in found[pid]:
-                row = rows[n8]
-                if row is None:
-                    row = rows[n8] = []
-                mt = _para_match(n8, plen, m, mlen)
-                row.append(mt)
-                added.append(mt)
-    return added
-
-
 def _resolve(rows: list, fixed: list, free: list, used1: int, used2: int, n2: int, width: int):
-    """``Aligner.resolve`` (beam search), equal to :func:`.aligner._resolve`; returns the chain.
+    """``Aligner.resolve`` (beam search), equal to :func:`.reference_align._resolve`; returns the chain.
 
     Partial alignments are ``[key, idx, last, used1, used2, chain]``; ``key`` packs
     (-weighted matches, chunks, distance) as in the reference implementation.
@@ -433,12 +150,12 @@ def _resolve(rows: list, fixed: list, free: list, used1: int, used2: int, n2: in
                         i += 1
                     else:
                         if i == pos:
-                            first_ms = m[_MS]
-                        base += m[_DIST] - (m[_GAIN] << w2)
-                        if last != -1 and m[_MS] != last:
+                            first_ms = m[MSTART]
+                        base += m[DIST] - (m[GAIN] << w2)
+                        if last != -1 and m[MSTART] != last:
                             base += one
-                        last = m[_ME]
-                        i = m[_END]
+                        last = m[MEND]
+                        i = m[END]
                 for p in beam:
                     lp = p[2]
                     if lp != -1 and lp != first_ms:
@@ -457,12 +174,12 @@ def _resolve(rows: list, fixed: list, free: list, used1: int, used2: int, n2: in
                             if i < p[1]:
                                 continue
                             m = fixed[p[1]]
-                            key = p[0] - (m[_GAIN] << w2) + m[_DIST]
-                            if p[2] != -1 and m[_MS] != p[2]:
+                            key = p[0] - (m[GAIN] << w2) + m[DIST]
+                            if p[2] != -1 and m[MSTART] != p[2]:
                                 key += one
                             p[0] = key
-                            p[1] = m[_END]
-                            p[2] = m[_ME]
+                            p[1] = m[END]
+                            p[2] = m[MEND]
                         else:  # an unmatched word
                             if p[2] != -1:
                                 p[0] += one
@@ -499,14 +216,14 @@ def _resolve(rows: list, fixed: list, free: list, used1: int, used2: int, n2: in
             for m in row:
                 if u1 & m[0] or u2 & m[1]:
                     continue
-                k = key - (m[_GAIN] << w2)
-                if last != -1 and m[_MS] != last:
+                k = key - (m[GAIN] << w2)
+                if last != -1 and m[MSTART] != last:
                     k += one
-                end = m[_END]
+                end = m[END]
                 if end > f + 1:
                     multi = True
-                append([k, end, m[_ME], u1 | m[0], u2 | m[1], (m, chain)])
-                key += m[_DIST]  # sic: Java adds the new match's distance to the parent
+                append([k, end, m[MEND], u1 | m[0], u2 | m[1], (m, chain)])
+                key += m[DIST]  # sic: Java adds the new match's distance to the parent
             if last != -1:
                 key += one
                 p[2] = -1
@@ -550,8 +267,6 @@ def score_of(st: tuple) -> float:
     ref_wm += float(fn2[3]) * w3 * e
     if test_wlen == 0.0 or ref_wlen == 0.0 or test_wm == 0.0 or ref_wm == 0.0:
         # the IEEE corner cases (0/0, x/0, 1/inf ...): the reference formula handles them
-        from capeval.metrics.meteor.stats import compute
-
         return compute(to_stats(st)).score
     precision = test_wm / test_wlen
     recall = ref_wm / ref_wlen
@@ -567,10 +282,8 @@ def score_of(st: tuple) -> float:
     return value if value > 0.0 else 0.0
 
 
-def to_stats(st: tuple):
+def to_stats(st: tuple) -> MeteorStats:
     """``MeteorStats`` of a :func:`pair_stats` tuple."""
-    from capeval.metrics.meteor.stats import MeteorStats
-
     tl, rl, tfw, rfw, c1, c2, fn1, fn2, chunks = st
     s = MeteorStats(float(tl), float(rl), float(tfw), float(rfw))
     s.test_content = [float(x) for x in c1]

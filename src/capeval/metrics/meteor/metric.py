@@ -24,10 +24,10 @@ class Meteor(TextScorer):
     produces: ClassVar[tuple[str, ...]] = ("meteor",)
 
     def __init__(
-        self, metrics=None, tokenizer: str = "ptb", cache_dir: str | None = None, n_jobs: int | None = None
+        self, metrics=None, tokenizer: str = "ptb", cache_dir: str | None = None, workers: int | None = None
     ):
         super().__init__(metrics, tokenizer)
-        self._n_jobs = n_jobs  # worker processes; None: automatic (see Meteor15.score)
+        self.workers = workers  # worker processes; None: automatic (see Meteor15.score)
         require("pycocoevalcap", extra="meteor", purpose="METEOR 1.5 resources (no Java is run)")
         from capeval.metrics.meteor import Meteor15
 
@@ -38,7 +38,7 @@ class Meteor(TextScorer):
 
         # the same '|||' handling as pycocoevalcap's line protocol to the Java process
         fields = [pycocoevalcap_fields(h, rs) for h, rs in zip(hyps, refs)]
-        stats = self._meteor.stats_many([f[0] for f in fields], [f[1] for f in fields], n_jobs=self._n_jobs)
+        stats = self._meteor.stats_many([f[0] for f in fields], [f[1] for f in fields], workers=self.workers)
         progress.update(len(stats))
         system = corpus_score(stats)
         items = [segment_score(s) for s in stats]
