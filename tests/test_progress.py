@@ -39,7 +39,9 @@ def test_cli_draws_bars_on_a_terminal(stderr, capsys):
     fake = stderr(True)
     assert main(ARGS) == 0
     text = fake.getvalue()
-    assert "tokenize" in text and "16/16" in text  # 4 candidates + 12 references tokenised
+    # tokenisation runs inside the chunked text pipeline: one bar for the reference statistics
+    # (CIDEr-D's document frequencies), one for the scoring of the 4 items
+    assert "references" in text
     assert "bleu-1" in text and "cider-d" in text and "4/4" in text
     assert "\r" in text
     json.loads(capsys.readouterr().out)  # stdout stays clean JSON

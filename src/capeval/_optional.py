@@ -17,6 +17,7 @@ _KNOWN = {
     "av": ("av", "video"),
     "peft": ("peft", "train"),
     "pycocoevalcap": ("pycocoevalcap==1.2", "meteor"),
+    "spacy": ("spacy", "spice"),
     "transformers": ("transformers", None),
     "scipy": ("scipy", None),
 }

@@ -139,13 +139,41 @@ class Evaluator:
             raise InputError(f"{', '.join(stray)} given, but none of the metrics {', '.join(self.names)} uses them")
         results: dict[str, MetricResult] = {}
         with progress_setting(progress):
+            # the text metrics run together: one tokenisation, one pass over the chunks
+            text = self._text_scorers(batch)
+            if text:
+                from capeval.metrics.text import score_text
+
+                for scorers in text.values():
+                    results.update(score_text(scorers, batch.candidates, batch.references, progress=progress))
+            done = {id(s) for scorers in text.values() for s in scorers}
             for members, spec, _ in self._groups:
                 scorer = self.scorers[members[0]]
+                if id(scorer) in done:
+                    continue
                 refs = batch.references if "references" in spec.accepts else None
                 report = scorer.score(batch.candidates, refs, progress=progress, **batch.inputs_for(spec.accepts))
                 for m in members:
                     results[m] = report[m]
         return Report({m: results[m] for m in self.names})
+
+    def _text_scorers(self, batch: Batch) -> dict[str, list[Any]]:
+        """Text scorers that can share one pass over ``batch``, by tokenizer (none without references)."""
+        out: dict[str, list[Any]] = {}
+        if batch.references is None:
+            return out
+        candidates = [
+            self.scorers[members[0]]
+            for members, spec, _ in self._groups
+            if spec.needs == frozenset({"references"}) and not batch.inputs_for(spec.accepts)
+        ]
+        if candidates:
+            from capeval.metrics.text import TextScorer
+
+            for scorer in candidates:
+                if isinstance(scorer, TextScorer):
+                    out.setdefault(scorer.tokenizer, []).append(scorer)
+        return out
 
     def __repr__(self) -> str:
         return f"Evaluator({', '.join(self.names)})"

@@ -43,6 +43,7 @@ class MetricSpec:
     reference: str = ""
     kwargs: dict[str, Any] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
+    in_all: bool = True  # False: left out of the ``all`` preset (needs programs outside Python)
 
     def __post_init__(self) -> None:
         if self.accepts is None:  # default: what it needs, plus references (used when given)
@@ -120,6 +121,18 @@ def _text_specs() -> list[MetricSpec]:
             description="CIDEr-D (n=4, sigma=6, clipped tf-idf, x10) as pycocoevalcap's Cider; [0, 10]",
             reference="Vedantam et al. 2015, CIDEr: Consensus-based Image Description Evaluation",
             aliases=("cider", "ciderd"),
+        ),
+        MetricSpec(
+            name="spice", factory="capeval.metrics.spice.scorer:Spice", group="spice", extra="spice",
+            description="SPICE 1.0 without Java: F1 of scene-graph tuples (spaCy parse + SPICE's rules, WordNet "
+                        "synonyms from METEOR 1.5); [0, 1]",
+            reference="Anderson et al. 2016, SPICE: Semantic Propositional Image Caption Evaluation",
+        ),
+        MetricSpec(
+            name="spice-java", factory="capeval.metrics.spice.java:SpiceJava", group="spice-java",
+            description="SPICE 1.0 by the official jar (needs Java and Stanford CoreNLP 3.6.0); [0, 1]",
+            reference="Anderson et al. 2016, SPICE: Semantic Propositional Image Caption Evaluation",
+            aliases=("spice_java", "spicejava"), in_all=False,
         ),
     ]
     return specs
@@ -281,8 +294,8 @@ def metrics() -> dict[str, MetricSpec]:
 
 
 def presets() -> dict[str, tuple[str, ...]]:
-    """Preset name -> metric names (``all`` = every registered metric)."""
-    return {**_PRESETS, "all": tuple(_METRICS)}
+    """Preset name -> metric names (``all`` = every registered metric that runs in Python alone)."""
+    return {**_PRESETS, "all": tuple(n for n, s in _METRICS.items() if s.in_all)}
 
 
 def groups(names: Iterable[str]) -> dict[tuple[str, str], list[str]]:

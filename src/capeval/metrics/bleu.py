@@ -14,12 +14,14 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any, ClassVar
 
+import numpy as np
+
 from capeval.functional import BLEU_SMALL as _SMALL
 from capeval.functional import BLEU_TINY as _TINY
 from capeval.functional import bleu_from_stats as _bleu_from_counts
-from capeval.progress import Progress
+from capeval.metrics.ngrams import NgramTable
+from capeval.metrics.text import TextChunk, TextScorer
 from capeval.result import MetricResult, Signature
-from capeval.metrics.text import TextScorer
 
 
 def ngram_counts(words: list[str], n: int) -> Counter:
@@ -30,7 +32,7 @@ def ngram_counts(words: list[str], n: int) -> Counter:
     return counts
 
 
-@lru_cache(maxsize=1 << 17)
+@lru_cache(maxsize=1 << 12)
 def sentence_counts(sentence: str, n: int = 4) -> Counter:
     """Cached :func:`ngram_counts` of a tokenised sentence; shared by BLEU and CIDEr-D.
 
@@ -72,36 +74,59 @@ def bleu_stats(
     return testlen, reflen, guess, correct
 
 
+def table_bleu_stats(table: NgramTable) -> tuple[list[int], list[int], list[list[int]], list[list[int]]]:
+    """:func:`bleu_stats` of every item of an n-gram table: ``(testlen, reflen, guess, correct)``.
+
+    Integer counts, so equal to the per-item loop whatever the chunk.
+    """
+    n = table.n
+    n_items = table.n_items
+    testlen = table.sent_len[table.hyp_sid]
+    # closest reference length, ties to the shorter: least (|l - c|, l) per item
+    ref_len = table.sent_len[table.slot_sid]
+    key = np.abs(ref_len - testlen[table.slot_item]) * np.int64(1 << 32) + ref_len
+    first_slot = np.cumsum(table.ref_counts) - table.ref_counts
+    reflen = np.minimum.reduceat(key, first_slot) % np.int64(1 << 32) if n_items else key
+    guess = np.maximum(0, testlen[:, None] - np.arange(n, dtype=np.int64)[None, :])
+    # clipped matches: per candidate n-gram, min(its count, its max count over the references)
+    h_slot, h_ent, r_ent = table.pairs()
+    lo = table.ent_ptr[table.hyp_sid]
+    per_item = table.ent_ptr[table.hyp_sid + 1] - lo
+    item_base = np.cumsum(per_item) - per_item
+    item = table.slot_item[h_slot]
+    row = item_base[item] + (h_ent - lo[item])
+    hit = r_ent >= 0
+    best = np.zeros(int(per_item.sum()), dtype=np.int64)
+    np.maximum.at(best, row[hit], table.ent_tf[r_ent[hit]])
+    h_item, h_ent_all = table.expand(table.hyp_sid, np.arange(n_items, dtype=np.int64))
+    clipped = np.minimum(table.ent_tf[h_ent_all], best)
+    correct = np.bincount(h_item * n + table.ent_order[h_ent_all], weights=clipped, minlength=n_items * n)
+    correct = correct.astype(np.int64).reshape(n_items, n)
+    return testlen.tolist(), reflen.tolist(), guess.tolist(), correct.tolist()
+
+
 class Bleu(TextScorer):
     """BLEU-1..4 (pycocoevalcap variant). ``metrics`` picks which orders to report."""
 
     produces: ClassVar[tuple[str, ...]] = ("bleu-1", "bleu-2", "bleu-3", "bleu-4")
+    n = 4
 
-    def _compute(self, ids: list[str], hyps: list[str], refs: list[list[str]], progress: Progress) -> list[MetricResult]:
-        n = 4
-        per_item: list[list[float]] = [[] for _ in range(n)]
-        tot_test = 0
-        tot_ref = 0
-        tot_guess = [0] * n
-        tot_correct = [0] * n
-        # items often share one reference list (one image, several candidates)
-        ref_cache: dict[tuple[str, ...], _RefStats] = {}
-        for hyp, rs in zip(hyps, refs):
-            key = tuple(rs)
-            stats = ref_cache.get(key)
-            if stats is None:
-                stats = ref_cache[key] = reference_stats(rs, n)
-            testlen, reflen, guess, correct = bleu_stats(hyp, rs, n, stats)
-            tot_test += testlen
-            tot_ref += reflen
-            for k in range(n):
-                tot_guess[k] += guess[k]
-                tot_correct[k] += correct[k]
-            for k, s in enumerate(_bleu_from_counts(testlen, reflen, guess, correct)):
-                per_item[k].append(s)
-            progress.update()
-        system = _bleu_from_counts(tot_test, tot_ref, tot_guess, tot_correct)
-        params: dict[str, Any] = {**self.signature_params(refs), "reflen": "closest", "bp": "corpus", "smooth": "1e-15/1e-9"}
+    def score_chunk(self, chunk: TextChunk, corpus: Any) -> tuple[np.ndarray, list[int]]:
+        """(per-item BLEU-1..4 as an (items, 4) array, summed ``[testlen, reflen, guess.., correct..]``)."""
+        n = self.n
+        testlen, reflen, guess, correct = table_bleu_stats(chunk.table(n))
+        scores = [_bleu_from_counts(t, r, g, c) for t, r, g, c in zip(testlen, reflen, guess, correct)]
+        totals = [sum(testlen), sum(reflen)] + [sum(g[k] for g in guess) for k in range(n)]
+        totals += [sum(c[k] for c in correct) for k in range(n)]
+        return np.array(scores, dtype=np.float64).reshape(len(testlen), n), totals
+
+    def merge(self, ids: list[str], parts: list[Any], nrefs: str) -> list[MetricResult]:
+        n = self.n
+        per_item = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, n))
+        tot = [sum(p[1][j] for p in parts) for j in range(2 + 2 * n)]
+        tot_test, tot_ref = tot[0], tot[1]
+        system = _bleu_from_counts(tot_test, tot_ref, tot[2 : 2 + n], tot[2 + n :])
+        params: dict[str, Any] = {**self.signature_params(nrefs), "reflen": "closest", "bp": "corpus", "smooth": "1e-15/1e-9"}
         extras = {"testlen": tot_test, "reflen": tot_ref, "ratio": (tot_test + _TINY) / (tot_ref + _SMALL)}
         out = []
         for k in range(n):
@@ -111,7 +136,7 @@ class Bleu(TextScorer):
                     MetricResult(
                         metric=name,
                         system=system[k],
-                        items=dict(zip(ids, per_item[k])),
+                        items=dict(zip(ids, per_item[:, k].tolist())),
                         signature=Signature.build(name, **params),
                         extras=extras,
                     )

@@ -10,6 +10,9 @@ Scores depend on the whole evaluated set through ``df``. Range [0, 10] (10 only 
 degenerate cases). An item none of whose candidate n-grams occurs in its references scores
 0.0, as in the reference code; a set whose references are all empty (e.g. punctuation only,
 removed by the PTB step) scores 0.0 everywhere, where pycocoevalcap raises ``ValueError``.
+Every sum runs in the reference code's order, so item scores are pycocoevalcap's bit for
+bit, and they depend on the other items only through ``df`` and ``N``: scoring in chunks
+with ``df`` counted over all references first gives the same numbers.
 Reference: Vedantam et al. 2015.
 """
 
@@ -25,7 +28,8 @@ import numpy as np
 from capeval.io.inputs import normalize_references
 from capeval.progress import Progress
 from capeval.result import MetricResult, Signature
-from capeval.metrics.text import TextScorer
+from capeval.metrics.ngrams import GramIndex, NgramTable
+from capeval.metrics.text import TextChunk, TextScorer
 
 
 class CiderD(TextScorer):
@@ -40,8 +44,11 @@ class CiderD(TextScorer):
 
     produces: ClassVar[tuple[str, ...]] = ("cider-d",)
 
-    def __init__(self, metrics=None, tokenizer: str = "ptb", n: int = 4, sigma: float = 6.0):
-        super().__init__(metrics, tokenizer)
+    def __init__(
+        self, metrics=None, tokenizer: str = "ptb", n: int = 4, sigma: float = 6.0,
+        chunk_size: int | None = None, workers: int | None = None,
+    ):
+        super().__init__(metrics, tokenizer, chunk_size, workers)
         self.n = n
         self.sigma = sigma
         self.corpus: CorpusDf | None = None
@@ -56,12 +63,24 @@ class CiderD(TextScorer):
         self.corpus = CorpusDf.count(refs_tok, self.n)
         return self
 
-    def _compute(self, ids: list[str], hyps: list[str], refs: list[list[str]], progress: Progress) -> list[MetricResult]:
-        scores = cider_d(hyps, refs, self.n, self.sigma, progress, corpus=self.corpus)
-        system = float(np.mean(np.array(scores)))
+    def corpus_order(self) -> int | None:
+        """Unfitted, the document frequencies of the whole evaluated set are needed first."""
+        return self.n if self.corpus is None else None
+
+    def score_chunk(self, chunk: TextChunk, corpus: Any) -> np.ndarray:
+        """Per-item CIDEr-D of one chunk, with the fitted or the whole set's document frequencies."""
+        if len(chunk) == 0:
+            return np.zeros(0)
+        table = chunk.table(self.n)
+        df, n_docs = document_frequencies(table, self.corpus if self.corpus is not None else corpus)
+        return cider_table_scores(table, df, n_docs, self.sigma)
+
+    def merge(self, ids: list[str], parts: list[Any], nrefs: str) -> list[MetricResult]:
+        scores = np.concatenate(parts) if parts else np.zeros(0)
+        system = float(np.mean(scores))
         df = "corpus" if self.corpus is None else f"fitted(n={self.corpus.n_docs},sha={self.corpus.digest[:12]})"
-        sig = Signature.build("cider-d", **self.signature_params(refs), n=self.n, sigma=self.sigma, df=df)
-        return [MetricResult("cider-d", system, dict(zip(ids, scores)), sig)]
+        sig = Signature.build("cider-d", **self.signature_params(nrefs), n=self.n, sigma=self.sigma, df=df)
+        return [MetricResult("cider-d", system, dict(zip(ids, scores.tolist())), sig)]
 
 
 @dataclass(frozen=True)
@@ -87,125 +106,83 @@ class CorpusDf:
         return cls(dict(df), len(refs), hashlib.sha256(blob + f"|{len(refs)}".encode()).hexdigest())
 
 
-def _unique_sorted(x: np.ndarray) -> np.ndarray:
-    # np.unique without return_inverse takes a hash path that is ~10x slower on int64 here
-    x = np.sort(x)
-    keep = np.ones(len(x), dtype=bool)
-    keep[1:] = x[1:] != x[:-1]
-    return x[keep]
-
-
 def cider_d(
     hyps: list[str], refs: list[list[str]], n: int = 4, sigma: float = 6.0, progress: Progress | None = None,
-    corpus: CorpusDf | None = None,
+    corpus: CorpusDf | GramIndex | None = None,
 ) -> list[float]:
     """Per-item CIDEr-D of tokenised candidates against tokenised references.
 
-    Vectorised with numpy: every n-gram gets an integer id, sentences become sparse
-    (sentence, n-gram, tf) tables, and the clipped products of all (candidate, reference)
-    pairs are gathered in one join. Equal to the reference loop up to float summation
-    order (differences ~1e-15). ``corpus``: fixed document frequencies (:meth:`CiderD.fit`)
-    instead of those of ``refs``.
+    ``corpus``: fixed document frequencies (:meth:`CiderD.fit`, or a :class:`GramIndex`
+    counted over the references of a larger set) instead of those of ``refs``.
+    See :func:`cider_table_scores`.
     """
-    n_items = len(hyps)
-    if n_items == 0:
+    if len(hyps) == 0:
         return []
-    # -- unique sentences and their tokens as integers ------------------------------
-    sent_ids: dict[str, int] = {}
-    hyp_sid = np.array([sent_ids.setdefault(h, len(sent_ids)) for h in hyps], dtype=np.int64)
-    ref_counts_per_item = np.array([len(rs) for rs in refs], dtype=np.int64)
-    slot_sid = np.array([sent_ids.setdefault(r, len(sent_ids)) for rs in refs for r in rs], dtype=np.int64)
-    slot_item = np.repeat(np.arange(n_items, dtype=np.int64), ref_counts_per_item)
-    vocab: dict[str, int] = {}
-    words = [s.split() for s in sent_ids]
-    lens = np.array([len(w) for w in words], dtype=np.int64)
-    flat = np.array([vocab.setdefault(w, len(vocab)) for ws in words for w in ws], dtype=np.int64)
-    n_sent = len(words)
-    tok_sent = np.repeat(np.arange(n_sent, dtype=np.int64), lens)
-    starts = np.cumsum(lens) - lens
-    remaining = np.repeat(starts + lens, lens) - np.arange(len(flat), dtype=np.int64)  # tokens left incl. this one
-    width = np.int64(len(vocab) + 1)
-
-    # -- n-gram ids: order k extends the (k-1)-gram id at the same start by one word ---
-    e_key_parts, e_order_parts, e_first = [], [], []
-    prev = flat
-    offset = 0
-    for k in range(1, n + 1):
-        pos = np.nonzero(remaining >= k)[0]
-        if k == 1:
-            key = flat[pos]
-        else:
-            key = prev[pos] * width + flat[pos + k - 1]
-        uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
-        e_first.append(pos[first])
-        cur = np.full(len(flat), -1, dtype=np.int64)
-        cur[pos] = inv
-        prev = cur
-        e_key_parts.append(tok_sent[pos])  # sentence of each occurrence
-        e_order_parts.append((pos, inv + offset))
-        offset += len(uniq)
-    n_grams = np.int64(offset)
-    occ_sent = np.concatenate(e_key_parts)
-    occ_gram = np.concatenate([g for _, g in e_order_parts])
-    gram_order = np.zeros(n_grams, dtype=np.int64)
-    for k, (_, g) in enumerate(e_order_parts):
-        gram_order[g] = k
-    # (sentence, gram) -> tf; entries sorted by sentence then gram
-    ent_key, ent_tf = np.unique(occ_sent * n_grams + occ_gram, return_counts=True)
-    ent_sent = ent_key // n_grams
-    ent_gram = ent_key % n_grams
-    ent_ptr = np.searchsorted(ent_sent, np.arange(n_sent + 1, dtype=np.int64))
-
-    # -- document frequency: items whose references contain the n-gram -----------------
-    def expand(sids: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Rows (owner, entry index) for every entry of each sentence in ``sids``."""
-        lo = ent_ptr[sids]
-        cnt = ent_ptr[sids + 1] - lo
-        rows_owner = np.repeat(owner, cnt)
-        base = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
-        return rows_owner, base + np.arange(int(cnt.sum()), dtype=np.int64)
-
+    table = NgramTable(hyps, refs, n)
     if corpus is None:
-        r_item, r_ent = expand(slot_sid, slot_item)
-        item_gram = _unique_sorted(r_item * n_grams + ent_gram[r_ent])
-        df = np.bincount(item_gram % n_grams, minlength=int(n_grams)).astype(np.float64)
-        weight = np.log(float(n_items)) - np.log(np.maximum(1.0, df))
+        _, grams = table.item_grams()
+        df = np.bincount(grams, minlength=int(table.n_grams)).astype(np.float64)
+        n_docs = len(hyps)
     else:
-        words_of = list(vocab)
-        texts = [" ".join(words_of[t] for t in flat[p : p + k + 1]) for k, starts_k in enumerate(e_first) for p in starts_k]
-        df = np.array([corpus.df.get(t, 0) for t in texts], dtype=np.float64)
-        weight = np.log(float(corpus.n_docs)) - np.log(np.maximum(1.0, df))
+        df, n_docs = document_frequencies(table, corpus)
+    scores = cider_table_scores(table, df, n_docs, sigma)
+    if progress is not None:
+        progress.update(len(hyps))
+    return scores.tolist()
 
-    # -- tf-idf vectors, norms per (sentence, order), lengths in bigrams ---------------
-    ent_val = ent_tf.astype(np.float64) * weight[ent_gram]
-    ent_order = gram_order[ent_gram]
-    norms = np.sqrt(np.bincount(ent_sent * n + ent_order, weights=ent_val * ent_val, minlength=n_sent * n)).reshape(n_sent, n)
-    length = np.bincount(ent_sent, weights=np.where(ent_order == 1, ent_tf, 0), minlength=n_sent)
+
+def document_frequencies(table: NgramTable, corpus: CorpusDf | GramIndex) -> tuple[np.ndarray, int]:
+    """(df of every n-gram of ``table`` as floats, number of corpus items) from ``corpus``."""
+    if isinstance(corpus, GramIndex):
+        return corpus.df_of(table), corpus.n_docs
+    get = corpus.df.get
+    return np.array([get(t, 0) for t in table.gram_texts()], dtype=np.float64), corpus.n_docs
+
+
+def cider_table_scores(table: NgramTable, df: np.ndarray, n_docs: int, sigma: float = 6.0) -> np.ndarray:
+    """CIDEr-D of the items of ``table`` given the document frequency of each of its n-grams.
+
+    Vectorised with numpy: sentences are sparse (sentence, n-gram, tf) tables and the
+    clipped products of all (candidate, reference) pairs are gathered in one join. Every
+    sum runs in pycocoevalcap's order (a sentence's n-grams by order, then first position;
+    an item's references in order) and the length penalty is ``np.e ** x`` as there, so
+    the scores are pycocoevalcap's bit for bit, and an item's score does not depend on the
+    other items of the chunk (only on ``df`` and ``n_docs``).
+    """
+    n = table.n
+    n_items = table.n_items
+    n_sent = table.n_sent
+    weight = np.log(float(n_docs)) - np.log(np.maximum(1.0, df))
+    ent_val = table.ent_tf.astype(np.float64) * weight[table.ent_gram]
+    ent_order = table.ent_order
+    ent_sent = table.ent_sent
+    # pycocoevalcap squares with pow(x, 2) (libm), which differs from x * x in the last bit
+    # for about one value in a thousand: square each distinct value the same way
+    uniq, inv = np.unique(ent_val, return_inverse=True)
+    squares = np.array([v**2 for v in uniq.tolist()], dtype=np.float64)[inv]
+    norms = np.sqrt(np.bincount(ent_sent * n + ent_order, weights=squares, minlength=n_sent * n)).reshape(n_sent, n)
+    length = np.bincount(ent_sent, weights=np.where(ent_order == 1, table.ent_tf, 0), minlength=n_sent)
 
     # -- clipped dot products of every (candidate, reference) pair -----------------------
-    n_slots = len(slot_sid)
-    slot_ids = np.arange(n_slots, dtype=np.int64)
-    h_slot, h_ent = expand(hyp_sid[slot_item], slot_ids)
-    look = slot_sid[h_slot] * n_grams + ent_gram[h_ent]
-    where = np.searchsorted(ent_key, look)
-    where[where >= len(ent_key)] = 0
-    hit = ent_key[where] == look
+    h_slot, h_ent, r_ent = table.pairs()
+    hit = r_ent >= 0
     vh = ent_val[h_ent[hit]]
-    vr = ent_val[where[hit]]
+    vr = ent_val[r_ent[hit]]
     contrib = np.minimum(vh, vr) * vr
+    n_slots = len(table.slot_sid)
     # np.bincount returns int64 (not float) when it is given no entries at all, which happens
     # when no candidate n-gram occurs in its references anywhere in the set: every score is 0
     val = np.bincount(h_slot[hit] * n + ent_order[h_ent[hit]], weights=contrib, minlength=n_slots * n)
     val = val.astype(np.float64, copy=False).reshape(n_slots, n)
-    nh = norms[hyp_sid[slot_item]]
-    nr = norms[slot_sid]
+    hyp_of_slot = table.hyp_sid[table.slot_item]
+    nh = norms[hyp_of_slot]
+    nr = norms[table.slot_sid]
     ok = (nh != 0) & (nr != 0)
     val[ok] /= (nh * nr)[ok]
-    delta = length[hyp_sid[slot_item]] - length[slot_sid]
-    val *= np.exp(-(delta**2) / (2 * sigma**2))[:, None]
+    delta = (length[hyp_of_slot] - length[table.slot_sid]).tolist()
+    # pycocoevalcap: np.e ** (-(delta ** 2) / (2 * sigma ** 2)) on Python floats, per pair
+    factor = {d: np.e ** (-(d**2) / (2 * sigma**2)) for d in set(delta)}
+    val *= np.array([factor[d] for d in delta], dtype=np.float64)[:, None]
     per_item = np.zeros((n_items, n))
-    np.add.at(per_item, slot_item, val)
-    scores = per_item.mean(axis=1) / ref_counts_per_item * 10.0
-    if progress is not None:
-        progress.update(n_items)
-    return scores.tolist()
+    np.add.at(per_item, table.slot_item, val)
+    return per_item.mean(axis=1) / table.ref_counts * 10.0

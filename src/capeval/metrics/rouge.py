@@ -9,13 +9,12 @@ Reference: Lin 2004, ROUGE; Chen et al. 2015.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from capeval.progress import Progress
+from capeval.metrics.text import TextChunk, TextScorer
 from capeval.result import MetricResult, Signature
-from capeval.metrics.text import TextScorer
 
 BETA = 1.2
 
@@ -61,15 +60,20 @@ class RougeL(TextScorer):
 
     produces: ClassVar[tuple[str, ...]] = ("rouge-l",)
 
-    def __init__(self, metrics=None, tokenizer: str = "ptb", beta: float = BETA):
-        super().__init__(metrics, tokenizer)
+    def __init__(
+        self, metrics=None, tokenizer: str = "ptb", beta: float = BETA,
+        chunk_size: int | None = None, workers: int | None = None,
+    ):
+        super().__init__(metrics, tokenizer, chunk_size, workers)
         self.beta = beta
 
-    def _compute(self, ids: list[str], hyps: list[str], refs: list[list[str]], progress: Progress) -> list[MetricResult]:
-        scores = []
-        for hyp, rs in zip(hyps, refs):
-            scores.append(rouge_l(hyp, rs, self.beta))
-            progress.update()
-        system = float(np.mean(np.array(scores)))
-        sig = Signature.build("rouge-l", **self.signature_params(refs), beta=self.beta)
-        return [MetricResult("rouge-l", system, dict(zip(ids, scores)), sig)]
+    def score_chunk(self, chunk: TextChunk, corpus: Any) -> np.ndarray:
+        """Per-item ROUGE-L of one chunk."""
+        beta = self.beta
+        return np.array([rouge_l(h, rs, beta) for h, rs in zip(chunk.hyps, chunk.refs)], dtype=np.float64)
+
+    def merge(self, ids: list[str], parts: list[Any], nrefs: str) -> list[MetricResult]:
+        scores = np.concatenate(parts) if parts else np.zeros(0)
+        system = float(np.mean(scores))
+        sig = Signature.build("rouge-l", **self.signature_params(nrefs), beta=self.beta)
+        return [MetricResult("rouge-l", system, dict(zip(ids, scores.tolist())), sig)]

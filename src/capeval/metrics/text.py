@@ -1,32 +1,90 @@
-"""Text metrics' shared base: input validation and PTB tokenisation, then ``_compute``."""
+"""Text metrics' shared base and their chunked pipeline.
+
+Every reference-based text metric is streamable: corpus statistics (CIDEr-D's document
+frequencies) take one pass over the references, and everything else is per item, with
+system scores from merged sufficient statistics (BLEU's summed counts, METEOR's summed
+statistics; ROUGE-L and CIDEr-D: the mean of the items). :func:`score_text` therefore
+tokenises and scores chunk by chunk, once for all the text metrics of a call, optionally
+in forked worker processes, and the results do not depend on the chunk size: they equal
+those of one chunk bit for bit. Memory stays flat beyond the inputs and the per-item
+scores.
+"""
 
 from __future__ import annotations
 
+import gc
+import math
 from typing import Any, ClassVar, Mapping, Sequence
 
 from capeval.errors import InputError
 from capeval.io.inputs import prepare_text_inputs
-from capeval.progress import Progress, make_progress
+from capeval.progress import make_progress
 from capeval.result import MetricResult, Report
 from capeval.scorer import ScorerBase
+
+#: items per chunk unless ``chunk_size`` says otherwise
+DEFAULT_CHUNK = 2048
+#: a worker process is replaced after about this many items (bounds memory, see
+#: :func:`capeval.metrics.workers.map_tasks`)
+RECYCLE_ITEMS = 16384
+
+
+class TextChunk:
+    """Consecutive items, tokenised: ``hyps[i]`` and ``refs[i]`` (space-joined tokens) of item i.
+
+    :meth:`table` is the n-gram table (:class:`~capeval.metrics.ngrams.NgramTable`) of the
+    chunk, built once for all the metrics that read it (BLEU, CIDEr-D).
+    """
+
+    def __init__(self, hyps: list[str], refs: list[list[str]]):
+        self.hyps = hyps
+        self.refs = refs
+        self._tables: dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def table(self, n: int) -> Any:
+        """The chunk's n-gram table up to order ``n`` (cached)."""
+        t = self._tables.get(n)
+        if t is None:
+            from capeval.metrics.ngrams import NgramTable
+
+            t = self._tables[n] = NgramTable(self.hyps, self.refs, n)
+        return t
 
 
 class TextScorer(ScorerBase):
     """Base of reference-based n-gram metrics: validation + PTB tokenisation, shared.
 
-    Subclasses implement :meth:`_compute` on tokenised, space-joined strings.
     ``tokenizer="ptb"`` reproduces pycocoevalcap's PTBTokenizer in pure Python;
     ``tokenizer="none"`` takes the inputs as already tokenised (split on spaces).
+    ``chunk_size``: items tokenised and scored at a time (memory; results do not depend on
+    it); ``workers``: worker processes (None: automatic, see
+    :func:`capeval.metrics.workers.resolve_workers`). Subclasses implement the streaming
+    steps :meth:`score_chunk` and :meth:`merge`, and :meth:`corpus_order` when they need
+    document frequencies of the whole set.
     """
 
     produces: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, metrics: Sequence[str] | None = None, tokenizer: str = "ptb"):
+    def __init__(
+        self,
+        metrics: Sequence[str] | None = None,
+        tokenizer: str = "ptb",
+        chunk_size: int | None = None,
+        workers: int | None = None,
+    ):
         chosen = self._select(metrics)
         if tokenizer not in ("ptb", "none"):
             raise InputError(f"unknown tokenizer {tokenizer!r}; use 'ptb' or 'none'")
+        for name, value in (("chunk_size", chunk_size), ("workers", workers)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise InputError(f"{name} must be a positive integer, got {value!r}")
         self.metrics = chosen
         self.tokenizer = tokenizer
+        self.chunk_size = chunk_size
+        self.workers = workers
 
     # -- public ---------------------------------------------------------------
     def score(
@@ -43,44 +101,171 @@ class TextScorer(ScorerBase):
         """
         if inputs:
             raise InputError(f"{type(self).__name__} takes only text; unexpected inputs {sorted(inputs)}")
-        cands, refs = prepare_text_inputs(candidates, references, needs_references=True)
-        assert refs is not None
-        ids = list(cands)
-        hyps_tok, refs_tok = self.tokenize(ids, cands, refs, progress)
-        with make_progress(len(ids), "/".join(self.metrics)[:24], progress) as bar:
-            return Report(self._compute(ids, hyps_tok, refs_tok, bar))
+        return Report(score_text([self], candidates, references, progress=progress))
 
     def tokenize(
         self, ids: list[str], cands: Mapping[str, str], refs: Mapping[str, list[str]], progress: bool | None = False
     ) -> tuple[list[str], list[list[str]]]:
-        """Tokenise candidates and references as the COCO evaluation code does."""
-        if self.tokenizer == "none":
-            return [" ".join(cands[i].split()) for i in ids], [[" ".join(r.split()) for r in refs[i]] for i in ids]
-        from capeval.tokenize import ptb_tokenize_batch
+        """Tokenise candidates and references as the COCO evaluation code does (all at once)."""
+        with make_progress(len(ids) + sum(len(refs[i]) for i in ids), "tokenize", progress) as bar:
+            return tokenize_span(self.tokenizer, ids, cands, refs, 0, len(ids), bar.update)
 
-        all_refs = [r for i in ids for r in refs[i]]
-        with make_progress(len(ids) + len(all_refs), "tokenize", progress) as bar:
-            hyps = ptb_tokenize_batch([cands[i] for i in ids], bar.update)
-            flat = ptb_tokenize_batch(all_refs, bar.update)
-        out: list[list[str]] = []
-        pos = 0
-        for i in ids:
-            n = len(refs[i])
-            out.append(flat[pos : pos + n])
-            pos += n
-        return hyps, out
-
-    def signature_params(self, refs: list[list[str]]) -> dict[str, Any]:
-        counts = sorted({len(r) for r in refs})
-        nrefs = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    def signature_params(self, nrefs: str) -> dict[str, Any]:
+        """Signature fields every text metric shares (``nrefs``: e.g. ``"5"`` or ``"1-5"``)."""
         return {"tok": "ptb-corenlp-3.4.1" if self.tokenizer == "ptb" else "none", "nrefs": nrefs}
 
-    # -- for subclasses ----------------------------------------------------------
-    def _compute(
-        self,
-        ids: list[str],
-        hyps: list[str],
-        refs: list[list[str]],
-        progress: Progress,
-    ) -> list[MetricResult]:
+    # -- streaming steps, for subclasses -------------------------------------------
+    def corpus_order(self) -> int | None:
+        """Order of the document frequencies over the whole set this metric needs, or None."""
+        return None
+
+    def score_chunk(self, chunk: TextChunk, corpus: Any) -> Any:
+        """Per-item scores and sufficient statistics of one chunk (small, picklable).
+
+        ``corpus``: the :class:`~capeval.metrics.ngrams.GramIndex` of all references when
+        some metric asked for one (:meth:`corpus_order`), else None.
+        """
         raise NotImplementedError
+
+    def merge(self, ids: list[str], parts: list[Any], nrefs: str) -> list[MetricResult]:
+        """The results over all items from the chunks' :meth:`score_chunk` outputs, in order."""
+        raise NotImplementedError
+
+
+def tokenize_span(
+    tokenizer: str, ids: Sequence[str], cands: Mapping[str, str] | None, refs: Mapping[str, list[str]],
+    a: int, b: int, on_progress: Any = None,
+) -> tuple[list[str], list[list[str]]]:
+    """Tokenised candidates (``[]`` when ``cands`` is None) and references of ``ids[a:b]``.
+
+    The PTB step gives every caption the captions after it as context, as one
+    pycocoevalcap call over all candidates (then all references) would.
+    """
+    return tokenize_texts(tokenizer, *span_texts(ids, cands, refs, a, b), on_progress)
+
+
+def span_texts(
+    ids: Sequence[str], cands: Mapping[str, str] | None, refs: Mapping[str, list[str]], a: int, b: int
+) -> tuple[list[str] | None, list[list[str]], list[str], list[str]]:
+    """(candidates or None, references, following candidates, following references) of ``ids[a:b]``."""
+    from capeval.tokenize import CONTEXT_CAPTIONS
+
+    span = ids[a:b]
+    after = ids[b : b + CONTEXT_CAPTIONS]
+    hyps = [cands[i] for i in span] if cands is not None else None
+    next_hyps = [cands[i] for i in after] if cands is not None else []
+    return hyps, [refs[i] for i in span], next_hyps, [r for i in after for r in refs[i]][:CONTEXT_CAPTIONS]
+
+
+def tokenize_texts(
+    tokenizer: str, hyps: list[str] | None, refs: list[list[str]], next_hyps: list[str], next_refs: list[str],
+    on_progress: Any = None,
+) -> tuple[list[str], list[list[str]]]:
+    """Tokenise one span's texts (:func:`span_texts`), each caption with its following context."""
+    flat = [r for rs in refs for r in rs]
+    if tokenizer == "none":
+        hyps_tok = [" ".join(h.split()) for h in hyps] if hyps is not None else []
+        flat = [" ".join(r.split()) for r in flat]
+    else:
+        from capeval.tokenize import ptb_tokenize_batch
+
+        hyps_tok = ptb_tokenize_batch(hyps, on_progress, next_hyps) if hyps is not None else []
+        flat = ptb_tokenize_batch(flat, on_progress, next_refs)
+    out: list[list[str]] = []
+    pos = 0
+    for rs in refs:
+        out.append(flat[pos : pos + len(rs)])
+        pos += len(rs)
+    return hyps_tok, out
+
+
+def score_text(
+    scorers: Sequence[TextScorer],
+    candidates: Mapping[Any, Any] | Sequence[str],
+    references: Mapping[Any, Any] | None,
+    *,
+    progress: bool | None = False,
+) -> dict[str, MetricResult]:
+    """Every metric of ``scorers`` (one tokenizer) on one input set, chunk by chunk.
+
+    The chunk size is the smallest ``chunk_size`` of the scorers (default
+    :data:`DEFAULT_CHUNK`); workers: the largest ``workers`` given, else automatic.
+    With several workers chunks are made small enough that each worker gets a few.
+    """
+    # Scoring allocates many small acyclic objects (METEOR's sentence data above all); the
+    # cyclic garbage collector would re-scan them over and over (a sixth of the run time)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _score_text(scorers, candidates, references, progress)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _score_text(
+    scorers: Sequence[TextScorer],
+    candidates: Mapping[Any, Any] | Sequence[str],
+    references: Mapping[Any, Any] | None,
+    progress: bool | None,
+) -> dict[str, MetricResult]:
+    from capeval.metrics.workers import map_tasks, resolve_workers, spans
+
+    tokenizers = {s.tokenizer for s in scorers}
+    if len(tokenizers) != 1:
+        raise InputError(f"score_text needs one tokenizer, got {sorted(tokenizers)}")
+    tokenizer = tokenizers.pop()
+    cands, refs = prepare_text_inputs(candidates, references, needs_references=True)
+    assert refs is not None
+    ids = list(cands)
+    n_items = len(ids)
+    sizes = [s.chunk_size for s in scorers if s.chunk_size]
+    chunk = min(sizes) if sizes else DEFAULT_CHUNK
+    given = [s.workers for s in scorers if s.workers]
+    workers = resolve_workers(max(given) if given else None, n_items)
+    if workers > 1:
+        chunk = min(chunk, max(64, math.ceil(n_items / (4 * workers))))
+    if workers > 1 and tokenizer == "ptb":
+        from capeval.tokenize import warm_up
+
+        warm_up()  # once here rather than in every worker
+    work = spans(n_items, chunk)
+    recycle = max(1, RECYCLE_ITEMS // chunk)
+    counts = sorted({len(refs[i]) for i in ids})
+    nrefs = "0" if not counts else str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    label = "/".join(m for s in scorers for m in s.metrics)[:24]
+
+    corpus = None
+    orders = [o for o in (s.corpus_order() for s in scorers) if o]
+    if orders:
+        from capeval.metrics.ngrams import GramIndex
+
+        corpus = GramIndex(max(orders))
+
+        def count(task: tuple) -> Any:
+            _, rs = tokenize_texts(tokenizer, *task)
+            return corpus.part(rs)
+
+        tasks = (span_texts(ids, None, refs, a, b) for a, b in work)
+        with make_progress(n_items, "references", progress) as bar:
+            for part in map_tasks(count, tasks, workers, recycle):
+                corpus.add_part(part)
+                bar.update(part.n_items)
+
+    def job(task: tuple) -> tuple[int, list[Any]]:
+        hyps, rs = tokenize_texts(tokenizer, *task)
+        piece = TextChunk(hyps, rs)
+        return len(piece), [s.score_chunk(piece, corpus) for s in scorers]
+
+    parts: list[list[Any]] = [[] for _ in scorers]
+    with make_progress(n_items, label, progress) as bar:
+        tasks = (span_texts(ids, cands, refs, a, b) for a, b in work)
+        for done, outs in map_tasks(job, tasks, workers, recycle):
+            for k, out in enumerate(outs):
+                parts[k].append(out)
+            bar.update(done)
+    results: dict[str, MetricResult] = {}
+    for s, p in zip(scorers, parts):
+        for r in s.merge(ids, p, nrefs):
+            results[r.metric] = r
+    return results

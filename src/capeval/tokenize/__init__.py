@@ -5,6 +5,6 @@
 removed) in pure Python; see :mod:`capeval.tokenize.ptb` for the details.
 """
 
-from .ptb import PUNCTUATIONS, ptb_tokenize, ptb_tokenize_batch, ptb_tokens
+from .ptb import CONTEXT_CAPTIONS, PUNCTUATIONS, ptb_tokenize, ptb_tokenize_batch, ptb_tokens, warm_up
 
-__all__ = ["PUNCTUATIONS", "ptb_tokenize", "ptb_tokenize_batch", "ptb_tokens"]
+__all__ = ["CONTEXT_CAPTIONS", "PUNCTUATIONS", "ptb_tokenize", "ptb_tokenize_batch", "ptb_tokens", "warm_up"]

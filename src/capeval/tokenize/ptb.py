@@ -85,10 +85,11 @@ from .ptb_rules import (
     A_SOFT,
     A_TOK,
     Rule,
+    compile_all,
     rules_starting_with,
 )
 
-__all__ = ["PUNCTUATIONS", "ptb_tokenize", "ptb_tokenize_batch", "ptb_tokens"]
+__all__ = ["CONTEXT_CAPTIONS", "PUNCTUATIONS", "ptb_tokenize", "ptb_tokenize_batch", "ptb_tokens", "warm_up"]
 
 #: Tokens removed by pycocoevalcap after tokenization (compared after lower-casing).
 PUNCTUATIONS = frozenset(["''", "'", "``", "`", "-LRB-", "-RRB-", "-LCB-", "-RCB-",
@@ -269,6 +270,10 @@ _CTX_ACRO = re.compile(ACRO_TRAIL)
 _BLANK = re.compile(SPACE + "*")
 
 
+#: captions after a caption that can change its tokens (a run of blank ones, then one more)
+CONTEXT_CAPTIONS = 10
+
+
 def _context(texts: list[str], i: int) -> str:
     """A short suffix equivalent, for the lexer, to what follows caption ``i`` in the
     newline-joined text (``""`` at the end of the text)."""
@@ -314,12 +319,25 @@ def _simple(text: str) -> str | None:
     return " ".join(words)
 
 
-@lru_cache(maxsize=1 << 17)
+# bounded: repeated captions are mostly near each other (one image's references)
+@lru_cache(maxsize=1 << 15)
+def _simple_cached(text: str) -> str | None:
+    return _simple(text)
+
+
+@lru_cache(maxsize=1 << 15)
 def _tokenize_cached(text: str, ctx: str) -> str:
-    out = _simple(text)
+    out = _simple_cached(text)
     if out is not None:
         return out
     return _finish(_lex(text + ctx, len(text)))
+
+
+def warm_up() -> None:
+    """Build and compile the scanner's whole rule table now (~0.1 s; otherwise each rule is
+    compiled on first need): before forking worker processes, so that they share it
+    instead of each compiling the rules it meets."""
+    compile_all()
 
 
 def ptb_tokens(text: str) -> list[str]:
@@ -334,19 +352,30 @@ def ptb_tokenize(text: str) -> str:
     return _tokenize_cached(_clean(text), "")
 
 
-def ptb_tokenize_batch(texts: Iterable[str], on_progress: Callable[[int], None] | None = None) -> list[str]:
+def ptb_tokenize_batch(
+    texts: Iterable[str],
+    on_progress: Callable[[int], None] | None = None,
+    following: Iterable[str] = (),
+) -> list[str]:
     """Tokenize captions exactly as one pycocoevalcap ``PTBTokenizer.tokenize`` call over
     them in this order (a caption's last token can depend on the next caption).
 
     pycocoevalcap's order is its input dict's: image ids in iteration order, each
     image's captions in list order.  Results are memoised (repeated captions are
-    nearly free).  ``on_progress(k)`` is called after every ``k`` captions (for a progress bar)."""
+    nearly free).  ``on_progress(k)`` is called after every ``k`` captions (for a progress bar).
+    ``following``: the captions that come after ``texts`` in the same call, when the call
+    is tokenised in pieces; only the first :data:`CONTEXT_CAPTIONS` of them are read."""
     texts = [_clean(t) for t in texts]
-    out = []
     n = len(texts)
-    for i, t in enumerate(texts):
-        ctx = _context(texts, i) if i + 1 < n else ""
-        out.append(_tokenize_cached(t, ctx))
+    if following:
+        texts += [_clean(t) for _, t in zip(range(CONTEXT_CAPTIONS), following)]
+    out = []
+    for i in range(n):
+        t = texts[i]
+        tok = _simple_cached(t)  # the common case, whatever follows: no context needed
+        if tok is None:
+            tok = _tokenize_cached(t, _context(texts, i) if i + 1 < len(texts) else "")
+        out.append(tok)
         if on_progress is not None and (i + 1) % 2048 == 0:
             on_progress(2048)
     if on_progress is not None and n % 2048:

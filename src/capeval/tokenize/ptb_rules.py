@@ -12,6 +12,7 @@ given character, from a first-character set derived from each parsed pattern.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from .ptb_macros import (
     ABBREV1,
@@ -73,23 +74,30 @@ A_TOK, A_SOFT, A_QR, A_QL, A_SKIP, A_AMP, A_NBSP, A_PHONE, A_HYPHENS, A_ELLIPSIS
 
 
 class Rule:
-    """One scanner rule: compiled alternatives of ``main`` (each followed, when ``trail`` is
-    given, by a look-ahead capturing the trailing context as group 1), an action and, for
-    ``A_CONST``, the constant token."""
+    """One scanner rule: alternatives of ``main`` (each followed, when ``trail`` is given, by
+    a look-ahead capturing the trailing context as group 1), an action and, for ``A_CONST``,
+    the constant token. ``regexes`` are compiled on first use (most captions need few rules)."""
 
-    __slots__ = ("name", "regexes", "action", "const", "has_trail")
+    __slots__ = ("name", "patterns", "_regexes", "action", "const", "has_trail")
 
     def __init__(self, name, main, trail=None, action=A_TOK, const=None):
         self.name = name
         alts = main if isinstance(main, list) else [main]
         if trail is None:
-            self.regexes = [re.compile("(?:" + a + ")") for a in alts]
+            self.patterns = ["(?:" + a + ")" for a in alts]
             self.has_trail = False
         else:
-            self.regexes = [re.compile("(?:" + a + ")(?=(" + trail + "))") for a in alts]
+            self.patterns = ["(?:" + a + ")(?=(" + trail + "))" for a in alts]
             self.has_trail = True
+        self._regexes: list[re.Pattern[str]] | None = None
         self.action = action
         self.const = const
+
+    @property
+    def regexes(self) -> list[re.Pattern[str]]:
+        if self._regexes is None:
+            self._regexes = [re.compile(p) for p in self.patterns]
+        return self._regexes
 
 
 def build_rules() -> list[Rule]:
@@ -174,9 +182,6 @@ def build_rules() -> list[Rule]:
     ]
 
 
-RULES = build_rules()
-
-
 # ---------------------------------------------------------------------------
 # First-character dispatch: for each rule, a regex matching the characters its
 # match can start with (derived from the parsed pattern, a superset is fine), so
@@ -243,18 +248,42 @@ def _first(seq, pieces: list[str]) -> bool:
     return True
 
 
-def _first_char_regex(rule: Rule) -> re.Pattern[str]:
+def first_char_pattern(rule: Rule) -> str:
+    """A regex matching (a superset of) the characters a match of ``rule`` can start with."""
     pieces: list[str] = []
-    for rx in rule.regexes:
-        if _first(_sre_p.parse(rx.pattern), pieces):
-            return re.compile("(?s:.)")
-    return re.compile("|".join(pieces))
+    for pattern in rule.patterns:
+        if _first(_sre_p.parse(pattern), pieces):
+            return "(?s:.)"
+    return "|".join(pieces)
 
 
-#: (regex matching the possible first characters of a rule's match, rule), in table order
-FIRST_CHAR = [(_first_char_regex(r), r) for r in RULES]
+@lru_cache(maxsize=1)
+def first_char_table() -> list[tuple[re.Pattern[str], Rule]]:
+    """(regex matching the possible first characters of a rule's match, rule), in table order.
+
+    Built on first use (parsing the patterns takes ~0.03 s); each rule's own regexes are
+    compiled when a caption first needs the rule (compiling them all takes ~0.1 s, and
+    captions made of plain words need none).
+    """
+    return [(re.compile(first_char_pattern(r)), r) for r in build_rules()]
+
+
+def compile_all() -> None:
+    """Compile every rule's regexes now (see :func:`capeval.tokenize.warm_up`)."""
+    for _, rule in first_char_table():
+        rule.regexes  # noqa: B018 - compiled on access
 
 
 def rules_starting_with(ch: str) -> tuple[Rule, ...]:
     """The rules (in table order) whose match can start with the character ``ch``."""
-    return tuple(r for fx, r in FIRST_CHAR if fx.match(ch))
+    return tuple(r for fx, r in first_char_table() if fx.match(ch))
+
+
+def __getattr__(name: str):
+    # RULES / FIRST_CHAR stay importable as module attributes, built lazily
+    if name == "FIRST_CHAR":
+        return first_char_table()
+    if name == "RULES":
+        return [r for _, r in first_char_table()]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

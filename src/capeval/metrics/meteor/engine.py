@@ -62,6 +62,8 @@ class Meteor15:
     batch_items = 4096
     #: distinct words kept by the fast path before its caches are started afresh
     max_words = 500_000
+    #: normalised texts kept (the cache is started afresh beyond)
+    max_norm_cache = 32_768
 
     def __init__(self, cache_dir: str | os.PathLike[str] | None = None, auto_prepare: bool = True):
         self.resources = load(cache_dir, auto_prepare=auto_prepare)
@@ -77,7 +79,7 @@ class Meteor15:
         out = self._norm_cache.get(text)
         if out is None:
             out = java_lower(normalize_line(text, self.resources.nonbreaking))
-            if len(self._norm_cache) > 200_000:
+            if len(self._norm_cache) > self.max_norm_cache:
                 self._norm_cache.clear()
             self._norm_cache[text] = out
         return out
@@ -232,6 +234,18 @@ class Meteor15:
         for rs in references:
             _check_refs(rs)
         return [to_stats(st) for st, _ in self._run(hypotheses, references, workers)]
+
+    def best_many(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> list[tuple[tuple, float]]:
+        """(statistics tuple of the best reference, its score) per item, in this process.
+
+        Inputs are the fields METEOR receives (:func:`pycocoevalcap_fields`); the tuples are
+        :func:`.fast_align.pair_stats`'s (:func:`.fast_align.to_stats`,
+        :func:`.fast_align.sum_stats` turn them into ``MeteorStats``); the score is
+        ``segment_score`` of those statistics.
+        """
+        for rs in refs:
+            _check_refs(rs)
+        return self._run(hyps, refs, 1)
 
     def _run(self, hyps: Sequence[str], refs: Sequence[Sequence[str]], workers: int | None) -> list[tuple[tuple, float]]:
         hyps = list(hyps)

@@ -29,6 +29,7 @@ that both give identical statistics lines on thousands of natural and adversaria
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from operator import itemgetter
 
 from capeval.metrics.meteor.fast_match import DIST, END, GAIN, MEND, MODULE, MSTART, START, match
@@ -293,4 +294,42 @@ def to_stats(st: tuple) -> MeteorStats:
     s.chunks = float(chunks)
     s.test_word_matches = float(sum(c1) + sum(fn1))
     s.reference_word_matches = float(sum(c2) + sum(fn2))
+    return s
+
+
+def sum_stats(stats: Iterable[tuple]) -> MeteorStats:
+    """Summed ``MeteorStats`` of many :func:`pair_stats` tuples, as ``MeteorStats.add`` sums
+    them (a perfectly matched item adds no chunks); integer sums, so exact in any grouping.
+
+    Add such totals with :func:`.stats.add_totals`, not ``MeteorStats.add``.
+    """
+    tl = rl = tf = rf = ch = m1 = m2 = 0
+    c1 = [0, 0, 0, 0]
+    c2 = [0, 0, 0, 0]
+    f1 = [0, 0, 0, 0]
+    f2 = [0, 0, 0, 0]
+    for a, b, c, d, x1, x2, y1, y2, chunks in stats:
+        tl += a
+        rl += b
+        tf += c
+        rf += d
+        for i in range(4):
+            c1[i] += x1[i]
+            c2[i] += x2[i]
+            f1[i] += y1[i]
+            f2[i] += y2[i]
+        t1 = sum(x1) + sum(y1)
+        t2 = sum(x2) + sum(y2)
+        if not (t1 == a and t2 == b and chunks == 1):
+            ch += chunks
+        m1 += t1
+        m2 += t2
+    s = MeteorStats(float(tl), float(rl), float(tf), float(rf))
+    s.test_content = [float(x) for x in c1]
+    s.reference_content = [float(x) for x in c2]
+    s.test_function = [float(x) for x in f1]
+    s.reference_function = [float(x) for x in f2]
+    s.chunks = float(ch)
+    s.test_word_matches = float(m1)
+    s.reference_word_matches = float(m2)
     return s

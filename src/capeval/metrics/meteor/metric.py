@@ -10,12 +10,16 @@ under the cache directory (``capeval info`` shows where).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
 
 from capeval._optional import require
-from capeval.progress import Progress
+from capeval.metrics.text import TextChunk, TextScorer
 from capeval.result import MetricResult, Signature
-from capeval.metrics.text import TextScorer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from capeval.metrics.meteor.stats import MeteorStats
 
 
 class Meteor(TextScorer):
@@ -24,26 +28,32 @@ class Meteor(TextScorer):
     produces: ClassVar[tuple[str, ...]] = ("meteor",)
 
     def __init__(
-        self, metrics=None, tokenizer: str = "ptb", cache_dir: str | None = None, workers: int | None = None
+        self, metrics=None, tokenizer: str = "ptb", cache_dir: str | None = None, workers: int | None = None,
+        chunk_size: int | None = None,
     ):
-        super().__init__(metrics, tokenizer)
-        self.workers = workers  # worker processes; None: automatic (see Meteor15.score)
+        super().__init__(metrics, tokenizer, chunk_size, workers)
         require("pycocoevalcap", extra="meteor", purpose="METEOR 1.5 resources (no Java is run)")
         from capeval.metrics.meteor import Meteor15
 
         self._meteor = Meteor15(cache_dir=cache_dir)
 
-    def _compute(self, ids: list[str], hyps: list[str], refs: list[list[str]], progress: Progress) -> list[MetricResult]:
-        from capeval.metrics.meteor import corpus_score, pycocoevalcap_fields, segment_score
+    def score_chunk(self, chunk: TextChunk, corpus: Any) -> tuple[np.ndarray, MeteorStats]:
+        """(per-item METEOR, summed statistics) of one chunk."""
+        from capeval.metrics.meteor import pycocoevalcap_fields
+        from capeval.metrics.meteor.fast_align import sum_stats
 
         # the same '|||' handling as pycocoevalcap's line protocol to the Java process
-        fields = [pycocoevalcap_fields(h, rs) for h, rs in zip(hyps, refs)]
-        stats = self._meteor.stats_many([f[0] for f in fields], [f[1] for f in fields], workers=self.workers)
-        progress.update(len(stats))
-        system = corpus_score(stats)
-        items = [segment_score(s) for s in stats]
+        fields = [pycocoevalcap_fields(h, rs) for h, rs in zip(chunk.hyps, chunk.refs)]
+        best = self._meteor.best_many([f[0] for f in fields], [f[1] for f in fields])
+        return np.array([sc for _, sc in best], dtype=np.float64), sum_stats(st for st, _ in best)
+
+    def merge(self, ids: list[str], parts: list[Any], nrefs: str) -> list[MetricResult]:
+        from capeval.metrics.meteor.stats import add_totals, compute
+
+        items = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0)
+        system = compute(add_totals([p[1] for p in parts])).score
         sig = Signature.build(
-            "meteor", **self.signature_params(refs), version_meteor="1.5", lang="en", norm="yes",
+            "meteor", **self.signature_params(nrefs), version_meteor="1.5", lang="en", norm="yes",
             modules="exact,stem,synonym,paraphrase",
         )
-        return [MetricResult("meteor", float(system), dict(zip(ids, map(float, items))), sig)]
+        return [MetricResult("meteor", float(system), dict(zip(ids, items.tolist())), sig)]

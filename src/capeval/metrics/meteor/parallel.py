@@ -8,42 +8,12 @@ input order.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
-#: with ``workers=None``, items up to this many are scored in this process
-PARALLEL_MIN_ITEMS = 2000
+from capeval.metrics.workers import PARALLEL_MIN_ITEMS, resolve_workers
 
-
-def resolve_workers(workers: int | None, n_items: int) -> int:
-    """Worker processes to use for ``n_items`` items (1: score in this process).
-
-    None: ``min(available cores, 4)`` for more than :data:`PARALLEL_MIN_ITEMS` items,
-    else 1. Never more than ``n_items``; 1 where ``fork`` is unavailable or unsafe.
-    """
-    if workers is None:
-        if n_items <= PARALLEL_MIN_ITEMS:
-            return 1
-        try:
-            cpus = len(os.sched_getaffinity(0))
-        except AttributeError:  # pragma: no cover - not Linux
-            cpus = os.cpu_count() or 1
-        workers = min(cpus, 4)
-    workers = max(1, min(int(workers), n_items))
-    if workers > 1:
-        import multiprocessing
-        import threading
-
-        # fork only where it exists, not from a multi-threaded program (a forked child
-        # could inherit a lock held by another thread) and not from a daemon process
-        if (
-            "fork" not in multiprocessing.get_all_start_methods()
-            or threading.active_count() > 1
-            or multiprocessing.current_process().daemon  # a pool worker cannot have children
-        ):
-            return 1
-    return workers
+__all__ = ["PARALLEL_MIN_ITEMS", "resolve_workers", "run_forked"]
 
 
 _FORKED: tuple | None = None  # (score_items, hypotheses, references) inherited by forked workers

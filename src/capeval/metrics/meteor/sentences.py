@@ -110,6 +110,10 @@ class SentencePreparer:
     vocabulary). Phrase data: the paraphrase entries of each table phrase seen.
     """
 
+    #: sentences kept between batches; a Sentence with its per-word candidate lists is a few
+    #: KB, and reuse across batches is mostly local (one image's captions), so keep few
+    max_sentences = 2048
+
     def __init__(self, resources: Resources, synonyms: SynonymDictionary):
         self.resources = resources
         self.synonyms = synonyms
@@ -118,7 +122,7 @@ class SentencePreparer:
         self._syn_words: dict[int, list[str]] = {}  # synset -> words of _winfo having it
         self._syn_nb: dict[str, frozenset] = {}  # word -> words of _winfo sharing a synset
         self._vocab_version = 0
-        self._by_text = LRU(32768)  # normalised sentence -> Sentence
+        self._by_text = LRU(self.max_sentences)  # normalised sentence -> Sentence
         self._phrase_cache: dict[int, tuple[dict, frozenset]] = {}  # table phrase -> its entries
         self._ntok: dict[int, int] = {}  # table string id -> number of words, once seen
 
@@ -255,7 +259,7 @@ class SentencePreparer:
                 pid_of.update(zip(longer, r.para.lookup_encoded([g.encode("utf-8") for g in longer]).tolist()))
         # paraphrase entries of the phrases found (cached per phrase), with one gather
         pcache = self._phrase_cache
-        if len(pcache) > 500_000:
+        if len(pcache) > 100_000:
             pcache.clear()
         todo = sorted({i for i in pid_of.values() if i >= 0 and i not in pcache})
         if todo:

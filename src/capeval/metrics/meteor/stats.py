@@ -191,3 +191,25 @@ def corpus_score(all_stats: list[MeteorStats]) -> float:
     for s in all_stats:
         total.add(s)
     return compute(total).score
+
+
+def add_totals(parts: list[MeteorStats]) -> MeteorStats:
+    """Field-wise sum of statistics that are already totals over items (chunks included as
+    they are: the per-item rule of :meth:`MeteorStats.add` was applied when they were summed).
+    With integer-valued totals the sum is exact, so the corpus score does not depend on how
+    the items were grouped."""
+    total = MeteorStats()
+    for s in parts:
+        total.test_length += s.test_length
+        total.reference_length += s.reference_length
+        total.test_function_words += s.test_function_words
+        total.reference_function_words += s.reference_function_words
+        for i in range(N_STAGES):
+            total.test_content[i] += s.test_content[i]
+            total.reference_content[i] += s.reference_content[i]
+            total.test_function[i] += s.test_function[i]
+            total.reference_function[i] += s.reference_function[i]
+        total.chunks += s.chunks
+        total.test_word_matches += s.test_word_matches
+        total.reference_word_matches += s.reference_word_matches
+    return total

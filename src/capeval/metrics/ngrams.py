@@ -1,0 +1,245 @@
+"""Sparse n-gram tables of tokenised sentences, shared by BLEU and CIDEr-D, and the
+document frequencies of a reference corpus counted chunk by chunk.
+
+:class:`NgramTable` turns one chunk of items (a candidate and its references each) into
+integer tables: every distinct sentence, every distinct 1..n-gram, and the entries
+(sentence, n-gram, count). Entries are ordered by sentence, then n-gram order, then
+first position in the sentence: the order in which pycocoevalcap's ``precook`` inserts
+n-grams into its dictionaries, so sums over a sentence's n-grams (CIDEr-D's norms and dot
+products) are done in the reference code's order, whatever else is in the chunk.
+
+:class:`GramIndex` counts, over a reference corpus read in chunks, how many items'
+references contain each n-gram (CIDEr-D's ``df``), in flat integer arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# order-k n-gram key in a GramIndex: id of its (k-1)-gram prefix * _SHIFT + id of its last word
+_SHIFT = np.int64(1 << 32)
+
+
+class NgramTable:
+    """Distinct sentences, n-grams and (sentence, n-gram) counts of one chunk of items.
+
+    ``hyps[i]`` is item i's candidate, ``refs[i]`` its references (tokenised, words split on
+    whitespace); ``hyps`` may be None (references only). Arrays (all int64):
+
+    - ``hyp_sid`` (per item), ``slot_sid`` / ``slot_item`` (per reference slot), ``ref_counts``;
+    - per distinct n-gram: ``gram_order`` (k - 1) and, for order k, ``prefix[k]`` / ``last[k]``
+      (rank of its (k-1)-gram among order k-1, its last word) with ``words`` the local vocabulary;
+    - per entry: ``ent_sent``, ``ent_gram``, ``ent_tf`` (pycocoevalcap's order, see the module
+      docs); ``ent_ptr[s]:ent_ptr[s + 1]`` are sentence s's entries.
+    """
+
+    def __init__(self, hyps: Sequence[str] | None, refs: Sequence[Sequence[str]], n: int = 4):
+        self.n = n
+        sent_ids: dict[str, int] = {}
+        hyps = hyps if hyps is not None else []
+        self.n_items = len(refs)
+        self.hyp_sid = np.array([sent_ids.setdefault(h, len(sent_ids)) for h in hyps], dtype=np.int64)
+        self.ref_counts = np.array([len(rs) for rs in refs], dtype=np.int64)
+        self.slot_sid = np.array([sent_ids.setdefault(r, len(sent_ids)) for rs in refs for r in rs], dtype=np.int64)
+        self.slot_item = np.repeat(np.arange(self.n_items, dtype=np.int64), self.ref_counts)
+        vocab: dict[str, int] = {}
+        split = [s.split() for s in sent_ids]
+        lens = np.array([len(w) for w in split], dtype=np.int64)
+        flat = np.array([vocab.setdefault(w, len(vocab)) for ws in split for w in ws], dtype=np.int64)
+        self.words = list(vocab)
+        self.sent_len = lens
+        self.n_sent = n_sent = len(split)
+        tok_sent = np.repeat(np.arange(n_sent, dtype=np.int64), lens)
+        starts = np.cumsum(lens) - lens
+        remaining = np.repeat(starts + lens, lens) - np.arange(len(flat), dtype=np.int64)  # tokens left incl. this one
+        width = np.int64(len(vocab) + 1)
+
+        # n-gram ids: order k extends the (k-1)-gram at the same start by one word
+        occ_sent, occ_gram, orders = [], [], []
+        self.prefix: dict[int, np.ndarray] = {}
+        self.last: dict[int, np.ndarray] = {}
+        self.first_pos: list[np.ndarray] = []  # token index of each n-gram's first occurrence
+        self.gram_offset = [0]
+        prev = flat
+        offset = 0
+        for k in range(1, n + 1):
+            pos = np.nonzero(remaining >= k)[0]
+            key = flat[pos] if k == 1 else prev[pos] * width + flat[pos + k - 1]
+            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            self.prefix[k] = uniq // width if k > 1 else np.full(len(uniq), -1, dtype=np.int64)
+            self.last[k] = uniq % width if k > 1 else uniq
+            self.first_pos.append(pos[first])
+            cur = np.full(len(flat), -1, dtype=np.int64)
+            cur[pos] = inv
+            prev = cur
+            occ_sent.append(tok_sent[pos])
+            occ_gram.append(inv + offset)
+            orders.append(np.full(len(uniq), k - 1, dtype=np.int64))
+            offset += len(uniq)
+            self.gram_offset.append(offset)
+        self.n_grams = n_grams = np.int64(offset)
+        self.gram_order = np.concatenate(orders) if orders else np.zeros(0, dtype=np.int64)
+        occ_s = np.concatenate(occ_sent) if occ_sent else np.zeros(0, dtype=np.int64)
+        occ_g = np.concatenate(occ_gram) if occ_gram else np.zeros(0, dtype=np.int64)
+        # occurrences are listed by order, then token position: the first occurrence of an
+        # entry gives pycocoevalcap's insertion order within its sentence
+        key_sorted, first_occ, tf = np.unique(occ_s * n_grams + occ_g, return_index=True, return_counts=True)
+        sent_sorted = key_sorted // n_grams if n_grams else key_sorted
+        perm = np.argsort(sent_sorted * np.int64(len(occ_s) + 1) + first_occ, kind="stable")
+        self.key_sorted = key_sorted  # sorted sentence * n_grams + gram, for lookups
+        self.entry_of_sorted = np.empty(len(perm), dtype=np.int64)
+        self.entry_of_sorted[perm] = np.arange(len(perm), dtype=np.int64)
+        self.ent_sent = sent_sorted[perm]
+        self.ent_gram = (key_sorted % n_grams)[perm] if n_grams else key_sorted
+        self.ent_tf = tf[perm]
+        self.ent_order = self.gram_order[self.ent_gram]
+        self.ent_ptr = np.searchsorted(self.ent_sent, np.arange(n_sent + 1, dtype=np.int64))
+        self._flat = flat
+        self._pairs: tuple[np.ndarray, ...] | None = None
+
+    def expand(self, sids: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows (owner, entry index) for every entry of each sentence in ``sids``, in entry order."""
+        lo = self.ent_ptr[sids]
+        cnt = self.ent_ptr[sids + 1] - lo
+        rows_owner = np.repeat(owner, cnt)
+        base = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+        return rows_owner, base + np.arange(int(cnt.sum()), dtype=np.int64)
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every candidate entry against each of its item's references (cached).
+
+        ``(slot, candidate entry, reference entry or -1)``, by reference slot, then the
+        candidate's entries in order.
+        """
+        if self._pairs is None:
+            slots = np.arange(len(self.slot_sid), dtype=np.int64)
+            h_slot, h_ent = self.expand(self.hyp_sid[self.slot_item], slots)
+            look = self.slot_sid[h_slot] * self.n_grams + self.ent_gram[h_ent]
+            where = np.searchsorted(self.key_sorted, look)
+            where[where >= len(self.key_sorted)] = 0
+            hit = self.key_sorted[where] == look if len(self.key_sorted) else np.zeros(len(look), dtype=bool)
+            r_ent = np.where(hit, self.entry_of_sorted[where] if len(where) else where, -1)
+            self._pairs = (h_slot, h_ent, r_ent)
+        return self._pairs
+
+    def item_grams(self) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct (item, n-gram) pairs over each item's references, as two arrays."""
+        r_item, r_ent = self.expand(self.slot_sid, self.slot_item)
+        n_grams = max(int(self.n_grams), 1)
+        key = unique_sorted(r_item * n_grams + self.ent_gram[r_ent])
+        return key // n_grams, key % n_grams
+
+    def gram_texts(self) -> list[str]:
+        """Each n-gram as its words joined by single spaces (n-gram id order)."""
+        words = self.words
+        flat = self._flat
+        return [" ".join(words[t] for t in flat[p : p + k + 1]) for k, fp in enumerate(self.first_pos) for p in fp]
+
+
+class GramIndex:
+    """Document frequencies of n-grams (1..n words) over a reference corpus, added chunk by chunk.
+
+    ``df`` of an n-gram: the number of items whose references contain it; ``n_docs``: items
+    added. Each order keeps its n-grams as sorted integer keys (built on the ids of the
+    order below and a word vocabulary), so memory grows with the distinct n-grams only.
+    """
+
+    def __init__(self, n: int = 4):
+        self.n = n
+        self.n_docs = 0
+        self.vocab: dict[str, int] = {}
+        self._keys = [np.zeros(0, dtype=np.int64) for _ in range(n + 1)]  # sorted, per order
+        self._ids = [np.zeros(0, dtype=np.int64) for _ in range(n + 1)]  # id of each key
+        self._df = [np.zeros(0, dtype=np.int64) for _ in range(n + 1)]  # by id
+
+    def part(self, refs: Sequence[Sequence[str]]) -> "DfPart":
+        """The counts of one chunk of items (their tokenised references), to :meth:`add_part` later.
+
+        Needs nothing of the index but its order, so chunks can be counted in other processes.
+        """
+        table = NgramTable(None, refs, self.n)
+        _, grams = table.item_grams()
+        counts = np.bincount(grams, minlength=int(table.n_grams))
+        return DfPart(table.n_items, table.words, table.prefix, table.last, table.gram_offset, counts)
+
+    def add_part(self, part: "DfPart") -> None:
+        """Count the items of a :meth:`part` into the index."""
+        self.n_docs += part.n_items
+        vocab = self.vocab
+        wid = np.array([vocab.setdefault(w, len(vocab)) for w in part.words], dtype=np.int64)
+        prev_ids = None
+        for k in range(1, self.n + 1):
+            q = self._query(part, k, wid, prev_ids)
+            keys, ids = self._keys[k], self._ids[k]
+            new = unique_sorted(q[~_contains(keys, q)])
+            if len(new):
+                at = np.searchsorted(keys, new)
+                start = len(self._df[k])
+                self._keys[k] = keys = np.insert(keys, at, new)
+                self._ids[k] = ids = np.insert(ids, at, np.arange(start, start + len(new), dtype=np.int64))
+                self._df[k] = np.concatenate([self._df[k], np.zeros(len(new), dtype=np.int64)])
+            prev_ids = ids[np.searchsorted(keys, q)]
+            lo, hi = part.gram_offset[k - 1], part.gram_offset[k]
+            self._df[k][prev_ids] += part.counts[lo:hi]
+
+    def df_of(self, table: NgramTable) -> np.ndarray:
+        """Document frequency of every n-gram of ``table`` (0 for those never seen), as floats."""
+        out = np.zeros(int(table.n_grams), dtype=np.float64)
+        vocab = self.vocab
+        wid = np.array([vocab.get(w, -1) for w in table.words], dtype=np.int64)
+        prev_ids = None
+        for k in range(1, min(self.n, table.n) + 1):
+            q = self._query(table, k, wid, prev_ids)
+            keys = self._keys[k]
+            at = np.searchsorted(keys, q)
+            found = _contains(keys, q, at)
+            prev_ids = np.full(len(q), -1, dtype=np.int64)
+            prev_ids[found] = self._ids[k][at[found]]
+            lo = table.gram_offset[k - 1]
+            out[lo + np.nonzero(found)[0]] = self._df[k][prev_ids[found]]
+        return out
+
+    @staticmethod
+    def _query(table: "NgramTable | DfPart", k: int, wid: np.ndarray, prev_ids: np.ndarray | None) -> np.ndarray:
+        last = wid[table.last[k]]
+        if k == 1:
+            return last
+        prefix = prev_ids[table.prefix[k]]  # type: ignore[index]
+        return np.where((prefix < 0) | (last < 0), np.int64(-1), prefix * _SHIFT + last)
+
+    def nbytes(self) -> int:
+        """Memory held by the arrays."""
+        return sum(a.nbytes for arrs in (self._keys, self._ids, self._df) for a in arrs)
+
+
+def unique_sorted(x: np.ndarray) -> np.ndarray:
+    """``np.unique(x)`` of an int64 array by sorting (numpy's hash path is ~10x slower here)."""
+    x = np.sort(x)
+    keep = np.ones(len(x), dtype=bool)
+    keep[1:] = x[1:] != x[:-1]
+    return x[keep]
+
+
+@dataclass
+class DfPart:
+    """One chunk's contribution to a :class:`GramIndex`: its n-grams (as in
+    :class:`NgramTable`) and, per n-gram, the number of its items whose references hold it."""
+
+    n_items: int
+    words: list[str]
+    prefix: dict[int, np.ndarray]
+    last: dict[int, np.ndarray]
+    gram_offset: list[int]
+    counts: np.ndarray
+
+
+def _contains(keys: np.ndarray, q: np.ndarray, at: np.ndarray | None = None) -> np.ndarray:
+    if at is None:
+        at = np.searchsorted(keys, q)
+    ok = at < len(keys)
+    out = np.zeros(len(q), dtype=bool)
+    out[ok] = keys[at[ok]] == q[ok]
+    return out & (q >= 0)

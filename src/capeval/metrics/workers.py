@@ -1,0 +1,113 @@
+"""Forked worker processes for the text metrics (the ``workers`` option).
+
+Work is cut into spans of items; each worker runs a job on one span's data at a time with
+the parent's other objects (scorers, resources) inherited through ``fork``. A span's data
+is sent to the worker (pickled) rather than read from the parent's inputs: reading them
+would copy the parent's memory pages into every worker. Everything is deterministic, so
+the results are those of one process, in input order.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from capeval.errors import CapevalError, InputError
+
+#: with ``workers=None``, items up to this many are scored in this process
+PARALLEL_MIN_ITEMS = 2000
+
+
+def resolve_workers(workers: int | None, n_items: int) -> int:
+    """Worker processes to use for ``n_items`` items (1: work in this process).
+
+    None: ``min(available cores, 4)`` for more than :data:`PARALLEL_MIN_ITEMS` items,
+    else 1. Never more than ``n_items``; 1 where ``fork`` is unavailable or unsafe.
+    """
+    if workers is None:
+        if n_items <= PARALLEL_MIN_ITEMS:
+            return 1
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - not Linux
+            cpus = os.cpu_count() or 1
+        workers = min(cpus, 4)
+    workers = max(1, min(int(workers), n_items))
+    if workers > 1:
+        import multiprocessing
+        import threading
+
+        # fork only where it exists, not from a multi-threaded program (a forked child
+        # could inherit a lock held by another thread) and not from a daemon process
+        if (
+            "fork" not in multiprocessing.get_all_start_methods()
+            or threading.active_count() > 1
+            or multiprocessing.current_process().daemon  # a pool worker cannot have children
+        ):
+            return 1
+    return workers
+
+
+def spans(n_items: int, size: int) -> list[tuple[int, int]]:
+    """Contiguous ``(start, stop)`` spans of at most ``size`` items covering ``range(n_items)``."""
+    size = max(1, int(size))
+    return [(a, min(a + size, n_items)) for a in range(0, n_items, size)]
+
+
+_JOB: Callable[[Any], Any] | None = None  # inherited by forked workers
+
+
+def _run(task: Any) -> Any:
+    try:
+        return _JOB(task)  # type: ignore[misc]
+    except InputError as exc:  # keep the item id across the process boundary
+        return _Failure(str(exc), exc.item_id, type(exc))
+    except CapevalError as exc:
+        return _Failure(str(exc), None, type(exc))
+
+
+class _Failure:
+    def __init__(self, message: str, item_id: str | None, kind: type):
+        self.message, self.item_id, self.kind = message, item_id, kind
+
+    def raise_(self) -> None:
+        if issubclass(self.kind, InputError):
+            raise self.kind(self.message, self.item_id)
+        raise self.kind(self.message)
+
+
+def map_tasks(
+    job: Callable[[Any], Any], tasks: Iterable[Any], workers: int, recycle: int | None = None
+) -> Iterator[Any]:
+    """``job(task)`` for every task, in order: in this process, or over ``workers`` forked ones.
+
+    Results are yielded as they come (in task order), so the caller can merge them and
+    keep only what it needs; tasks are drawn from ``tasks`` as workers need them (a few
+    ahead). ``recycle``: tasks after which a worker is replaced by a fresh fork.
+
+    Memory: a forked worker shares the parent's pages until one side writes to them, and
+    the parent writes to its inputs (reference counts) as it hands them out, so each page
+    of input it touches is copied while any worker forked before lives. Recycling the
+    workers bounds that, and their caches, to the tasks of one worker's life.
+    ``gc.freeze`` keeps the collector from writing to the shared pages in the workers.
+    """
+    global _JOB
+    if workers <= 1:
+        for task in tasks:
+            yield job(task)
+        return
+    import multiprocessing
+
+    _JOB = job
+    gc.freeze()
+    try:
+        with multiprocessing.get_context("fork").Pool(workers, maxtasksperchild=recycle) as pool:
+            for out in pool.imap(_run, tasks, chunksize=1):
+                if isinstance(out, _Failure):
+                    out.raise_()
+                yield out
+    finally:
+        _JOB = None
+        gc.unfreeze()
