@@ -1,4 +1,9 @@
-"""Whole-process speed and memory of ``capeval score`` (coco preset) against pycocoevalcap 1.2.
+"""Whole-process speed and memory of ``capeval score`` against pycocoevalcap 1.2.
+
+capeval computes the metrics pycocoevalcap computes here: ``coco-ngram`` (BLEU-1..4, METEOR,
+ROUGE-L, CIDEr-D; pycocoevalcap's SPICE cannot run without CoreNLP). The README's first
+command (``coco`` = ``coco-ngram`` + capeval's Java-free SPICE) is timed too, cold and warm,
+without a ratio (no pycocoevalcap SPICE to compare with).
 
 Every job runs as a separate process; the script samples the resident memory of its whole
 process tree (forked workers, pycocoevalcap's Java children) and prints wall time, peak
@@ -6,7 +11,7 @@ tree RSS and peak tree PSS (shared pages counted once, split between the process
 share them: the fair figure for forked workers). All capeval / pycocoevalcap ratios are
 measured in this one run.
 
-1. The README's first command (examples/, coco preset) and Flickr8k-Expert (5,664
+1. The README's example captions (examples/) and Flickr8k-Expert (5,664
    candidates x 5 references) through the CLI: cold cache (a fresh ``CAPEVAL_CACHE``, so
    METEOR's index is built) and warm cache, against pycocoevalcap's Java toolkit on the
    same captions (PTBTokenizer, then Bleu / Meteor / Rouge / Cider as ``COCOEvalCap`` runs them).
@@ -104,14 +109,15 @@ def _pss(pid: int) -> int:
     return 0
 
 
-def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+def measure(cmd: list[str], env: dict[str, str] | None = None, sample: bool = True) -> dict:
     """Run ``cmd``: wall time, CPU time of the whole tree (user + system, children included),
     peak RSS / PSS summed over its process tree and the largest single-process RSS (MB),
     and its stdout.
 
-    The tree's RSS is sampled every 20 ms in the first second, then every 50 ms; its PSS
-    (costlier to read) every other sample, then every fourth, so that sampling takes
-    little of the two cores from the job measured.
+    The tree's RSS is sampled every 20 ms in the first second, then every 100 ms; its PSS
+    (costlier to read) every other sample, then every fifth. Sampling still takes some of
+    the two cores from the job (~0.15 s on a 1.3 s job), so ``sample=False`` runs are used
+    for the times (``rss`` and ``pss`` are then 0).
     """
     import threading
 
@@ -130,13 +136,16 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
+        if not sample:
+            time.sleep(0.005)
+            continue
         tree = _tree(proc.pid)
         peak_rss = max(peak_rss, sum(_rss(p) for p in tree))
         early = time.perf_counter() - t0 < 1.0
-        if k % (2 if early else 4) == 0:
+        if k % (2 if early else 5) == 0:
             peak_pss = max(peak_pss, sum(_pss(p) for p in tree))
         k += 1
-        time.sleep(0.02 if early else 0.05)
+        time.sleep(0.02 if early else 0.1)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     for t in readers:
@@ -147,8 +156,8 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict:
             "maxrss": usage.ru_maxrss / 1024, "out": "".join(out_chunks)}
 
 
-def capeval_cmd(cands: Path, refs: Path) -> list[str]:
-    return [sys.executable, "-m", "capeval.cli", "score", "-m", "coco", "-c", str(cands), "-r", str(refs), "-q"]
+def capeval_cmd(cands: Path, refs: Path, metrics: str = "coco-ngram") -> list[str]:
+    return [sys.executable, "-m", "capeval.cli", "score", "-m", metrics, "-c", str(cands), "-r", str(refs), "-q"]
 
 
 def pycoco_cmd(runner: Path, cands: Path, refs: Path) -> list[str]:
@@ -209,14 +218,16 @@ def env_with(**extra: str) -> dict[str, str]:
     return env
 
 
-def repeat(cmd: list[str], env: dict[str, str], n: int) -> dict:
-    runs = [measure(cmd, env) for _ in range(n)]
+def repeat(cmd: list[str], env: dict[str, str], n: int, memory: bool = True) -> dict:
+    """``n`` timed runs (median, min) and, with ``memory``, one more run sampling the tree's memory."""
+    runs = [measure(cmd, env, sample=False) for _ in range(n)]
+    sampled = [measure(cmd, env)] if memory else []
     return {
         "wall": statistics.median(r["wall"] for r in runs),
         "min": min(r["wall"] for r in runs),
-        "rss": max(r["rss"] for r in runs),
-        "pss": max(r["pss"] for r in runs),
-        "maxrss": max(r["maxrss"] for r in runs),
+        "rss": max((r["rss"] for r in sampled), default=0.0),
+        "pss": max((r["pss"] for r in sampled), default=0.0),
+        "maxrss": max(r["maxrss"] for r in runs + sampled),
         "cpu": statistics.median(r["cpu"] for r in runs),
         "out": runs[-1]["out"],
         "n": n,
@@ -297,7 +308,7 @@ def main() -> int:
         for name, (c, r) in (("README example", readme), (f"Flickr8k-Expert ({len(ec)} x 5)", expert)):
             if 1 not in parts:
                 break
-            ref = repeat(pycoco_cmd(runner, c, r), env_with(), 1) if java else None
+            ref = repeat(pycoco_cmd(runner, c, r), env_with(), 1, memory=False) if java else None
             cold_runs = []
             for k in range(max(1, min(args.repeat, 2))):
                 cache = folder / f"cold{k}"
@@ -315,9 +326,17 @@ def main() -> int:
             row(f"{name}, warm cache", ref, warm)
             if ref:
                 print("    " + same_scores(warm, ref))
+            if name == "README example":  # the README's command as written: coco, SPICE included
+                cache = folder / "cold-spice"
+                cold = measure(capeval_cmd(c, r, "coco"), env_with(CAPEVAL_CACHE=str(cache)))
+                cold.update(min=cold["wall"], n=1)
+                shutil.rmtree(cache)
+                row("README command (coco + SPICE), cold", None, cold)
+                row("README command (coco + SPICE), warm", None,
+                    repeat(capeval_cmd(c, r, "coco"), env_with(CAPEVAL_CACHE=str(warm_cache)), args.repeat))
 
         if 2 in parts:
-            ref = repeat(pycoco_cmd(runner, *loo), env_with(), 1) if java else None
+            ref = repeat(pycoco_cmd(runner, *loo), env_with(), 1, memory=False) if java else None
             warm = repeat(capeval_cmd(*loo), env_with(CAPEVAL_CACHE=str(warm_cache)), args.repeat)
             row(f"leave-one-out ({len(loo_c)} x 4)", ref, warm)
             if ref:
@@ -325,7 +344,7 @@ def main() -> int:
 
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()] if 3 in parts else []
         if sizes:
-            print(f"\ncapeval alone (warm cache, coco preset, {args.repeat} run(s) each, {args.repeat_large} from 100,000 items)")
+            print(f"\ncapeval alone (warm cache, coco-ngram, {args.repeat} run(s) each, {args.repeat_large} from 100,000 items)")
             print(f"{'items':>8} {'wall':>8} {'us/item':>8} {'cpu':>8} {'maxrss':>9} {'tree RSS':>9} {'tree PSS':>9}")
         for size in sizes:
             c, r = write_set(folder, f"n{size}", *scaled(loo_c, loo_r, size))

@@ -185,3 +185,13 @@ def test_emscore_fit_equals_idf_from_the_same_references(counted_loads):
     fitted = capeval.load("emscore", backbone="x").fit(refs).score(cands, videos=videos)["emscore"]
     assert dict(plain.items) == dict(fitted.items)
     assert "corpus(n=4," in str(fitted.signature)
+
+
+def test_preset_names_never_shadow_metric_names():
+    from capeval import registry
+
+    metrics = registry.metrics()
+    names = set(metrics) | {a for s in metrics.values() for a in s.aliases}
+    assert not names & set(registry.presets()), "a preset with a metric's name would hide the metric"
+    for preset, members in registry.presets().items():
+        assert members and all(m in metrics for m in members), preset

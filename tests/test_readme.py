@@ -37,7 +37,7 @@ def test_readme_main_job_runs(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     payload = json.loads(out.stdout)
-    assert set(payload["scores"]) == {"bleu-1", "bleu-2", "bleu-3", "bleu-4", "meteor", "rouge-l", "cider-d"}
+    assert set(payload["scores"]) == {"bleu-1", "bleu-2", "bleu-3", "bleu-4", "meteor", "rouge-l", "cider-d", "spice"}
     per_item = json.loads((tmp_path / "p.json").read_text())
     assert set(per_item["cider-d"]) == {"img1", "img2", "img3", "img4"}
 
@@ -55,4 +55,4 @@ def test_readme_python_example_runs():
     assert block
     namespace: dict = {}
     exec(compile(block.group(1), "README.md", "exec"), namespace)
-    assert set(namespace["report"]) == {"bleu-1", "bleu-2", "bleu-3", "bleu-4", "meteor", "rouge-l", "cider-d"}
+    assert set(namespace["report"]) == {"bleu-1", "bleu-2", "bleu-3", "bleu-4", "meteor", "rouge-l", "cider-d", "spice"}

@@ -508,7 +508,7 @@ def test_spice_java_checks_what_it_needs(tmp_path: Path) -> None:
     with pytest.raises(ResourceError, match=r"not on the PATH.*`spice`"):
         SpiceJava(java=str(tmp_path / "no-such-java"), spice_dir=str(_fake_spice_dir(tmp_path)))
     bare = _fake_spice_dir(tmp_path / "bare", corenlp=False)
-    with pytest.raises(ResourceError, match=r"stanford-corenlp-3\.6\.0\.jar.*download_corenlp.*`spice`") as err:
+    with pytest.raises(ResourceError, match=r"stanford-corenlp-3\.6\.0\.jar.*capeval download spice.*`spice`") as err:
         SpiceJava(java=java, spice_dir=str(bare))
     assert "\n" not in str(err.value)
     assert len(missing_files(bare)) == 2
@@ -611,7 +611,7 @@ def test_spice_java_parity_after_parsing(tmp_path: Path) -> None:
     missing = missing_files(home)
     if missing:
         pytest.skip(f"the official SPICE parity test needs Stanford CoreNLP 3.6.0, absent here ({', '.join(missing)}); "
-                    "capeval.metrics.spice.java.download_corenlp() fetches it")
+                    "`capeval download spice` fetches it")
     res = SpiceJava(workers=2).score(PARITY_CANDIDATES, PARITY_REFERENCES)["spice-java"]
     ids = list(PARITY_CANDIDATES)
     hyps, refs = tokenize_span("ptb", ids, PARITY_CANDIDATES, PARITY_REFERENCES, 0, len(ids))

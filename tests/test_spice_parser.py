@@ -307,9 +307,25 @@ def test_missing_model_and_missing_spacy(monkeypatch: pytest.MonkeyPatch) -> Non
     require_module("spacy", "SPICE's scene-graph parser (the spice extra)")
     with pytest.raises(MissingDependencyError, match="no_such_model"):
         SceneGraphParser("no_such_model").parse("a dog")
+    import capeval.metrics.spice.parser as parser_module
+
+    monkeypatch.setattr(parser_module, "_LOADED", {})  # pipelines are kept per process
     monkeypatch.setitem(sys.modules, "spacy", None)
     with pytest.raises(MissingDependencyError, match=r"spice"):
         SceneGraphParser().parse("a dog")
+
+
+def test_spacy_import_leaves_torch_importable() -> None:
+    """spaCy is imported with torch hidden (thinc would import it for nothing); torch must
+    stay importable afterwards."""
+    import subprocess
+
+    code = ("import sys; from capeval.metrics.spice.parser import SceneGraphParser as P; p = P(); p._load(); "
+            "assert 'torch' not in sys.modules; import importlib.util as u; "
+            "assert u.find_spec('torch') is None or __import__('torch').ones(1).sum() == 1; print(p.parse('two dogs'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "('dog', 'two')" in out.stdout
 
 
 def test_parser_pickles_without_its_model(parser: SceneGraphParser) -> None:

@@ -188,8 +188,8 @@ def expert():
 
 def test_flickr8k_expert_chunked_equals_unchunked(expert):
     cands, refs = expert
-    whole = capeval.Evaluator("coco", chunk_size=100_000, workers=1).score(cands, refs)
-    chunked = capeval.Evaluator("coco", chunk_size=777, workers=2).score(cands, refs)
+    whole = capeval.Evaluator("coco-ngram", chunk_size=100_000, workers=1).score(cands, refs)
+    chunked = capeval.Evaluator("coco-ngram", chunk_size=777, workers=2).score(cands, refs)
     _assert_same(chunked, whole)
     assert len(whole["meteor"].items) == 5664
 

@@ -13,7 +13,7 @@ dependencies lazily when first used.
 from __future__ import annotations
 
 from capeval._version import __version__
-from capeval.api import load, score
+from capeval.api import load, scene_graph_parser, scene_graphs, score
 from capeval.evaluator import Evaluator
 from capeval.errors import (
     CapevalError,
@@ -33,6 +33,8 @@ __all__ = [
     "__version__",
     "load",
     "score",
+    "scene_graphs",
+    "scene_graph_parser",
     "Evaluator",
     "Batch",
     "download",

@@ -18,7 +18,9 @@ _KNOWN = {
     "peft": ("peft", "train"),
     "pycocoevalcap": ("pycocoevalcap==1.2", "meteor"),
     "spacy": ("spacy", "spice"),
-    "transformers": ("transformers", None),
+    "transformers": ("transformers", "hf"),
+    "yaml": ("pyyaml", "train"),
+    "accelerate": ("accelerate", "train"),
     "scipy": ("scipy", None),
 }
 

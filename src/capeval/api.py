@@ -70,3 +70,26 @@ def score(
         raise InputError(f"unknown input(s) {unknown}; capeval.score takes images=, videos=, segments=, skip_bad_items=")
     evaluator = Evaluator(metrics, options=options, progress=progress)
     return evaluator.score(candidates, references, progress=progress, **inputs)
+
+
+def scene_graph_parser(spacy_model: str = "en_core_web_sm", *, tokenize: bool = True) -> Any:
+    """SPICE's scene-graph parser (spaCy, no Java), loaded once: ``.scene_graphs(captions)``.
+
+    ``tokenize``: PTB-tokenise raw captions first (lower-case, punctuation removed), as the
+    ``spice`` metric does. Needs the ``spice`` extra. Results are cached per caption text.
+    """
+    from capeval.metrics.spice.parser import SceneGraphParser
+
+    return SceneGraphParser(spacy_model, tokenize=tokenize)
+
+
+def scene_graphs(captions: str | Iterable[str], *, spacy_model: str = "en_core_web_sm",
+                 tokenize: bool = True) -> list[Any]:
+    """Objects, ``(object, attribute)`` pairs and ``(subject, predicate, object)`` triples of
+    each caption, as SPICE's parser reads them (lemmas; see
+    :class:`~capeval.metrics.spice.caption_graph.CaptionGraph`). A single string gives a
+    one-element list. For many calls, build :func:`scene_graph_parser` once.
+    """
+    if isinstance(captions, str):
+        captions = [captions]
+    return scene_graph_parser(spacy_model, tokenize=tokenize).scene_graphs(captions)

@@ -85,6 +85,7 @@ _HESSEL = "Hessel et al. 2021, CLIPScore: A Reference-free Evaluation Metric for
 _PACS = "Sarto et al. 2023, Positive-Augmented Contrastive Learning for Image and Video Captioning Evaluation"
 _PACPP = ("Sarto et al. 2024, PAC-S++: Positive-Augmented Contrastive Learning for Vision-and-Language "
           "Evaluation and Training")
+_HICE = "Zeng et al. 2024, HICEScore: A Hierarchical Metric for Image Captioning Evaluation (ACM MM 2024)"
 _EMSCORE = "Shi et al. 2022, EMScore: Evaluating Video Captioning via Coarse-Grained and Fine-Grained Embedding Matching"
 
 _TEXT = frozenset({"references"})
@@ -147,6 +148,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "pac-s++": {"backbone": "pac-s++/ViT-B-32", "w": 2.0},
     "emscore": {"backbone": "openai/ViT-B-32"},
     "pac-s-video": {"backbone": "pac-s/ViT-B-32"},
+    # the paper has no w; 2.5 is the scale of its reported numbers and of its 0.5 thresholds
+    # (capeval.metrics.hice.explain); regions: SAM through transformers (the paper's MobileSAMv2
+    # has no package: regions=mobilesamv2 when installed, regions=grid without weights)
+    "hice-s": {"backbone": "alpha-clip/ViT-L-14-grit20m", "w": 2.5, "regions": "sam"},
 }
 
 _CLIP_FAMILIES = (
@@ -183,6 +188,27 @@ def _clip_specs() -> list[MetricSpec]:
     return out
 
 
+def _hice_specs() -> list[MetricSpec]:
+    d = DEFAULTS["hice-s"]
+    setup = f"{d['backbone']}, regions={d['regions']}, SPICE-parser phrases, w={d['w']}"
+    factory = "capeval.metrics.hice.scorer:HiceScore"
+    return [
+        MetricSpec(
+            name="hice-s", factory=factory, group="hice", needs=frozenset({"images"}), accepts=_IMAGE_IN,
+            range=(0.0, "w"), extra="clip", reference=_HICE, aliases=_aliases("hice-s"),
+            description=f"HICE-S: w*hMean(global image-caption cos, local region-phrase P/R); {setup}; "
+                        "higher is better (default phrase parser needs the spice extra)",
+        ),
+        MetricSpec(
+            name="ref-hice-s", factory=factory, group="hice", needs=frozenset({"images", "references"}),
+            accepts=_IMAGE_IN, range=(0.0, "w"), extra="clip", reference=_HICE,
+            aliases=("refhices", "ref_hice_s"),
+            description=f"RefHICE-S: w*hMean(gITC, lITC, gTTC, lTTC) (max over references, pooled reference "
+                        f"phrases); {setup}; higher is better",
+        ),
+    ]
+
+
 def _video_specs() -> list[MetricSpec]:
     out = []
     for name, factory, paper, label in _VIDEO_FAMILIES:
@@ -203,14 +229,63 @@ def _video_specs() -> list[MetricSpec]:
     return out
 
 
-_TABLE: tuple[MetricSpec, ...] = (*_text_specs(), *_clip_specs(), *_video_specs())
+_VISCE2 = ("Maeda et al. 2024, Vision Language Model-based Caption Evaluation Method Leveraging Visual Context "
+           "Extraction")
+_VLM_IN = frozenset({"images", "references", "skip_bad_items"})
+
+
+def _vlm_specs() -> list[MetricSpec]:
+    # in_all=False: a 13B model or a running server, not something `all` should start
+    common: dict[str, Any] = dict(factory="capeval.metrics.visce2.scorer:VisCE2", group="visce2", accepts=_VLM_IN,
+                                  range=(0.0, 100.0), reference=_VISCE2, in_all=False)
+    return [
+        MetricSpec(name="visce2", needs=frozenset({"images"}), aliases=("visce",),
+                   description="VisCE2: a VLM (LLaVA-1.5-13B via transformers, or any OpenAI-compatible server) "
+                               "extracts the image's visual context, then rates the caption 0-100 given image + "
+                               "context; first integer of the answer; higher is better", **common),
+        MetricSpec(name="visce2-vanilla", needs=frozenset({"images"}), aliases=_aliases("visce2-vanilla"),
+                   description="VisCE2 ablation: the VLM rates the caption 0-100 from the image alone (no context); "
+                               "higher is better", **common),
+        MetricSpec(name="visce2-ref", needs=frozenset({"images", "references"}), aliases=_aliases("visce2-ref"),
+                   description="VisCE2 ablation: the references in place of the visual context; 0-100; higher is "
+                               "better", **common),
+        MetricSpec(name="visce2-desc", needs=frozenset({"images"}), aliases=_aliases("visce2-desc"),
+                   description="VisCE2 ablation: a free description of the image (step 1) in place of the "
+                               "structured context; 0-100; higher is better", **common),
+    ]
+
+
+_BRIDGE = ("Sarto et al. 2024, BRIDGE: Bridging Gaps in Image Captioning Evaluation with Stronger Visual Cues "
+           "(ECCV 2024)")
+
+
+def _bridge_specs() -> list[MetricSpec]:
+    # in_all=False: no weights were published, it runs only with a trained checkpoint=
+    return [MetricSpec(
+        name="bridge", factory="capeval.metrics.bridge.scorer:BridgeScore", group="bridge",
+        needs=frozenset({"images"}), accepts=_IMAGE_IN, range=(0.0, "w"), extra="train", in_all=False,
+        reference=_BRIDGE,
+        description="BRIDGE: 0.5*(CLIP-S + w*max(cos(t*, t), 0)), t* = mean of visual pseudo-captions from masked "
+                    "template captions; needs checkpoint=PATH (train with `capeval train bridge`), w=2.5; "
+                    "higher is better",
+    )]
+
+
+_TABLE: tuple[MetricSpec, ...] = (*_text_specs(), *_clip_specs(), *_hice_specs(), *_video_specs(), *_vlm_specs(),
+                                  *_bridge_specs())
 
 _PRESET_TABLE: dict[str, tuple[str, ...]] = {
-    "coco": ("bleu-1", "bleu-2", "bleu-3", "bleu-4", "meteor", "rouge-l", "cider-d"),
+    # the COCO caption evaluation's metrics; spice joined because its Kendall tau on
+    # Flickr8k-Expert (tau-c) and Flickr8k-CF (tau-b) is within 1.0 point of SPICE's published
+    # values (README, "SPICE without Java")
+    "coco": ("bleu-1", "bleu-2", "bleu-3", "bleu-4", "meteor", "rouge-l", "cider-d", "spice"),
+    # the n-gram metrics alone: pycocoevalcap's numbers bit for bit, no spaCy
+    "coco-ngram": ("bleu-1", "bleu-2", "bleu-3", "bleu-4", "meteor", "rouge-l", "cider-d"),
     "bleu": ("bleu-1", "bleu-2", "bleu-3", "bleu-4"),
     "clip": ("clip-s", "ref-clip-s"),
     "pac": ("pac-s", "ref-pac-s", "pac-s++", "ref-pac-s++"),
     "learned": ("clip-s", "ref-clip-s", "pac-s", "ref-pac-s", "pac-s++", "ref-pac-s++"),
+    "hice": ("hice-s", "ref-hice-s"),
     "video": ("emscore", "ref-emscore", "pac-s-video", "ref-pac-s-video"),
 }
 

@@ -4,15 +4,78 @@ from __future__ import annotations
 
 import json
 import math
+import weakref
+from array import array
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from capeval._version import __version__
 
 
 def _freeze(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
+
+
+class ItemScores(Mapping[str, float]):
+    """Read-only ``id -> score`` in input order, stored compactly: one float64 array per
+    metric over an id index shared by the metrics of a call.
+
+    A dict of 400,000 float scores takes ~45 MB per metric; this takes 3.2 MB plus the
+    shared index, so the per-item results of a large job stay small beside its inputs.
+    Behaves as a read-only dict (equality with any mapping, ``items()``, ``get``); values
+    come back as the same floats, bit for bit.
+    """
+
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, index: Mapping[str, int], values: Sequence[float]):
+        if len(index) != len(values):
+            raise ValueError(f"{len(index)} ids but {len(values)} scores")
+        self._index = index
+        self._values = values if isinstance(values, array) else array("d", values)
+
+    def __getitem__(self, key: str) -> float:
+        return self._values[self._index[key]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        head = ", ".join(f"{k!r}: {v!r}" for k, v in zip(self._index, self._values) )
+        return f"ItemScores({{{head}}})" if len(self) <= 8 else f"ItemScores({len(self)} items)"
+
+    def __reduce__(self) -> tuple:
+        return ItemScores, (dict(self._index), self._values)
+
+
+class _IdIndex(dict):
+    """id -> position; weakly referable, so the cache below does not keep it alive."""
+
+    __slots__ = ("__weakref__",)
+
+
+# the id index of the last compacted result (the metrics of one call share their ids)
+_LAST_INDEX: list[Any] = [None]
+
+
+def _freeze_items(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """Per-item scores as :class:`ItemScores` when they are all floats, else a read-only dict."""
+    if isinstance(mapping, ItemScores):
+        return mapping
+    mapping = mapping or {}
+    values = list(mapping.values())
+    if not values or not all(type(v) is float for v in values):
+        return _freeze(mapping)
+    index = _LAST_INDEX[0]() if _LAST_INDEX[0] is not None else None
+    # usually the same string objects in the same order: a pointer comparison per id
+    if index is None or len(index) != len(mapping) or not all(a is b or a == b for a, b in zip(index, mapping)):
+        index = _IdIndex((k, i) for i, k in enumerate(mapping))
+        _LAST_INDEX[0] = weakref.ref(index)
+    return ItemScores(index, array("d", values))
 
 
 @dataclass(frozen=True)
@@ -73,7 +136,7 @@ class MetricResult:
     skipped: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "items", _freeze(self.items))
+        object.__setattr__(self, "items", _freeze_items(self.items))
         object.__setattr__(self, "extras", _freeze(self.extras))
         object.__setattr__(self, "skipped", tuple(self.skipped))
 

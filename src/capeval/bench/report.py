@@ -6,6 +6,8 @@ import html
 import math
 from typing import Any
 
+from capeval.bench.published import beside
+
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
 h1{font-size:1.5em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}
@@ -146,6 +148,9 @@ def render_html(run: Any) -> str:
         out.append(f"<h2>{_e(meta['title'])} <small>({_e(name)})</small></h2>")
         out.append(f"<p class='note'>{_e(meta['protocol'])}</p><p class='note'>Cite: {_e(meta['citation'])}</p>")
         out.append(_stat_table(recs))
+        for row in beside(recs):
+            out.append(f"<p class='note'>published: {_e(row['metric'])} {_e(row['statistic'])} = "
+                       f"{row['published']:.1f} ({_e(row['source'])}); capeval {_fmt(row['capeval'])}</p>")
         if name == "pascal-50s":
             for suffix, label in (("", "random reference draws"), ("_fixed", "fixed references")):
                 svg = _bars_svg(recs, suffix)

@@ -83,7 +83,12 @@ def run(args: argparse.Namespace) -> int:
             verify_media=not args.no_verify_media,
             progress=progress,
         )
+    from capeval.bench.published import beside, table
+
     payload: dict[str, Any] = result.to_dict()
+    published = beside(result)
+    if published:
+        payload["published"] = published
     outputs = []
     if args.out:
         outputs.append((args.out, json.dumps(payload, indent=2, ensure_ascii=False) + "\n"))
@@ -95,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InputError(f"cannot write {exc.filename or 'the output files'}: {exc.strerror or exc}") from None
     sys.stdout.write(result.table() + "\n")
+    if published:
+        sys.stdout.write("\n" + table(published) + "\n")
     if not args.out:
         sys.stdout.write(json.dumps({"results": payload["results"]}, indent=2) + "\n")
     return 0

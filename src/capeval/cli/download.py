@@ -13,7 +13,8 @@ from urllib.parse import urlparse
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("download", help="download CLIP/PAC-S checkpoints and the CLIP vocabulary",
                        description="Download model files named in capeval's checkpoint table, verifying them.")
-    p.add_argument("names", nargs="*", metavar="NAME", help="checkpoint names (see --list)")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help="checkpoint names (see --list); 'spice': CoreNLP 3.6.0 for spice-java (sha256-checked)")
     p.add_argument("--dir", help="target folder (default: $CAPEVAL_CHECKPOINTS or <cache>/clip)")
     p.add_argument("--list", action="store_true", help="show the checkpoint table and which files are present")
     p.add_argument("--json", action="store_true", help="with --list: the table as JSON")
@@ -58,6 +59,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.names:
         raise InputError("name a checkpoint to download (see `capeval download --list`)")
     for name in args.names:
+        if name.lower() in ("spice", "corenlp"):  # CoreNLP 3.6.0 jars for spice-java, not a CLIP file
+            from capeval.metrics.spice.java import download_corenlp
+
+            paths = download_corenlp(args.dir, args.force)
+            print(json.dumps({"name": "spice", "paths": [str(p) for p in paths]}))
+            continue
         path, digest = download(name, args.dir, args.force)
         print(json.dumps({"name": name, "path": str(path), "sha256": digest}))
         sys.stdout.flush()

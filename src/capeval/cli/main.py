@@ -17,6 +17,8 @@ SUBCOMMANDS = (
     "capeval.cli.listing",
     "capeval.cli.info",
     "capeval.cli.download",
+    "capeval.cli.scene_graph",
+    "capeval.cli.train",
 )
 
 

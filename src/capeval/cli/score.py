@@ -37,6 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tokenizer", choices=("ptb", "none"), help="tokenizer of the n-gram metrics (default ptb)")
     p.add_argument("--device", help="torch device for model-based metrics (default: cpu)")
     p.add_argument("--backbone", help="backbone/checkpoint name or path for CLIP-based metrics")
+    p.add_argument("--explain", metavar="DIR", help="write per-item explanations (<id>.json, <id>.png) into DIR "
+                   "(metrics that explain their scores: hice-s, ref-hice-s)")
     p.add_argument("--skip-bad-items", action="store_true", help="record unusable items as skipped instead of failing")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -82,6 +84,26 @@ def check_outputs(paths: dict[str, str | None], inputs: list[str | None]) -> Non
         seen[resolved] = flag
 
 
+def _route_explain(names: list[str], options: dict[str, dict[str, Any]], folder: str) -> None:
+    """``--explain DIR``: the ``explain_dir`` option of every metric that takes it; an error when none does."""
+    from capeval import registry
+    from capeval.options import option_types
+
+    # text metrics explain nothing: only media metrics' scorers are imported to read their options
+    takers = [n for n in names if registry.get(n).media and "explain_dir" in (option_types(registry.get(n)) or {})]
+    if not takers:
+        raise InputError(f"--explain: none of the metrics {', '.join(names)} writes explanations "
+                         "(hice-s and ref-hice-s do)")
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"--explain {folder}: not a folder")
+    for n in takers:
+        options.setdefault(registry.get(n).group, {}).setdefault("explain_dir", folder)
+    others = [n for n in names if n not in takers]
+    if others:
+        sys.stderr.write(f"capeval: --explain: {', '.join(others)} write no explanations\n")
+
+
 def run(args: argparse.Namespace) -> int:
     from capeval import registry
     from capeval.api import check_options, score
@@ -105,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
                 opts.setdefault("device", args.device)
             if args.backbone:
                 opts.setdefault("backbone", args.backbone)
+    if args.explain:
+        _route_explain(names, options, args.explain)
     options = {k: v for k, v in options.items() if v}
     names, options = check_options(names, options, strict=True)
     check_outputs({"--per-item": args.per_item, "--out": args.out}, [args.candidates, args.references])

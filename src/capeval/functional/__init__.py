@@ -6,7 +6,7 @@ you already have, or to test a formula on hand-made inputs. Importing this packa
 numpy only: torch is imported inside the functions that work on tensors (the EMScore
 ones), and the element-wise functions accept numpy arrays or torch tensors alike.
 Submodules: :mod:`~capeval.functional.clip`, :mod:`~capeval.functional.text`,
-:mod:`~capeval.functional.emscore`; everything is importable from here.
+:mod:`~capeval.functional.emscore`, :mod:`~capeval.functional.hice`; everything is importable from here.
 
 =========================  ===============================================================
 :func:`clip_s`             ``w * max(cos, 0)``: CLIP-S, PAC-S, PAC-S++
@@ -18,6 +18,8 @@ Submodules: :mod:`~capeval.functional.clip`, :mod:`~capeval.functional.text`,
 :func:`meteor_from_stats`  METEOR 1.5 from its 23 sufficient statistics
 :func:`emscore_from_embeddings`    EMScore from token and frame embeddings
 :func:`emscore_from_similarities`  EMScore from token-frame / token-token cosine matrices
+:func:`set_match`          HICE-S's P / R / hMean between two sets from their cosine matrix
+:func:`hice_s`             HICE-S ``w * hMean(gITC, lITC)``; :func:`ref_hice_s` with gTTC, lTTC
 =========================  ===============================================================
 """
 
@@ -30,9 +32,15 @@ from capeval.functional.emscore import (
     emscore_from_embeddings,
     emscore_from_similarities,
 )
+from capeval.functional.hice import SetMatch, hice_s, hmean, ref_hice_s, set_match
 from capeval.functional.text import BLEU_SMALL, BLEU_TINY, bleu_from_stats, cider_d, meteor_from_stats
 
 __all__ = [
+    "SetMatch",
+    "hice_s",
+    "hmean",
+    "ref_hice_s",
+    "set_match",
     "clip_s",
     "positive_part",
     "harmonic_mean",

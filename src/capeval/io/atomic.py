@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from capeval.errors import InputError
 
@@ -26,8 +28,44 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any, indent: int | None
     atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
 
 
-def atomic_write_many(files: list[tuple[str | os.PathLike[str], str]]) -> None:
-    """Write several text files so that either all of them appear or none does.
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """:func:`atomic_write_text` for bytes."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_many([(path, data)])
+
+
+@contextmanager
+def atomic_open(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """A binary file to write ``path`` through (``np.save``, ``torch.save``, ...): the data goes
+    to a temporary file beside it, which replaces ``path`` only when the block ends without error."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        _plain_permissions(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _plain_permissions(tmp: str) -> None:
+    # mkstemp creates 0600; give the file the permissions a plain open() would
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+
+
+def atomic_write_many(files: list[tuple[str | os.PathLike[str], str | bytes]]) -> None:
+    """Write several files (text or bytes) so that either all of them appear or none does.
 
     Every file is first written to a temporary file next to its target; the targets are
     replaced only once all temporary files are complete, so an error while writing the
@@ -39,14 +77,11 @@ def atomic_write_many(files: list[tuple[str | os.PathLike[str], str]]) -> None:
             path = Path(path)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             staged.append((tmp, path))
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
+            with os.fdopen(fd, "wb") as f:
+                f.write(text.encode("utf-8") if isinstance(text, str) else text)
                 f.flush()
                 os.fsync(f.fileno())
-            # mkstemp creates 0600; give the file the permissions a plain open() would
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
+            _plain_permissions(tmp)
         for tmp, path in staged:
             os.replace(tmp, path)
     except BaseException:

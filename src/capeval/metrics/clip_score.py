@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -40,13 +39,12 @@ import numpy as np
 from capeval import functional
 from capeval.models.clip.embed import embed_images, embed_texts, l2_normalize
 from capeval.errors import InputError
-from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references
+from capeval.io.images import image_metric_inputs
 from capeval.result import MetricResult, Report, Signature
 from capeval.registry import DEFAULTS
 from capeval.scorer import ScorerBase
 
 PROMPT = "A photo depicts "
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 
 
 class _ClipFamilyScorer(ScorerBase):
@@ -82,61 +80,11 @@ class _ClipFamilyScorer(ScorerBase):
             raise InputError(f"{self.produces[0]} option w: expected a positive number or 'code', got {w!r}")
         return value, "user"
 
-    # -- inputs -------------------------------------------------------------------
-    def _image_source(self, images: Any, ids: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
-        """id -> image (path/PIL/array), and id -> problem for ids without a usable image."""
-        found: dict[str, Any] = {}
-        bad: dict[str, str] = {}
-        if images is None:
-            raise InputError(f"{'/'.join(self.metrics)} needs images: pass images=<folder> or a mapping id -> image")
-        if isinstance(images, (str, os.PathLike)):
-            folder = Path(images)
-            if not folder.is_dir():
-                raise InputError(f"images folder not found: {folder}")
-            by_stem: dict[str, list[Path]] = {}
-            names = {}
-            for entry in os.scandir(folder):
-                names[entry.name] = Path(entry.path)
-                stem, ext = os.path.splitext(entry.name)
-                if ext.lower() in IMAGE_EXTENSIONS:
-                    by_stem.setdefault(stem, []).append(Path(entry.path))
-            for i in ids:
-                if i in names and names[i].is_file():
-                    found[i] = names[i]
-                elif len(by_stem.get(i, [])) == 1:
-                    found[i] = by_stem[i][0]
-                elif by_stem.get(i):
-                    bad[i] = f"item {i!r}: several image files match: {sorted(p.name for p in by_stem[i])}"
-                else:
-                    bad[i] = f"item {i!r}: no image {i} or {i}.{{{','.join(e[1:] for e in IMAGE_EXTENSIONS)}}} in {folder}"
-            return found, bad
-        if isinstance(images, Mapping):
-            table = {str(k): v for k, v in images.items()}
-            for i in ids:
-                if i in table:
-                    found[i] = table[i]
-                else:
-                    bad[i] = f"item {i!r}: no image given for this id"
-            return found, bad
-        raise InputError(f"images must be a folder or a mapping id -> path/PIL image/array, got {type(images).__name__}")
-
     # -- scoring ------------------------------------------------------------------
     def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
               *, images: Any = None, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
         """Score ``{id: caption}`` against ``images`` (folder or ``{id: image}``) and optional references."""
-        cands = normalize_candidates(candidates, allow_empty=True)
-        want_ref = any(m.startswith("ref-") for m in self.metrics)
-        refs: dict[str, list[str]] | None = None
-        if want_ref:
-            if references is None:
-                raise InputError(f"{', '.join(m for m in self.metrics if m.startswith('ref-'))} needs references")
-            refs = normalize_references(references)
-            check_same_ids(cands, refs)
-        ids = list(cands)
-        sources, bad = self._image_source(images, ids)
-        for i in ids:
-            if not cands[i].strip():
-                bad.setdefault(i, f"item {i!r}: caption is empty")
+        cands, refs, ids, sources, bad = image_metric_inputs(candidates, references, images, self.metrics)
         good = [i for i in ids if i not in bad]
         errors: dict[int, str] = {}
         img = embed_images(self.backbone, [sources[i] for i in good], self.batch_size, self.cache, progress,

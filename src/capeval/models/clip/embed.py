@@ -13,7 +13,6 @@ import collections
 import hashlib
 import io
 import os
-import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
@@ -22,6 +21,7 @@ import numpy as np
 import torch
 
 from capeval.errors import InputError
+from capeval.io.atomic import atomic_open
 from capeval.progress import make_progress
 
 
@@ -44,14 +44,8 @@ class EmbeddingCache:
     def put(self, kind: str, key: str, value: np.ndarray) -> None:
         path = self._path(kind, key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".emb.", suffix=".npy", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.save(f, np.asarray(value, dtype=np.float32), allow_pickle=False)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_open(path) as f:
+            np.save(f, np.asarray(value, dtype=np.float32), allow_pickle=False)
 
 
 def open_cache(cache: Any, backbone: Any) -> EmbeddingCache | None:

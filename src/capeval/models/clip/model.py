@@ -201,6 +201,17 @@ class CLIP(nn.Module):
         x = self.text_states(ids)
         return x[torch.arange(x.shape[0]), eot_index] @ self.text_projection
 
+    def encode_text_embeddings(self, embeds: torch.Tensor, eot_index: torch.Tensor) -> torch.Tensor:
+        """:meth:`encode_text` from token embeddings ``(B, L, width)`` instead of ids (L <= context_length).
+
+        ``token_embedding(ids)`` in gives ``encode_text(ids)`` out exactly; rows may hold other
+        vectors (pseudo-tokens, BRIDGE). Positional embeddings, the causal transformer, ``ln_final``
+        and ``text_projection`` at each row's ``eot_index`` follow; gradients flow to ``embeds``.
+        """
+        x = embeds + self.positional_embedding[: embeds.shape[1]]
+        x = self.ln_final(self.transformer(x, causal=True))
+        return x[torch.arange(x.shape[0], device=x.device), eot_index] @ self.text_projection
+
 
 def init_random(model: CLIP, seed: int = 0) -> CLIP:
     """Initialise like OpenAI's ``initialize_parameters`` (normal, scaled stds), deterministically."""

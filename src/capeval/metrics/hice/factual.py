@@ -1,0 +1,164 @@
+"""The FACTUAL textual scene-graph parser (Li et al., Findings of ACL 2023) through transformers.
+
+HICE-S takes its subject-predicate-object phrases from a textual scene-graph parser (Zeng et
+al. 2024, Sec. 3.2.2 and 4.1). The FACTUAL models are flan-t5 seq2seq models on the
+Hugging Face hub (default ``lizhuang144/flan-t5-base-VG-factual-sg``); their input is
+``"Generate Scene Graph: " + caption`` and their output a string of facts::
+
+    ( man , is , young ) , ( man , v:ride , horse ) , ( dogs , is , 2 ) , ( cat )
+
+Read from zhuang-li/FactualSceneGraph (``src/factual_scene_graph/parser/scene_graph_parser.py``
+``parse``: prompt, ``max_length`` 64 in / 128 out, beam search with 5 beams and early
+stopping, ``skip_special_tokens``; ``utils.py``: the fact format, ``v:``/``pv:`` verb marks and
+``:N`` entity ids, a truncated last fact dropped). :func:`parse_facts` is capeval's own reader
+of that format: facts in order of first appearance, each once; a fact with three fields is a
+triple, with one field an entity; anything else (a truncated tail, a stray word) is dropped.
+:func:`fact_phrases` turns facts into the short texts HICE-S embeds (``"man ride horse"``,
+``"man is young"``, ``"cat"``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from typing import Any, Sequence
+
+from capeval.errors import ResourceError
+
+DEFAULT_CHECKPOINT = "lizhuang144/flan-t5-base-VG-factual-sg"
+PROMPT = "Generate Scene Graph: "
+VERSION = "1"  # bump when parse_facts / fact_phrases change
+
+_FACT = re.compile(r"\(([^()]*)\)")
+_MARK = re.compile(r"^(?:v|pv):")  # FACTUAL's verb / passive-verb marks
+_ENTITY_ID = re.compile(r":\d+$")  # FACTUAL's ids of repeated entities ("man:1")
+
+
+def _clean_field(text: str, strip_marks: bool) -> str:
+    text = " ".join(text.split())
+    if strip_marks:
+        text = _ENTITY_ID.sub("", _MARK.sub("", text)).strip()
+    return text
+
+
+def parse_facts(output: str, strip_marks: bool = True) -> list[tuple[str, ...]]:
+    """Facts of one FACTUAL output string: ``(subject, predicate, object)`` triples and
+    ``(entity,)`` singletons, in order of first appearance, duplicates removed.
+
+    Only complete parenthesised groups count, so a fact cut off by the output length limit
+    is dropped. ``strip_marks``: remove ``v:``/``pv:`` and ``:N`` ids (FACTUAL's
+    ``remove_factual_chars``). Groups with two or more than three fields, or an empty field,
+    are malformed and dropped.
+    """
+    facts: dict[tuple[str, ...], None] = {}
+    for body in _FACT.findall(output or ""):
+        fields = tuple(_clean_field(f, strip_marks) for f in body.split(","))
+        if len(fields) not in (1, 3) or any(not f for f in fields):
+            continue
+        facts.setdefault(tuple(f.lower() for f in fields))
+    return list(facts)
+
+
+def fact_phrases(facts: Sequence[Sequence[str]]) -> list[str]:
+    """Short texts of facts: a triple as ``"subject predicate object"``, an entity alone; each once.
+
+    An entity that also appears in a triple adds nothing (its triple already names it).
+    """
+    named = {w for f in facts if len(f) == 3 for w in (f[0], f[2])}
+    out: dict[str, None] = {}
+    for f in facts:
+        if len(f) == 3:
+            out.setdefault(" ".join(f))
+        elif f[0] not in named:
+            out.setdefault(f[0])
+    return list(out)
+
+
+class FactualParser:
+    """Caption -> phrases with a FACTUAL flan-t5 model (loaded by hub name or folder, or given).
+
+    ``model``/``tokenizer``: loaded objects (tests, custom fine-tunes); otherwise
+    ``AutoModelForSeq2SeqLM`` / ``AutoTokenizer`` ``from_pretrained(checkpoint)``, read from the
+    local Hugging Face cache when offline. Each distinct caption is generated once per parser.
+    """
+
+    name = "factual"
+
+    def __init__(self, checkpoint: str | os.PathLike[str] = DEFAULT_CHECKPOINT, *, model: Any = None,
+                 tokenizer: Any = None, device: str = "cpu", beam_size: int = 5, max_input_len: int = 64,
+                 max_output_len: int = 128, batch_size: int = 32):
+        self.checkpoint = os.fspath(checkpoint)
+        self.device = device
+        self.beam_size, self.batch_size = int(beam_size), int(batch_size)
+        self.max_input_len, self.max_output_len = int(max_input_len), int(max_output_len)
+        self.model = model if model is not None else _load(self.checkpoint, "model")
+        self.tokenizer = tokenizer if tokenizer is not None else _load(self.checkpoint, "tokenizer")
+        if hasattr(self.model, "to"):
+            self.model = self.model.to(device)
+        if hasattr(self.model, "eval"):
+            self.model.eval()
+        self._cache: dict[str, str] = {}
+        self._fingerprint: str | None = None
+
+    def signature_fields(self) -> dict[str, Any]:
+        """Parser name and version, checkpoint, weights sha256 and the generation settings."""
+        if self._fingerprint is None:
+            self._fingerprint = _fingerprint(self.model)
+        return {"parser": f"factual-{VERSION}", "parser_model": self.checkpoint,
+                "parser_sha256": self._fingerprint[:16],
+                "parser_generate": f"beams={self.beam_size},in={self.max_input_len},out={self.max_output_len}"}
+
+    def generate(self, captions: Sequence[str]) -> list[str]:
+        """The raw output string of each caption (each distinct caption generated once)."""
+        import torch
+
+        todo = [c for c in dict.fromkeys(captions) if c not in self._cache]
+        for start in range(0, len(todo), self.batch_size):
+            chunk = todo[start: start + self.batch_size]
+            enc = self.tokenizer([PROMPT + c.strip() for c in chunk], max_length=self.max_input_len,
+                                 truncation=True, padding=True, return_tensors="pt")
+            with torch.inference_mode():
+                ids = self.model.generate(enc["input_ids"].to(self.device),
+                                          attention_mask=enc["attention_mask"].to(self.device),
+                                          num_beams=self.beam_size, max_length=self.max_output_len,
+                                          early_stopping=self.beam_size > 1, num_return_sequences=1)
+            texts = self.tokenizer.batch_decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=True)
+            for c, t in zip(chunk, texts):
+                self._cache[c] = t.replace(PROMPT.strip(), "").strip()
+        return [self._cache[c] for c in captions]
+
+    def phrases(self, captions: Sequence[str]) -> list[list[str]]:
+        """Phrases of each caption (:func:`fact_phrases` of :func:`parse_facts`)."""
+        return [fact_phrases(parse_facts(t)) for t in self.generate(captions)]
+
+
+def _load(name: str, what: str) -> Any:
+    from capeval._optional import require
+
+    tf = require("transformers", purpose="hice-s parser='factual'")
+    try:
+        if what == "model":
+            return tf.AutoModelForSeq2SeqLM.from_pretrained(name)
+        return tf.AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ResourceError(f"FACTUAL parser {name!r}: cannot load its {what} ({first}); download it once online "
+                            "(it is then read from the Hugging Face cache) or give a folder saved with "
+                            "save_pretrained") from exc
+
+
+def _fingerprint(model: Any) -> str:
+    """sha256 over the model's state dict (names, shapes, bytes); ``custom`` for other objects."""
+    state = getattr(model, "state_dict", None)
+    if state is None:
+        return "custom"
+    import torch
+
+    h = hashlib.sha256()
+    for key, tensor in sorted(state().items()):
+        t = tensor.detach().to("cpu").contiguous()
+        h.update(f"{key}|{t.dtype}|{tuple(t.shape)}|".encode())
+        if t.numel():
+            h.update(t.view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()

@@ -1,0 +1,108 @@
+"""From a VLM's answer to a VisCE2 score.
+
+Maeda et al. 2024 (Sec. 3): the score is the first integer in the answer, after removing the
+canonical phrases the model sometimes echoes. capeval removes echoes of the scale
+(``0-100``, ``(0-100)``, ``0 to 100``, ``0 and 100``, with any dash) and takes the first
+integer of what is left, clipped to [0, 100]. The reference code
+(``src/data/capeval_dataset.py``, ``get_digit_scores``) takes the first ``[0-9]+`` with no
+echo removal and no clipping, and turns an answer without a number into 0 silently; here such
+an answer is an error item (``unparsed="error"``) unless the reference's 0 is asked for
+(``unparsed="zero"``, the item is still listed).
+
+Optionally, from a server's token log-probabilities, the probability-weighted expected score
+over the candidate integers at the position of the chosen number (renormalised over the
+numeric alternatives among the top log-probs), when that number is one token.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from capeval.errors import InputError
+
+#: echoes of the 0-100 scale: "0-100", "(0-100)", "0 to 100", "between 0 and 100" (digits not
+#: part of a longer number: "80-100" is not an echo)
+SCALE_ECHO = re.compile(r"\(?(?<![\d.])0\s*(?:-|\u2013|\u2014|to|and)\s*100(?![\d.])\)?", re.IGNORECASE)
+_INT = re.compile(r"\d+")
+LOW, HIGH = 0.0, 100.0
+UNPARSED = ("error", "zero")
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One answer: ``score`` (None: no number), the matched integer's span in the answer, ``error``."""
+
+    score: float | None
+    span: tuple[int, int] | None
+    error: str | None = None
+
+
+def echo_spans(answer: str) -> list[tuple[int, int]]:
+    """Character spans of scale echoes in ``answer``."""
+    return [m.span() for m in SCALE_ECHO.finditer(answer)]
+
+
+def parse_answer(answer: str, unparsed: str = "error") -> Parsed:
+    """First integer of ``answer`` outside scale echoes, clipped to [0, 100].
+
+    ``unparsed="error"``: no number -> ``Parsed(None, None, "no number in the answer")``;
+    ``"zero"``: the reference's 0 (``error`` still says why).
+    """
+    if unparsed not in UNPARSED:
+        raise InputError(f"visce2 option unparsed: expected one of {', '.join(UNPARSED)}, got {unparsed!r}")
+    if not isinstance(answer, str):
+        raise TypeError(f"answer must be a string, got {type(answer).__name__}")
+    echoes = echo_spans(answer)
+    for m in _INT.finditer(answer):
+        if any(a <= m.start() < b for a, b in echoes):
+            continue
+        value = min(max(float(int(m.group(0))), LOW), HIGH)
+        return Parsed(value, m.span())
+    if not answer.strip():
+        why = "empty answer"
+    else:
+        why = "no number besides the scale (0-100)" if echoes else "no number in the answer"
+    return Parsed(0.0 if unparsed == "zero" else None, None, why)
+
+
+def expected_score(answer: str, tokens: Sequence[Any] | None, parsed: Parsed) -> float | None:
+    """Probability-weighted mean of the integer alternatives where the chosen number was generated.
+
+    ``tokens``: the OpenAI chat ``logprobs.content`` list (``{"token", "logprob",
+    "top_logprobs": [{"token", "logprob"}]}``). Returns None (the caller keeps the parsed
+    integer) when there are no log-probs, the tokens do not spell the answer, or the number
+    is split over several tokens (e.g. Llama tokenizers write one digit per token), where a
+    one-position expectation would be an expectation over first digits only. Range [0, 100].
+    """
+    if not tokens or parsed.span is None:
+        return None
+    texts = [_get(tok, "token") for tok in tokens]
+    if not all(isinstance(t, str) for t in texts) or "".join(texts) != answer:
+        return None
+    start, end = parsed.span
+    pos = 0
+    for tok, text in zip(tokens, texts):
+        lo, hi = pos, pos + len(text)
+        pos = hi
+        if lo <= start < hi:
+            if text.strip() != answer[start:end] or hi < end:
+                return None  # the number is not exactly this one token
+            weights = 0.0
+            total = 0.0
+            for alt in _get(tok, "top_logprobs") or []:
+                alt_text = _get(alt, "token")
+                logprob = _get(alt, "logprob")
+                if not isinstance(alt_text, str) or not alt_text.strip().isdigit() or logprob is None:
+                    continue
+                p = math.exp(float(logprob))
+                weights += p
+                total += p * min(max(float(int(alt_text.strip())), LOW), HIGH)
+            return total / weights if weights > 0 else None
+    return None
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)

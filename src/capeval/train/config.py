@@ -1,0 +1,135 @@
+"""YAML training configs <-> dataclasses, shared by every ``capeval train`` command.
+
+A config file is a YAML mapping whose keys are the config dataclass's fields (nested
+mappings are not used: one flat list of settings per trainer). Unknown keys, values of the
+wrong type and unreadable files are :class:`~capeval.errors.InputError` naming the file and
+the key. Command-line overrides ``KEY=VALUE`` parse VALUE as YAML (``lr=3e-4``,
+``mixed_precision=bf16``, ``max_train_images=null``). PyYAML is the only dependency.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Any, Iterable, Mapping, TypeVar
+
+from capeval._optional import require
+from capeval.errors import InputError
+
+T = TypeVar("T")
+
+
+def _yaml() -> Any:
+    return require("yaml", extra="train", purpose="training configs (pip install pyyaml)")
+
+
+def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The mapping in a YAML file (an empty file is ``{}``); errors name the file and line."""
+    yaml = _yaml()
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"config file not found: {path}") from None
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise InputError(f"config file {path} cannot be read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"config file {path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InputError(f"config file {path}: expected a mapping of settings, got {type(data).__name__}")
+    return data
+
+
+def _fits(hint: Any, value: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_fits(a, value) for a in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin in (list, tuple):
+        return isinstance(value, (list, tuple))
+    if origin is dict:
+        return isinstance(value, dict)
+    return True
+
+
+def build(cls: type[T], data: Mapping[str, Any], source: str = "config") -> T:
+    """``cls(**data)`` after checking every key and value type against ``cls``'s fields."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise InputError(f"{source}: unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                         f"known: {', '.join(names)}")
+    data = dict(data)
+    for key, value in data.items():
+        if isinstance(value, str) and _looks_numeric(value) and _fits(hints[key], 1.0) and not _fits(hints[key], ""):
+            data[key] = value = float(value)  # YAML 1.1 reads 1e-4 (no dot) as a string
+        if not _fits(hints[key], value):
+            hint = hints[key]
+            shown = getattr(hint, "__name__", None) if not typing.get_args(hint) else None
+            shown = shown or str(hint).replace("typing.", "").replace("NoneType", "None")
+            raise InputError(f"{source}: setting {key}={value!r} should be {shown}")
+    values = {k: (float(v) if hints[k] is float and isinstance(v, int) else v) for k, v in data.items()}
+    return cls(**values)
+
+
+def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
+    """``["lr=3e-4", "seed=1"]`` -> ``{"lr": 0.0003, "seed": 1}`` (values parsed as YAML)."""
+    yaml = _yaml()
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--set {pair!r}: expected KEY=VALUE, e.g. lr=1e-4")
+        try:
+            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError:
+            out[key.strip()] = value
+    return out
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def load_config(cls: type[T], path: str | os.PathLike[str] | None = None, overrides: Mapping[str, Any] | None = None,
+                **settings: Any) -> T:
+    """A ``cls`` from a YAML file, then ``overrides``, then keyword settings (later wins)."""
+    data: dict[str, Any] = read_yaml(path) if path is not None else {}
+    data.update(overrides or {})
+    data.update(settings)
+    return build(cls, data, str(path) if path is not None else "config")
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """The config as a plain dict (what checkpoints and ``config.yaml`` in a run folder record)."""
+    return dataclasses.asdict(config)
+
+
+def dump_yaml(config: Any) -> str:
+    """The config as YAML text (keys in field order)."""
+    return _yaml().safe_dump(to_dict(config), sort_keys=False, allow_unicode=True)

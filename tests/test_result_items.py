@@ -1,0 +1,57 @@
+"""Per-item scores are stored compactly (ItemScores) and still behave as a read-only dict."""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import pickle
+
+import pytest
+
+from capeval.result import ItemScores, MetricResult, Signature
+
+
+def _result(items, metric="m"):
+    return MetricResult(metric, 0.5, items, Signature.build(metric))
+
+
+def test_items_behave_as_the_dict_they_came_from():
+    src = {"b": 0.1, "a": 1 / 3, "c": float("nan"), "d": -0.0, "e": 1e-300}
+    r = _result(src)
+    assert isinstance(r.items, ItemScores)
+    assert list(r.items) == ["b", "a", "c", "d", "e"]  # input order
+    for k, v in src.items():
+        got = r.items[k]
+        assert got == v or (math.isnan(got) and math.isnan(v))
+        assert math.copysign(1, got) == math.copysign(1, v)  # bit for bit, -0.0 included
+    assert dict(r.items).keys() == src.keys() and r.items.get("zz") is None
+    with pytest.raises(KeyError):
+        r.items["zz"]
+    with pytest.raises(TypeError):
+        r.items["a"] = 2.0  # read-only
+    assert _result({"x": 1.0}).items == {"x": 1.0}
+    assert json.loads(r.to_json())["items"]["a"] == src["a"]
+    copy = pickle.loads(pickle.dumps(r.items))
+    assert list(copy.items())[:2] == list(r.items.items())[:2]
+
+
+def test_non_float_scores_stay_a_plain_mapping():
+    r = _result({"a": 1, "b": 0.5})
+    assert not isinstance(r.items, ItemScores) and r.items == {"a": 1, "b": 0.5}
+    assert _result({}).items == {}
+
+
+def test_metrics_of_one_call_share_the_id_index():
+    ids = [f"img{i}" for i in range(1000)]
+    a = _result(dict(zip(ids, map(float, range(1000)))), "a")
+    b = _result(dict(zip(ids, map(float, range(1000, 2000)))), "b")
+    assert a.items._index is b.items._index
+    assert b.items["img7"] == 1007.0
+    other = _result({"img1": 1.0, "img0": 2.0}, "c")  # other ids or order: its own index
+    assert other.items._index is not a.items._index and list(other.items) == ["img1", "img0"]
+    del a, b, other
+    gc.collect()  # the cache holds the index weakly
+    from capeval import result
+
+    assert result._LAST_INDEX[0] is None or result._LAST_INDEX[0]() is None or len(result._LAST_INDEX[0]()) == 2
