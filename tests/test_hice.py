@@ -539,3 +539,41 @@ def test_real_weights_when_present(samples, tmp_path):
         pytest.skip(f"real HICE-S weights not available here: {str(exc).splitlines()[0]}")
     assert all(0.0 <= v <= 2.5 for v in rep.items.values())
     assert any(len(e["regions"]) > 1 for e in rep.extras["explanations"].values())
+
+
+def test_bench_explains_the_worst_items_and_the_html_links_them(bb, parser, tmp_path):
+    """`capeval bench --explain`: the worst-scored items of hice-s get explanation files, listed in
+    the run and linked from the HTML report (Composite fixture, tiny images, grid regions)."""
+    import sys
+    from pathlib import Path
+
+    from PIL import Image
+
+    import capeval.bench as cb
+    from capeval.bench.report import render_html
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_bench_fixtures import _write_composite
+
+    _write_composite(tmp_path / "data")
+    images = tmp_path / "images"
+    images.mkdir()
+    for k, name in enumerate(("111_aaa.jpg", "222_bbb.jpg", "333.jpg", "COCO_val2014_000000000042.jpg")):
+        Image.new("RGB", (48 + 8 * k, 40), (40 * k, 200 - 40 * k, 90)).save(images / name)
+    out = tmp_path / "explained"
+    run = cb.run(["composite"], ["hice-s"], data_root=tmp_path / "data", images=images, bootstrap=0,
+                 verify_media=False, options={"hice": {"backbone": bb, "regions": "grid", "parser": parser}},
+                 explain=out, explain_worst=3)
+    rows = run.benchmarks["composite"]["explanations"]["hice-s"]["all"]
+    assert len(rows) == 3 and [r["score"] for r in rows] == sorted(r["score"] for r in rows)
+    for r in rows:
+        assert Path(r["png"]).is_file() and json.loads(Path(r["json"]).read_text())["id"] == r["id"]
+    html = render_html(run, str(tmp_path))
+    assert "worst-scored items" in html and "explained/composite/all/hice-s/" in html
+
+
+def test_bench_explain_needs_a_metric_that_explains(capsys):
+    from capeval.cli.main import main
+
+    assert main(["bench", "flickr8k-expert", "--metrics", "bleu-1", "--explain", "x", "-q"]) == 2
+    assert "none of the metrics bleu-1 explains its scores" in capsys.readouterr().err

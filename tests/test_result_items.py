@@ -55,3 +55,16 @@ def test_metrics_of_one_call_share_the_id_index():
     from capeval import result
 
     assert result._LAST_INDEX[0] is None or result._LAST_INDEX[0]() is None or len(result._LAST_INDEX[0]()) == 2
+
+
+def test_per_item_extras_stay_out_of_the_summary():
+    ids = {"a": 0.5, "b": 0.25}
+    r = MetricResult("m", 0.375, ids, Signature.build("m"),
+                     extras={"precision": {"a": 1.0, "b": 0.5}, "count": 2, "by_cat": {"x": 1.0}})
+    summary = r.to_dict(per_item=False)
+    assert summary["extras"] == {"count": 2, "by_cat": {"x": 1.0}}
+    assert summary["per_item_extras"] == ["precision"]
+    assert r.to_dict()["extras"]["precision"] == {"a": 1.0, "b": 0.5}  # with per-item data: everything
+    from capeval.result import Report
+
+    assert Report([r]).per_item_extras() == {"m": {"precision": {"a": 1.0, "b": 0.5}}}

@@ -695,3 +695,25 @@ def test_transformers_backend_errors(tmp_path):
     except ImportError:
         with pytest.raises(MissingDependencyError, match="bitsandbytes"):
             VisCE2(backend="transformers", quantization="4bit", cache=None)
+
+
+def test_cli_names_every_error_item_on_stderr(server, tmp_path, image_dir, capsys):
+    from capeval.cli.main import main
+
+    server.script = {"a": [("ok", "85")], "d": [("ok", "It is a good caption.")]}
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    for k, i in enumerate(("x", "y")):
+        (folder / f"{i}.png").write_bytes((image_dir / f"img{k}.png").read_bytes())
+    cands = tmp_path / "c.json"
+    cands.write_text(json.dumps({"x": "a", "y": "d"}))
+    code = main(["score", "-m", "visce2", "-c", str(cands), "--images", str(folder), "-q",
+                 "-O", "visce2.backend=openai", "-O", f"visce2.base_url={server.base_url}",
+                 "-O", "visce2.model=tiny-vlm", "-O", f"visce2.cache={tmp_path / 'cache'}",
+                 "-O", "visce2.retry_backoff=0.01", "--per-item-extras", str(tmp_path / "x.json")])
+    out = capsys.readouterr()
+    assert code == 0
+    assert "capeval: visce2: item 'y': no number in the answer: 'It is a good caption.'" in out.err
+    summary = json.loads(out.out)
+    assert summary["scores"]["visce2"] == 85.0 and "answers" not in json.dumps(summary["results"][0].get("extras", {}))
+    assert json.loads((tmp_path / "x.json").read_text())["visce2"]["answers"]["y"] == "It is a good caption."

@@ -143,7 +143,17 @@ class MetricResult:
     def __len__(self) -> int:
         return len(self.items)
 
+    def per_item_extras(self) -> dict[str, Mapping[str, Any]]:
+        """The extras that hold one value per item (``{name: {id: value}}``, e.g. SPICE's
+        precision / recall, HICE-S's explanations, VisCE2's answers)."""
+        ids = self.items.keys() | set(self.skipped)
+        return {k: v for k, v in self.extras.items()
+                if isinstance(v, Mapping) and v and all(i in ids for i in v)}
+
     def to_dict(self, per_item: bool = True) -> dict[str, Any]:
+        """Plain JSON data. Without ``per_item``, per-item scores and per-item extras
+        (:meth:`per_item_extras`) are left out and the latter only named, so that the
+        summary of a large job stays small."""
         out: dict[str, Any] = {
             "metric": self.metric,
             "system": _clean(self.system),
@@ -151,7 +161,12 @@ class MetricResult:
             "n": len(self.items),
         }
         if self.extras:
-            out["extras"] = _clean(dict(self.extras))
+            per_item_extras = set() if per_item else set(self.per_item_extras())
+            extras = {k: v for k, v in self.extras.items() if k not in per_item_extras}
+            if extras:
+                out["extras"] = _clean(extras)
+            if per_item_extras:
+                out["per_item_extras"] = sorted(per_item_extras)
         if self.skipped:
             out["skipped"] = list(self.skipped)
         if per_item:
@@ -191,6 +206,12 @@ class Report(Mapping[str, MetricResult]):
     def per_item(self) -> dict[str, dict[str, float]]:
         """``{metric: {id: score}}``, the layout the CLI's ``--per-item`` writes."""
         return {k: dict(r.items) for k, r in self._results.items()}
+
+    def per_item_extras(self) -> dict[str, dict[str, Any]]:
+        """``{metric: {extra: {id: value}}}`` for the metrics that have per-item extras
+        (what the CLI's ``--per-item-extras`` writes)."""
+        out = {k: r.per_item_extras() for k, r in self._results.items()}
+        return {k: _clean({n: dict(v) for n, v in e.items()}) for k, e in out.items() if e}
 
     def to_dict(self, per_item: bool = False) -> dict[str, Any]:
         return {

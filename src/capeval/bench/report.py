@@ -134,8 +134,27 @@ def _bars_svg(records: list[Any], suffix: str) -> str:
     return "".join(parts)
 
 
-def render_html(run: Any) -> str:
-    """The report: per benchmark a table, protocol notes, signatures, heatmaps / bars."""
+def _explanations(meta: dict[str, Any], link_base: str | None) -> str:
+    """Links to the explanations of the worst-scored items (``capeval bench --explain DIR``)."""
+    import os
+
+    def href(path: str) -> str:
+        return _e(os.path.relpath(path, link_base) if link_base else path)
+
+    parts = []
+    for metric, by_setting in meta.get("explanations", {}).items():
+        for setting, rows in by_setting.items():
+            links = ", ".join(f"<a href='{href(r['png'])}'>{_e(r['id'])}</a> {_fmt(r['score'])} "
+                              f"(<a href='{href(r['json'])}'>json</a>)" for r in rows)
+            parts.append(f"<p class='note'>{_e(metric)} ({_e(setting)}), worst-scored items: {links}</p>")
+    if not parts:
+        return ""
+    return "<h3>Explanations</h3>" + "".join(parts)
+
+
+def render_html(run: Any, link_base: str | None = None) -> str:
+    """The report: per benchmark a table, protocol notes, signatures, heatmaps / bars, and links
+    to the worst items' explanations (paths relative to ``link_base``, the report's folder)."""
     out = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>capeval bench report</title>",
         f"<style>{_CSS}</style></head><body><h1>capeval bench</h1>",
@@ -175,6 +194,7 @@ def render_html(run: Any) -> str:
                     f"<td>{_p_text(c['p_value'], c.get('n_resamples'))}</td></tr>"
                 )
             out.append("</table>")
+        out.append(_explanations(meta, link_base))
         out.append(f"<p class='sig'>benchmark signature: {_e(meta['signature'])}</p>")
         sigs = sorted({(r.metric, r.metric_signature) for r in recs})
         out.append("<p class='sig'>" + "<br>".join(f"{_e(m)}: {_e(s)}" for m, s in sigs) + "</p>")

@@ -7,6 +7,7 @@ import math
 import os
 import zlib
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -135,6 +136,8 @@ def run(
     bench_options: Mapping[str, Mapping[str, Any]] | None = None,
     verify_media: bool = True,
     progress: bool | None = False,
+    explain: str | os.PathLike[str] | None = None,
+    explain_worst: int = 10,
 ) -> BenchRun:
     """Meta-evaluate ``metrics`` on ``benchmarks``; returns a :class:`BenchRun` (a list of records).
 
@@ -144,7 +147,10 @@ def run(
     for the confidence intervals and the paired tests (0: none). ``options``: metric
     constructor options as in :func:`capeval.score`; ``bench_options``: per-benchmark
     loader options (e.g. ``{"pascal-50s": {"refs": "fixed"}}``). Same inputs and seed give
-    identical numbers.
+    identical numbers. ``explain``: a folder where metrics that explain their scores (HICE-S)
+    write the explanations of their ``explain_worst`` worst-scored items per benchmark and
+    setting (``<folder>/<benchmark>/<setting>/<metric>/``); listed in the run's benchmark
+    entries under ``explanations`` and linked from the HTML report.
     """
     from capeval.models.cache import ModelCache
 
@@ -178,7 +184,9 @@ def run(
             loaded = b.load(root, seed=seed, **dict(bench_options.get(b.name, {})))
             loaded.options.setdefault("seed", seed)
             bar.update(1)
-            scores, sigs = _score_benchmark(loaded, names, specs, models, options, images, videos, verify_media)
+            explain_dir = Path(explain) / b.name if explain is not None else None
+            scores, sigs, explained = _score_benchmark(loaded, names, specs, models, options, images, videos,
+                                                       verify_media, explain_dir, explain_worst)
             out.benchmarks[b.name] = {
                 "title": b.title,
                 "citation": b.citation,
@@ -188,6 +196,8 @@ def run(
                 "info": loaded.info,
                 "settings": {s: len(st.items) for s, st in loaded.settings.items()},
             }
+            if explained:
+                out.benchmarks[b.name]["explanations"] = explained
             dists: dict[str, dict[str, np.ndarray]] = {}
             full_values: dict[str, dict[str, float]] = {}
             for m in names:
@@ -254,8 +264,11 @@ def _score_benchmark(
     images: Any,
     videos: Any,
     verify_media: bool,
-) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, str]]]:
-    """Score every setting once per metric group: ``{metric: {setting: scores}}`` and signatures.
+    explain_dir: Path | None = None,
+    explain_worst: int = 10,
+) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, str]], dict[str, dict[str, list[dict[str, Any]]]]]:
+    """Score every setting once per metric group: ``{metric: {setting: scores}}``, signatures,
+    and ``{metric: {setting: [worst items' explanation files]}}`` when ``explain_dir`` is set.
 
     Scores of a metric whose registry entry says lower is better are negated, so that every
     statistic reads "agrees with humans" the same way for every metric.
@@ -277,6 +290,7 @@ def _score_benchmark(
     scores: dict[str, dict[str, np.ndarray]] = {m: {} for m in names}
     sigs: dict[str, dict[str, str]] = {m: {} for m in names}
     evaluators: dict[tuple[str, ...], Evaluator] = {}
+    explained: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for sname, setting in loaded.settings.items():
         keys = list(setting.items)
         with_refs = [m for m in names if "references" in specs[m].needs]
@@ -306,7 +320,14 @@ def _score_benchmark(
                 sign = 1.0 if specs[m].higher_is_better else -1.0
                 scores[m][sname] = sign * np.array([res.items.get(k, float("nan")) for k in keys], dtype=float)
                 sigs[m][sname] = str(res.signature)
-    return scores, sigs
+            if explain_dir is not None:
+                from capeval.bench.explanations import explain_worst as explain_items
+
+                found = explain_items(evaluators[key], members, report, specs, cands, refs, inputs,
+                                      explain_dir / (sname or "all"), explain_worst)
+                for m, rows in found.items():
+                    explained.setdefault(m, {})[sname or "all"] = rows
+    return scores, sigs, explained
 
 
 def _with_protocol_options(

@@ -37,6 +37,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--option", "-O", action="append", default=[], metavar="METRIC.KEY=VALUE", help="metric option (as in score)")
     p.add_argument("--no-verify-media", action="store_true", help="do not check image MD5 sums")
+    p.add_argument("--explain", metavar="DIR", help="metrics that explain their scores (hice-s, ref-hice-s) write "
+                   "their worst-scored items' explanations into DIR; the HTML report links them")
+    p.add_argument("--explain-worst", type=int, default=10, metavar="N", help="items explained per metric and "
+                   "setting with --explain (default 10)")
     p.add_argument("--list", action="store_true", help="list the registered benchmarks and exit")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -67,6 +71,15 @@ def run(args: argparse.Namespace) -> int:
     bench_options = parse_options(args.bench_option, "BENCH") if args.bench_option else {}
     names, options = check_options(args.metrics, parse_options(args.option), strict=True)
     check_outputs({"--out": args.out, "--html": args.html}, [])
+    if args.explain:
+        from capeval import registry
+        from capeval.options import option_types
+
+        if args.explain_worst < 1:
+            raise InputError(f"--explain-worst must be at least 1, got {args.explain_worst}")
+        if not any(registry.get(n).media and "explain_dir" in (option_types(registry.get(n)) or {}) for n in names):
+            raise InputError(f"--explain: none of the metrics {', '.join(names)} explains its scores "
+                             "(hice-s and ref-hice-s do)")
     progress = False if args.quiet else None
     with progress_setting(progress):
         result = bench_run(
@@ -82,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
             bench_options=bench_options,
             verify_media=not args.no_verify_media,
             progress=progress,
+            explain=args.explain,
+            explain_worst=args.explain_worst,
         )
     from capeval.bench.published import beside, table
 
@@ -93,7 +108,9 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         outputs.append((args.out, json.dumps(payload, indent=2, ensure_ascii=False) + "\n"))
     if args.html:
-        outputs.append((args.html, render_html(result)))
+        import os
+
+        outputs.append((args.html, render_html(result, os.path.dirname(os.path.abspath(args.html)))))
     if outputs:
         try:
             atomic_write_many(outputs)

@@ -24,6 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--images", help="folder of images named <id>.<ext> (image metrics)")
     p.add_argument("--videos", help="folder of videos <id>.<ext> or frame folders <id>/ (video metrics)")
     p.add_argument("--per-item", metavar="FILE", help="write per-item scores {metric: {id: score}} as JSON")
+    p.add_argument("--per-item-extras", metavar="FILE",
+                   help="write per-item extras {metric: {name: {id: value}}} as JSON (SPICE's precision/recall and "
+                   "categories, HICE-S's explanations, VisCE2's answers); the printed JSON only names them")
     p.add_argument("--out", "-o", metavar="FILE", help="also write the printed JSON to FILE")
     p.add_argument(
         "--option",
@@ -104,6 +107,22 @@ def _route_explain(names: list[str], options: dict[str, dict[str, Any]], folder:
         sys.stderr.write(f"capeval: --explain: {', '.join(others)} write no explanations\n")
 
 
+def _report_error_items(report: Any, limit: int = 10) -> None:
+    """One stderr line per error item (e.g. a VLM answer without a number): never a silent gap."""
+    for r in report.values():
+        errors = r.extras.get("errors")
+        if not isinstance(errors, dict) and not hasattr(errors, "items"):
+            continue
+        for i, (item, e) in enumerate(errors.items()):
+            if i == limit:
+                sys.stderr.write(f"capeval: {r.metric}: {len(errors)} error items in all (--per-item-extras lists "
+                                 "them with the raw answers)\n")
+                break
+            msg, answer = (e.get("error"), e.get("answer")) if hasattr(e, "get") else (str(e), None)
+            shown = f": {answer[:80]!r}" if isinstance(answer, str) else ""
+            sys.stderr.write(f"capeval: {r.metric}: item {item!r}: {msg}{shown}\n")
+
+
 def run(args: argparse.Namespace) -> int:
     from capeval import registry
     from capeval.api import check_options, score
@@ -131,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         _route_explain(names, options, args.explain)
     options = {k: v for k, v in options.items() if v}
     names, options = check_options(names, options, strict=True)
-    check_outputs({"--per-item": args.per_item, "--out": args.out}, [args.candidates, args.references])
+    check_outputs({"--per-item": args.per_item, "--per-item-extras": args.per_item_extras, "--out": args.out}, [args.candidates, args.references])
     progress = False if args.quiet else None
     files = [read_caption_file(args.candidates, "candidates")]
     if args.references:
@@ -158,12 +177,16 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
             **inputs,
         )
+    _report_error_items(report)
     payload = report.to_dict(per_item=False)
     payload["inputs"] = {f.kind: f.to_dict() for f in files}
     text = json.dumps(payload, indent=2, ensure_ascii=False)
     outputs: list[tuple[str, str]] = []
     if args.per_item:
         outputs.append((args.per_item, json.dumps(report.per_item(), indent=2, ensure_ascii=False) + "\n"))
+    if args.per_item_extras:
+        outputs.append((args.per_item_extras,
+                        json.dumps(report.per_item_extras(), indent=2, ensure_ascii=False) + "\n"))
     if args.out:
         outputs.append((args.out, text + "\n"))
     if outputs:
