@@ -27,6 +27,7 @@ from capeval.registry import metrics as list_metrics
 from capeval.registry import presets as list_presets
 from capeval.models.download import download
 from capeval.result import MetricResult, Report, Signature
+from capeval.reward import Reward
 from capeval.scorer import Batch, Scorer
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "scene_graphs",
     "scene_graph_parser",
     "Evaluator",
+    "Reward",
     "Batch",
     "download",
     "expand_metrics",

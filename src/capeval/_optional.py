@@ -21,6 +21,7 @@ _KNOWN = {
     "transformers": ("transformers", "hf"),
     "yaml": ("pyyaml", "train"),
     "accelerate": ("accelerate", "train"),
+    "diffusers": ("diffusers", "generate"),
     "scipy": ("scipy", None),
 }
 

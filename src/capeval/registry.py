@@ -271,8 +271,30 @@ def _bridge_specs() -> list[MetricSpec]:
     )]
 
 
+def _diagnostic_specs() -> list[MetricSpec]:
+    # candidate-only: references are accepted and ignored; length/vocab have no better side
+    # ("higher" only orders them)
+    common: dict[str, Any] = dict(factory="capeval.metrics.diagnostics:Diagnostics", group="diagnostics",
+                                  needs=frozenset(), accepts=frozenset({"references"}), reference=_PACPP)
+    inf = float("inf")
+    return [
+        *[MetricSpec(name=f"rep-{n}", range=(0.0, inf), direction="lower", aliases=(f"rep{n}", f"rep_{n}"),
+                     description=f"Rep-{n}: n-grams minus distinct n-grams per caption, mean (PAC-S++ Table 9; "
+                                 "capeval's definition, the authors published none); lower is better", **common)
+          for n in range(1, 5)],
+        MetricSpec(name="incorrect", range=(0.0, 100.0), direction="lower", extra="spice",
+                   description="% of captions whose last word is a preposition, conjunction, determiner or "
+                               "possessive (spaCy tag; PAC-S++ Table 9); lower is better", **common),
+        MetricSpec(name="length", range=(0.0, inf),
+                   description="mean words per caption (PTB-tokenised); a diagnostic, no better side", **common),
+        MetricSpec(name="vocab", range=(0.0, inf),
+                   description="distinct words over all captions (per item: of the caption); a diagnostic, "
+                               "no better side", **common),
+    ]
+
+
 _TABLE: tuple[MetricSpec, ...] = (*_text_specs(), *_clip_specs(), *_hice_specs(), *_video_specs(), *_vlm_specs(),
-                                  *_bridge_specs())
+                                  *_bridge_specs(), *_diagnostic_specs())
 
 _PRESET_TABLE: dict[str, tuple[str, ...]] = {
     # the COCO caption evaluation's metrics; spice joined because its Kendall tau on
@@ -286,6 +308,7 @@ _PRESET_TABLE: dict[str, tuple[str, ...]] = {
     "pac": ("pac-s", "ref-pac-s", "pac-s++", "ref-pac-s++"),
     "learned": ("clip-s", "ref-clip-s", "pac-s", "ref-pac-s", "pac-s++", "ref-pac-s++"),
     "hice": ("hice-s", "ref-hice-s"),
+    "diagnostics": ("rep-1", "rep-2", "rep-3", "rep-4", "incorrect", "length", "vocab"),
     "video": ("emscore", "ref-emscore", "pac-s-video", "ref-pac-s-video"),
 }
 

@@ -1,4 +1,4 @@
-"""``capeval train``: train a learnable metric. ``capeval train bridge --config FILE [--resume]``."""
+"""``capeval train``: train a learnable metric. ``capeval train bridge|pacs --config FILE [--resume]``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("train", help="train a learnable metric (bridge)",
+    p = subparsers.add_parser("train", help="train a learnable metric (bridge, pacs)",
                               description="Train a learnable caption metric from a YAML config.")
     sub = p.add_subparsers(dest="trainer", metavar="METRIC")
     b = sub.add_parser(
@@ -25,6 +25,10 @@ def add_parser(subparsers: Any) -> None:
     b.add_argument("--print-config", action="store_true", help="print the resolved settings as YAML and exit")
     b.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     b.set_defaults(func=run_bridge)
+    _add_pacs(sub)
+    from capeval.cli.train_captioner import add_captioner
+
+    add_captioner(sub)
 
     def usage(_: argparse.Namespace) -> int:
         p.print_help()
@@ -35,14 +39,10 @@ def add_parser(subparsers: Any) -> None:
 
 def run_bridge(args: argparse.Namespace) -> int:
     from capeval.train.bridge_config import BridgeTrainConfig
-    from capeval.train.config import dump_yaml, load_config, parse_overrides
+    from capeval.train.config import config_from_args
 
-    overrides = parse_overrides(args.set)
-    if args.output_dir:
-        overrides["output_dir"] = args.output_dir
-    cfg = load_config(BridgeTrainConfig, args.config, overrides)
-    if args.print_config:
-        print(dump_yaml(cfg), end="")
+    cfg = config_from_args(BridgeTrainConfig, args)
+    if cfg is None:
         return 0
     from capeval.progress import progress_setting
     from capeval.train.bridge import train_bridge
@@ -53,4 +53,92 @@ def run_bridge(args: argparse.Namespace) -> int:
     print(json.dumps({"run_dir": str(result.run_dir), "best": str(result.best) if result.best else None,
                       "last": str(result.last), "epochs": result.epochs, "steps": result.steps,
                       "best_val_loss": result.best_val, "stopped": result.stopped}, indent=2))
+    return 0
+
+
+def _add_pacs(sub: Any) -> None:
+    p = sub.add_parser(
+        "pacs", help="train PAC-S / PAC-S++ (positive-augmented contrastive CLIP fine-tuning)",
+        description="Fine-tune CLIP as PAC-S (mode: pacs, projections only) or PAC-S++ (mode: pacs++, LoRA) on COCO "
+                    "with generated positives (`capeval train pacs generate`). Writes best.safetensors / best.pth "
+                    "(the released checkpoint layouts), metrics.csv, config.yaml and run.json into output_dir; "
+                    "score with `capeval score -m pac-s++ --backbone RUN/best.safetensors`.")
+    p.add_argument("--config", "-c", metavar="FILE", help="YAML settings (keys: see --print-config)")
+    p.add_argument("--set", "-s", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one setting (value read as YAML), e.g. --set mode=pacs --set lambda_v=0.05")
+    p.add_argument("--output-dir", "-o", metavar="DIR", help="run folder (overrides output_dir)")
+    p.add_argument("--resume", action="store_true", help="continue the run in output_dir")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (steps, memory estimate) and exit")
+    p.add_argument("--print-config", action="store_true", help="print the resolved settings as YAML and exit")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    p.set_defaults(func=run_pacs)
+    gsub = p.add_subparsers(dest="pacs_command", metavar="generate")
+    g = gsub.add_parser(
+        "generate", help="generate positives: BLIP captions per image, Stable Diffusion images per caption",
+        description="Write generated positives for one shard of a COCO Karpathy split (resumable; provenance and "
+                    "sha256 recorded). Images need the diffusers package.")
+    g.add_argument("--coco-root", required=True, metavar="DIR")
+    g.add_argument("--annotations", metavar="FILE", help="dataset_coco.json (default: in --coco-root)")
+    g.add_argument("--split", default="train")
+    g.add_argument("--output", "-o", required=True, metavar="DIR", help="positives folder (the config's positives)")
+    g.add_argument("--shard", default="0/1", metavar="I/N")
+    g.add_argument("--what", choices=("both", "captions", "images"), default="both")
+    g.add_argument("--captioner", default=None, help="captioner name or path (default: BLIP large, COCO)")
+    g.add_argument("--t2i", default=None, help="diffusers model (default: Stable Diffusion v1.5)")
+    g.add_argument("--revision", default=None, help="t2i model revision (recorded)")
+    g.add_argument("--steps", type=int, default=50)
+    g.add_argument("--guidance", type=float, default=7.5)
+    g.add_argument("--size", type=int, default=512)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--batch-size", type=int, default=8)
+    g.add_argument("--device", default="cpu")
+    g.add_argument("--limit", type=int, default=None, help="first N images of the split only")
+    g.add_argument("--quiet", "-q", action="store_true")
+    g.set_defaults(func=run_pacs_generate)
+
+
+def run_pacs(args: argparse.Namespace) -> int:
+    from capeval.train.config import config_from_args
+    from capeval.train.pacs_config import PacsTrainConfig
+
+    cfg = config_from_args(PacsTrainConfig, args)
+    if cfg is None:
+        return 0
+    from capeval.progress import progress_setting
+    from capeval.train.pacs import train_pacs
+
+    progress = False if args.quiet else None
+    with progress_setting(progress):
+        result = train_pacs(cfg, resume=args.resume, dry_run=args.dry_run, progress=progress)
+    if args.dry_run:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(json.dumps({"run_dir": str(result.run_dir), "best": str(result.best) if result.best else None,
+                      "last": str(result.last), "steps": result.steps, "best_val_loss": result.best_val,
+                      "stopped": result.stopped}, indent=2))
+    return 0
+
+
+def run_pacs_generate(args: argparse.Namespace) -> int:
+    from capeval.train.coco import load_karpathy
+    from capeval.train.pacs_generate import (
+        DEFAULT_T2I,
+        DiffusersTextToImage,
+        generate_positives,
+        parse_shard,
+    )
+
+    shard = parse_shard(args.shard)
+    items = load_karpathy(args.coco_root, args.split, args.annotations, args.limit)
+    captioner = t2i = None
+    if args.what in ("both", "captions"):
+        from capeval.train.captioner import DEFAULT_CAPTIONER, load_captioner
+
+        captioner = load_captioner(args.captioner or DEFAULT_CAPTIONER, device=args.device)
+    if args.what in ("both", "images"):
+        t2i = DiffusersTextToImage(args.t2i or DEFAULT_T2I, args.revision, args.steps, args.guidance, args.size,
+                                   args.device)
+    counts = generate_positives(items, args.output, captioner=captioner, text_to_image=t2i, shard=shard,
+                                seed=args.seed, batch_size=args.batch_size, progress=False if args.quiet else None)
+    print(json.dumps(counts))
     return 0

@@ -40,7 +40,7 @@ from capeval.metrics.bridge.mapping import BridgeModel, image_features, pseudo_c
 from capeval.progress import make_progress, note
 from capeval.train.bridge_config import BridgeTrainConfig
 from capeval.train.bridge_data import ImageDataset, StepBatch, StepBuilder, prepare_templates
-from capeval.train.coco import CaptionedImage, load_karpathy
+from capeval.train.coco import CaptionedImage, split_items
 from capeval.train.config import dump_yaml, load_config, to_dict
 from capeval.train.logging import MetricsLog
 from capeval.train.losses import infonce, weighted_infonce
@@ -162,11 +162,7 @@ class _Runner:
 
 def _items(cfg: BridgeTrainConfig, data: Sequence[CaptionedImage] | None, split: str, limit: int | None
            ) -> list[CaptionedImage] | None:
-    if data is not None:
-        return list(data)[:limit] if limit else list(data)
-    if cfg.coco_root is None:
-        return None
-    return load_karpathy(cfg.coco_root, split, cfg.annotations, limit)
+    return split_items(data, cfg.coco_root, cfg.annotations, split, limit)
 
 
 def train_bridge(config: BridgeTrainConfig | str | os.PathLike[str], *, backbone: Any = None, captioner: Any = None,

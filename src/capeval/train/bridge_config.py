@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capeval.errors import InputError
+from capeval.train.config import runtime_problems
 from capeval.metrics.bridge.mapping import BridgeConfig
 from capeval.metrics.bridge.templates import DEFAULT_SPACY_MODEL
 from capeval.train.captioner import DEFAULT_CAPTIONER
@@ -81,12 +82,7 @@ class BridgeTrainConfig:
                 problems.append(f"{name} must be >= 0")
         if self.lr <= 0:
             problems.append("lr must be > 0")
-        if self.mixed_precision not in ("no", "bf16", "fp16"):
-            problems.append(f"mixed_precision={self.mixed_precision!r} (no, bf16 or fp16)")
-        if self.accelerate not in ("auto", "yes", "no"):
-            problems.append(f"accelerate={self.accelerate!r} (auto, yes or no)")
-        if self.temperature is not None and self.temperature <= 0:
-            problems.append("temperature must be > 0")
+        problems += runtime_problems(self)
         if problems:
             raise InputError("BRIDGE training config: " + "; ".join(problems))
         self.model_config(None)  # validates the model settings too

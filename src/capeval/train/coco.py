@@ -18,7 +18,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from capeval.errors import InputError
 
@@ -90,3 +90,15 @@ def load_karpathy(root: str | os.PathLike[str], split: str = "train", annotation
         raise InputError(f"COCO image {out[0].image} not found: {root} must hold the folders named by "
                          f"dataset_coco.json's filepath (train2014/, val2014/)")
     return out
+
+
+def split_items(data: Sequence[CaptionedImage] | None, coco_root: str | os.PathLike[str] | None,
+                annotations: str | os.PathLike[str] | None, split: str,
+                limit: int | None) -> list[CaptionedImage] | None:
+    """The items of a training split: ``data`` when given (first ``limit``), else the Karpathy
+    ``split`` under ``coco_root``; None when there is neither."""
+    if data is not None:
+        return list(data)[:limit] if limit else list(data)
+    if coco_root is None:
+        return None
+    return load_karpathy(coco_root, split, annotations, limit)

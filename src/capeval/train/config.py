@@ -133,3 +133,29 @@ def to_dict(config: Any) -> dict[str, Any]:
 def dump_yaml(config: Any) -> str:
     """The config as YAML text (keys in field order)."""
     return _yaml().safe_dump(to_dict(config), sort_keys=False, allow_unicode=True)
+
+
+def config_from_args(cls: type[T], args: Any) -> T | None:
+    """The settings of a ``capeval train`` command: ``--config FILE``, then ``--set K=V``
+    overrides and ``--output-dir``; None once ``--print-config`` has printed them."""
+    overrides = parse_overrides(args.set)
+    if args.output_dir:
+        overrides["output_dir"] = args.output_dir
+    cfg = load_config(cls, args.config, overrides)
+    if args.print_config:
+        print(dump_yaml(cfg), end="")
+        return None
+    return cfg
+
+
+def runtime_problems(cfg: Any) -> list[str]:
+    """What is wrong with the settings every training command shares (``mixed_precision``,
+    ``accelerate``, ``temperature``), as phrases for one error line."""
+    problems = []
+    if cfg.mixed_precision not in ("no", "bf16", "fp16"):
+        problems.append(f"mixed_precision={cfg.mixed_precision!r} (no, bf16 or fp16)")
+    if cfg.accelerate not in ("auto", "yes", "no"):
+        problems.append(f"accelerate={cfg.accelerate!r} (auto, yes or no)")
+    if getattr(cfg, "temperature", None) is not None and cfg.temperature <= 0:
+        problems.append("temperature must be > 0")
+    return problems

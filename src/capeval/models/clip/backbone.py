@@ -48,6 +48,8 @@ class ClipBackbone:
             # the full token -> id table and the merges: results computed with other ids never share it
             "tokenizer": tokenizer.fingerprint()[:16],
         }
+        if (info or {}).get("run"):  # a file written by `capeval train`: which run made it
+            self.signature["run"] = info["run"]
 
     @property
     def signature_hash(self) -> str:
@@ -174,8 +176,27 @@ def load_backbone(name_or_path: str | os.PathLike[str], device: str = "cpu", lor
         raise ResourceError(f"{path}: preprocessing size {prep.size} != model input size {cfg.image_size}")
     tok = load_tokenizer(tokenizer, cfg.context_length)
     info = {"arch": entry.arch if entry else "inferred", "sha256": digest,
-            "lora": describe(lora_info) if lora_info else "n/a"}
+            "lora": describe(lora_info) if lora_info else "n/a", "run": _training_run(path)}
     return ClipBackbone(model, tok, prep, entry.name if entry and key in ck.CHECKPOINTS else str(path), device, info)
+
+
+def _training_run(path: Path) -> str | None:
+    """``config:<hash>,train:<hash>`` from the header of a safetensors file `capeval train` wrote."""
+    if path.suffix != ".safetensors":
+        return None
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), "pt") as f:
+            meta = f.metadata() or {}
+        config = json.loads(meta["config_hash"]) if "config_hash" in meta else None
+        data = json.loads(meta.get("data", "{}"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not config:
+        return None
+    train = data.get("train") if isinstance(data, dict) else None
+    return f"config:{config}" + (f",train:{train}" if train else "")
 
 
 def _same_shape(a: ClipConfig, b: ClipConfig) -> bool:

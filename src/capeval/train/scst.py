@@ -1,0 +1,325 @@
+"""Training the SCST captioner of PAC-S++ (Sarto et al. 2024, Sec. 4.2 and 5.1): ``capeval train captioner``.
+
+Stage 1, cross-entropy (teacher forcing, Eq. 16): Adam, batch 1,024 (image, caption) pairs,
+``xe_steps`` = 20,000; the learning rate rises linearly over 1,000 steps to 2.5e-4, stays
+until 10,000, falls to 1e-5 by 15,000 (linearly: the journal says "sub-linearly" without a
+formula) and stays there.
+
+Stage 2, SCST (Eq. 18-19): per image, beam search (beam l = 5) gives l captions t^_i, each
+rewarded by :class:`capeval.reward.Reward` (any capeval metric or a weighted mix; CIDEr-D's
+document frequencies fitted once on the training references); baseline b = mean reward
+of the image's beam; loss = -(1/l) sum_i (r(t^_i) - b) log p(t^_i), averaged over the
+images of a batch; Adam 1e-6, batch 32 images, one epoch.
+
+Each stage ends with ``<stage>.pt`` (model, vocabulary, config) and an evaluation of the
+``eval_split`` captions (beam ``eval_beam``) with ``eval_metrics`` (one ``capeval.score``
+call) plus the diagnostics rep-1..4 / length / vocab (and ``incorrect`` when spaCy's model
+is installed): ``eval-<stage>.json``. ``last.pt`` holds everything needed to resume
+(optimizer, stage, step) and is written every ``checkpoint_every`` steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from capeval.errors import InputError
+from capeval.io.atomic import atomic_open, atomic_write_text
+from capeval.progress import make_progress
+from capeval.train.coco import CaptionedImage
+from capeval.train.config import dump_yaml, load_config, to_dict
+from capeval.train.logging import MetricsLog
+from capeval.train.scst_model import CaptionTransformer, FeatureStore, Vocab, pad_batch
+
+STAGES = ("xe", "scst")
+
+
+@dataclass
+class CaptionerTrainConfig:
+    """Settings of ``capeval train captioner`` (YAML keys); defaults are the journal's."""
+
+    coco_root: str | None = None
+    annotations: str | None = None
+    output_dir: str = "runs/captioner"
+    backbone: str = "openai/ViT-L-14"
+    feature_dir: str | None = None  # default: <output_dir>/features
+    max_train_images: int | None = None
+    max_eval_images: int | None = None
+    min_word_count: int = 5
+    max_len: int = 20
+    d_model: int = 512
+    heads: int = 8
+    enc_layers: int = 3
+    dec_layers: int = 3
+    ff_dim: int = 2048
+    dropout: float = 0.1
+    stages: list[str] = field(default_factory=lambda: list(STAGES))
+    xe_batch_size: int = 1024
+    xe_steps: int = 20000
+    xe_lr: float = 2.5e-4
+    xe_warmup: int = 1000
+    xe_decay_start: int = 10000
+    xe_decay_end: int = 15000
+    xe_lr_min: float = 1e-5
+    scst_batch_size: int = 32
+    scst_lr: float = 1e-6
+    scst_epochs: int = 1
+    beam_size: int = 5
+    reward: dict[str, float] = field(default_factory=lambda: {"pac-s++": 1.0})
+    reward_options: dict[str, Any] = field(default_factory=dict)
+    eval_split: str = "test"
+    eval_metrics: str = "coco-ngram,clip-s,ref-clip-s,pac-s++,ref-pac-s++"
+    eval_beam: int = 5
+    log_every: int = 50
+    checkpoint_every: int = 1000
+    seed: int = 0
+    device: str = "cpu"
+    tensorboard: bool = False
+
+
+@dataclass
+class CaptionerResult:
+    run_dir: Path
+    checkpoints: dict[str, Path]
+    evaluations: dict[str, dict[str, float]]
+    steps: dict[str, int]
+
+
+def xe_learning_rate(step: int, cfg: CaptionerTrainConfig) -> float:
+    """Stage-1 learning rate at ``step`` (0-based): warm-up, plateau, decay, floor."""
+    if step < cfg.xe_warmup:
+        return cfg.xe_lr * (step + 1) / cfg.xe_warmup
+    if step < cfg.xe_decay_start:
+        return cfg.xe_lr
+    if step < cfg.xe_decay_end:
+        frac = (step - cfg.xe_decay_start) / (cfg.xe_decay_end - cfg.xe_decay_start)
+        return cfg.xe_lr + frac * (cfg.xe_lr_min - cfg.xe_lr)
+    return cfg.xe_lr_min
+
+
+def _order(n: int, k: int, seed: int) -> int:
+    """Index of the k-th draw over epochs of seeded permutations of range(n) (resumable)."""
+    return int(np.random.default_rng([seed, k // n]).permutation(n)[k % n])
+
+
+def generate(model: CaptionTransformer, store: FeatureStore, vocab: Vocab, ids: Sequence[str], beam: int,
+             batch_size: int = 64) -> dict[str, str]:
+    """The best beam's caption of each image id."""
+    was = model.training
+    model.eval()
+    out: dict[str, str] = {}
+    for start in range(0, len(ids), batch_size):
+        chunk = list(ids[start : start + batch_size])
+        seqs, _ = model.beam_search(store.get(chunk).to(_device(model)), beam)
+        out.update({i: vocab.decode(s[0]) for i, s in zip(chunk, seqs.cpu())})
+    model.train(was)
+    return out
+
+
+def evaluate(captions: Mapping[str, str], items: Sequence[CaptionedImage], metrics: str) -> dict[str, float]:
+    """System scores of ``captions`` on ``items``: one ``capeval.score`` call plus the diagnostics."""
+    import capeval
+    from capeval._optional import available
+    from capeval.metrics.diagnostics import Diagnostics
+
+    refs = {it.id: list(it.captions) for it in items}
+    cands = {it.id: captions[it.id] for it in items}
+    out: dict[str, float] = {}
+    if metrics:
+        from capeval import registry
+
+        wants = any("images" in registry.get(m).accepts for m in registry.expand(metrics))
+        images = {it.id: it.image for it in items} if wants else None
+        report = capeval.score(cands, refs, metrics=metrics, **({"images": images} if wants else {}))
+        out.update({m: report[m].system for m in report})
+    chosen = ["rep-1", "rep-2", "rep-3", "rep-4", "length", "vocab"]
+    try:
+        diag = Diagnostics(chosen + (["incorrect"] if available("spacy") else []))
+    except Exception:  # noqa: BLE001 - spaCy without its English model: the rest still runs
+        diag = Diagnostics(chosen)
+    report = diag.score(cands)
+    out.update({m: report[m].system for m in report})
+    return out
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _save(obj: Any, path: Path) -> None:
+    with atomic_open(path) as f:
+        torch.save(obj, f)
+
+
+def train_captioner(config: CaptionerTrainConfig | str | os.PathLike[str], *, resume: bool = False,
+                    backbone: Any = None, data: Mapping[str, Sequence[CaptionedImage]] | None = None,
+                    progress: bool | None = False) -> CaptionerResult:
+    """Run the configured stages; ``data``: ``{"train": [...], eval_split: [...]}`` instead of COCO."""
+    cfg = config if isinstance(config, CaptionerTrainConfig) else load_config(CaptionerTrainConfig, config)
+    unknown = [s for s in cfg.stages if s not in STAGES]
+    if unknown:
+        raise InputError(f"captioner config: unknown stage {unknown[0]!r}; stages are {', '.join(STAGES)}")
+    torch.manual_seed(cfg.seed)
+    run = Path(cfg.output_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    state_path = run / "last.pt"
+    state = torch.load(state_path, map_location="cpu", weights_only=False) if resume and state_path.exists() else None
+    if state is None and (run / "last.pt").exists() and not resume:
+        raise InputError(f"{run} already holds a run (last.pt): pass --resume or another output_dir")
+    atomic_write_text(run / "config.yaml", dump_yaml(cfg))
+    train, held = _splits(cfg, data)
+    if backbone is None:
+        from capeval.models.clip.backbone import load_backbone
+
+        backbone = load_backbone(cfg.backbone, device=cfg.device)
+    store = FeatureStore(backbone, cfg.feature_dir or run / "features")
+    store.extract({it.id: it.image for it in [*train, *held]}, progress=progress)
+    vocab = Vocab(state["vocab"][4:]) if state else Vocab.build([c for it in train for c in it.captions],
+                                                                 cfg.min_word_count)
+    feature_dim = store.get([train[0].id]).shape[-1]
+    model = CaptionTransformer(len(vocab), feature_dim, cfg.d_model, cfg.heads, cfg.enc_layers, cfg.dec_layers,
+                               cfg.ff_dim, cfg.dropout, cfg.max_len).to(cfg.device)
+    if state:
+        model.load_state_dict(state["model"])
+    log = MetricsLog(run, ("loss", "lr", "reward", "baseline", *_metric_fields(cfg)), cfg.tensorboard,
+                     time_offset=state.get("time", 0.0) if state else 0.0)
+    result = CaptionerResult(run, {}, {}, {})
+    done_stages = list(state["done"]) if state else []
+    for stage in cfg.stages:
+        if stage in done_stages:
+            continue
+        resume_state = state if state and state["stage"] == stage else None
+        step_fn = _run_xe if stage == "xe" else _run_scst
+        steps = step_fn(cfg, model, vocab, store, train, log, resume_state, done_stages, progress)
+        done_stages.append(stage)
+        ckpt = run / f"{stage}.pt"
+        _save({"model": model.state_dict(), "vocab": vocab.words, "config": to_dict(cfg), "stage": stage}, ckpt)
+        _save({"model": model.state_dict(), "optimizer": None, "vocab": vocab.words, "stage": stage, "step": steps,
+               "done": done_stages, "time": log.elapsed()}, state_path)
+        caps = generate(model, store, vocab, [it.id for it in held], cfg.eval_beam)
+        scores = evaluate(caps, held, cfg.eval_metrics)
+        log.log(steps, 0, f"eval-{stage}", **{k: v for k, v in scores.items() if k in log.fields})
+        atomic_write_text(run / f"eval-{stage}.json", json.dumps({"scores": scores, "captions": caps}, indent=1))
+        result.checkpoints[stage], result.evaluations[stage], result.steps[stage] = ckpt, scores, steps
+        state = None
+    log.close()
+    return result
+
+
+def _metric_fields(cfg: CaptionerTrainConfig) -> list[str]:
+    from capeval import registry
+
+    names = registry.expand(cfg.eval_metrics) if cfg.eval_metrics else []
+    return [*names, "rep-1", "rep-2", "rep-3", "rep-4", "length", "vocab", "incorrect"]
+
+
+def _splits(cfg: CaptionerTrainConfig, data: Mapping[str, Sequence[CaptionedImage]] | None
+            ) -> tuple[list[CaptionedImage], list[CaptionedImage]]:
+    if data is None:
+        if cfg.coco_root is None:
+            raise InputError("captioner config: coco_root (COCO with dataset_coco.json) is required")
+        from capeval.train.coco import load_karpathy
+
+        data = {s: load_karpathy(cfg.coco_root, s, cfg.annotations, lim)
+                for s, lim in (("train", cfg.max_train_images), (cfg.eval_split, cfg.max_eval_images))}
+    if "train" not in data or cfg.eval_split not in data:
+        raise InputError(f"captioner data: need the 'train' and {cfg.eval_split!r} splits")
+    train = list(data["train"])[: cfg.max_train_images]
+    held = list(data[cfg.eval_split])[: cfg.max_eval_images]
+    if not train or not held:
+        raise InputError("captioner data: the train and evaluation splits must not be empty")
+    return train, held
+
+
+def _checkpoint(path: Path, model: Any, optimizer: Any, vocab: Vocab, stage: str, step: int, done: list[str],
+                log: MetricsLog) -> None:
+    _save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "vocab": vocab.words, "stage": stage,
+           "step": step, "done": list(done), "time": log.elapsed()}, path)
+
+
+def _run_xe(cfg: CaptionerTrainConfig, model: CaptionTransformer, vocab: Vocab, store: FeatureStore,
+            train: list[CaptionedImage], log: MetricsLog, state: dict | None, done: list[str],
+            progress: bool | None) -> int:
+    pairs = [(it.id, vocab.encode(c, cfg.max_len)) for it in train for c in it.captions]
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.xe_lr)
+    start = 0
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        start = state["step"]
+    model.train()
+    loss_fn = torch.nn.CrossEntropyLoss(ignore_index=0)
+    with make_progress(cfg.xe_steps - start, "XE steps", progress) as bar:
+        for step in range(start, cfg.xe_steps):
+            lr = xe_learning_rate(step, cfg)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            batch = [pairs[_order(len(pairs), k, cfg.seed)]
+                     for k in range(step * cfg.xe_batch_size, (step + 1) * cfg.xe_batch_size)]
+            feats = store.get([b[0] for b in batch]).to(cfg.device)
+            targets = pad_batch([b[1] for b in batch]).to(cfg.device)
+            logits = model(feats, targets)
+            loss = loss_fn(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            bar.update(1)
+            if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.xe_steps:
+                log.log(step + 1, (step + 1) * cfg.xe_batch_size // len(pairs), "xe", loss=float(loss.detach()), lr=lr)
+            if (step + 1) % cfg.checkpoint_every == 0:
+                _checkpoint(Path(cfg.output_dir) / "last.pt", model, opt, vocab, "xe", step + 1, done, log)
+    return cfg.xe_steps
+
+
+def scst_loss(rewards: torch.Tensor, logprobs: torch.Tensor) -> torch.Tensor:
+    """SCST loss (Eq. 19) of (B, l) rewards and (B, l) sequence log-probs: baseline = the beam's mean reward."""
+    advantage = rewards - rewards.mean(dim=1, keepdim=True)
+    return -(advantage.detach() * logprobs).mean(dim=1).mean()
+
+
+def _run_scst(cfg: CaptionerTrainConfig, model: CaptionTransformer, vocab: Vocab, store: FeatureStore,
+              train: list[CaptionedImage], log: MetricsLog, state: dict | None, done: list[str],
+              progress: bool | None) -> int:
+    from capeval.reward import Reward
+
+    refs = {it.id: list(it.captions) for it in train}
+    images = {it.id: it.image for it in train}
+    reward = Reward(cfg.reward, fit=refs, device=cfg.device, options=cfg.reward_options or None)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.scst_lr)
+    per_epoch = -(-len(train) // cfg.scst_batch_size)
+    total, start = per_epoch * cfg.scst_epochs, 0
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        start = state["step"]
+    beam = cfg.beam_size
+    with make_progress(total - start, "SCST steps", progress) as bar:
+        for step in range(start, total):
+            epoch, k = divmod(step, per_epoch)
+            perm = np.random.default_rng([cfg.seed, 1, epoch]).permutation(len(train))
+            ids = [train[j].id for j in perm[k * cfg.scst_batch_size : (k + 1) * cfg.scst_batch_size]]
+            feats = store.get(ids).to(cfg.device)
+            model.eval()
+            seqs, _ = model.beam_search(feats, beam)
+            model.train()
+            b, l, t = seqs.shape
+            caps = [vocab.decode(s) for s in seqs.reshape(b * l, t).cpu()]
+            image_ids = [i for i in ids for _ in range(l)]
+            r = reward(caps, refs, image_ids=image_ids, images={i: images[i] for i in ids}).to(cfg.device).view(b, l)
+            logp = model.sequence_logprobs(feats.repeat_interleave(l, 0), seqs.reshape(b * l, t)).view(b, l)
+            loss = scst_loss(r, logp)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            bar.update(1)
+            if (step + 1) % cfg.log_every == 0 or step + 1 == total:
+                log.log(step + 1, epoch, "scst", loss=float(loss.detach()), lr=cfg.scst_lr, reward=float(r.mean()),
+                        baseline=float(r.mean(dim=1).mean()))
+            if (step + 1) % cfg.checkpoint_every == 0:
+                _checkpoint(Path(cfg.output_dir) / "last.pt", model, opt, vocab, "scst", step + 1, done, log)
+    return total
