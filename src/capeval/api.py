@@ -51,6 +51,8 @@ def score(
     *,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     progress: bool | None = False,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
     **inputs: Any,
 ) -> Report:
     """Score candidates with the named metrics/presets and return one :class:`Report`.
@@ -62,12 +64,20 @@ def score(
     ``skip_bad_items=``, each routed to the metrics that declare it, so image and video
     metrics mix in one call. ``progress``: draw progress bars on stderr (``None``: when
     stderr is a terminal). A thin wrapper: ``Evaluator(metrics, options=options).score(...)``.
+    ``engine``: ``"local"`` (in-process) or ``"ray"`` (:func:`capeval.engines.ray_engine.score_ray`,
+    same numbers; ``engine_options``: num_workers, num_gpus_per_worker, batch_size, out_dir,
+    resume, address).
     """
     unknown = sorted(set(inputs) - {"images", "videos", "segments", "skip_bad_items"})
     if unknown:
         from capeval.errors import InputError
 
         raise InputError(f"unknown input(s) {unknown}; capeval.score takes images=, videos=, segments=, skip_bad_items=")
+    if engine != "local" or engine_options:
+        from capeval.engines.dispatch import score_with_engine
+
+        return score_with_engine(engine, candidates, references, metrics, options=options,
+                                 progress=progress, engine_options=engine_options, **inputs)
     evaluator = Evaluator(metrics, options=options, progress=progress)
     return evaluator.score(candidates, references, progress=progress, **inputs)
 

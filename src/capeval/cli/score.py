@@ -44,6 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(metrics that explain their scores: hice-s, ref-hice-s)")
     p.add_argument("--skip-bad-items", action="store_true", help="record unusable items as skipped instead of failing")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    from capeval.engines.dispatch import add_engine_arguments
+
+    add_engine_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -151,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
     options = {k: v for k, v in options.items() if v}
     names, options = check_options(names, options, strict=True)
     check_outputs({"--per-item": args.per_item, "--per-item-extras": args.per_item_extras, "--out": args.out}, [args.candidates, args.references])
+    from capeval.engines.dispatch import engine_options_from_args
+
+    engine_options = engine_options_from_args(args)
     progress = False if args.quiet else None
     files = [read_caption_file(args.candidates, "candidates")]
     if args.references:
@@ -175,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
             metrics=names,
             options=options,
             progress=progress,
+            engine=args.engine,
+            engine_options=engine_options,
             **inputs,
         )
     _report_error_items(report)

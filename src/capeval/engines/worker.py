@@ -1,0 +1,136 @@
+"""The actor of the Ray engine: an Evaluator built once, scoring one shard per call.
+
+Plain Python (no Ray import): :mod:`capeval.engines.ray_engine` wraps :class:`ShardWorker`
+with ``ray.remote``, and the tests can drive it in-process.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from capeval.engines.shards import encode, shard_path, write_shard
+
+
+def text_groups(scorers: Mapping[str, Any]) -> dict[str, list[tuple[str, Any]]]:
+    """Text scorers by tokenizer (each group shares one tokenisation per shard), in order."""
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for key, s in scorers.items():
+        out.setdefault(s.tokenizer, []).append((key, s))
+    return out
+
+
+class ShardWorker:
+    """Scores shards with ``text_names`` (the streamable n-gram metrics, through their
+    ``score_chunk``) and ``other_names`` (any other metric, through ``Evaluator.score``).
+
+    Built once per actor: backbones load once and are shared by the two evaluators.
+    ``fault``: ``(shard, marker file)``, a test hook: the first time shard ``shard`` is
+    scored (the marker does not exist yet), the process exits abruptly, as a killed worker.
+    """
+
+    def __init__(self, text_names: Sequence[str], other_names: Sequence[str],
+                 options: Mapping[str, Mapping[str, Any]] | None, fault: tuple[int, str] | None = None):
+        from capeval.evaluator import Evaluator
+        from capeval.models.cache import ModelCache
+
+        cache = ModelCache()
+        self.text = Evaluator(list(text_names), options=options, cache=cache) if text_names else None
+        self.other = Evaluator(list(other_names), options=options, cache=cache) if other_names else None
+        self.other_takes_refs = bool(other_names) and any(
+            "references" in _accepts(m) for m in other_names
+        )
+        self.groups = text_groups(self.text.scorers) if self.text else {}
+        self.corpus: dict[str, Any] = {}
+        self.fault = fault
+
+    def ready(self) -> int:
+        """The worker's process id, once built."""
+        return os.getpid()
+
+    def count(self, tokenizer: str, order: int, task: tuple) -> Any:
+        """Document-frequency counts of one shard's references (the corpus pass)."""
+        from capeval.metrics.ngrams import GramIndex
+        from capeval.metrics.text import tokenize_texts
+
+        _, refs = tokenize_texts(tokenizer, *task)
+        return GramIndex(order).part(refs)
+
+    def set_corpus(self, corpus: dict[str, Any]) -> int:
+        """Keep the corpus statistics of every tokenizer (broadcast once per actor)."""
+        self.corpus = corpus
+        return len(corpus)
+
+    def score(
+        self, k: int, out_dir: str, ids: list[str], text_task: tuple | None,
+        candidates: dict[str, str], references: dict[str, list[str]] | None, images: Any,
+        skip_bad_items: bool,
+    ) -> tuple[int, int]:
+        """Score shard ``k`` (items ``ids``) and write its Parquet file; returns ``(k, items)``."""
+        if self.fault is not None and self.fault[0] == k and not Path(self.fault[1]).exists():
+            Path(self.fault[1]).write_text(f"crashed on shard {k}\n")
+            os._exit(1)
+        columns: dict[str, np.ndarray] = {}
+        parts: dict[str, Any] = {}
+        if self.groups:
+            assert text_task is not None
+            was = gc.isenabled()
+            gc.disable()  # as score_text: many small acyclic objects
+            try:
+                self._score_text(ids, text_task, columns, parts)
+            finally:
+                if was:
+                    gc.enable()
+        other: dict[str, Any] = {}
+        if self.other is not None:
+            inputs: dict[str, Any] = {}
+            if images is not None:
+                inputs["images"] = images
+            if skip_bad_items:
+                inputs["skip_bad_items"] = True
+            refs = references if self.other_takes_refs else None
+            report = self.other.score(candidates, refs, **inputs)
+            for name, r in report.items():
+                items = r.items
+                columns[name] = np.array([items.get(i, np.nan) for i in ids], dtype=np.float64)
+                other[name] = {
+                    "system": encode(float(r.system)),
+                    "extras": encode(_plain(r.extras)),
+                    "skipped": list(r.skipped),
+                    "signature": encode(dict(r.signature.fields)),
+                }
+        write_shard(shard_path(Path(out_dir), k), k, ids, columns, {"parts": parts, "other": other})
+        return k, len(ids)
+
+    def _score_text(self, ids: list[str], task: tuple, columns: dict[str, np.ndarray], parts: dict[str, Any]) -> None:
+        from capeval.metrics.text import TextChunk, tokenize_texts
+
+        for tokenizer, scorers in self.groups.items():
+            hyps, refs = tokenize_texts(tokenizer, *task)
+            piece = TextChunk(hyps, refs)
+            for key, s in scorers:
+                out = s.score_chunk(piece, self.corpus.get(tokenizer))
+                parts[key] = encode(out)
+                # the shard's own per-item values, for the file's columns (system: in the driver)
+                for r in s.merge(ids, [out], "0"):
+                    columns[r.metric] = np.array(list(r.items.values()), dtype=np.float64)
+
+
+def _accepts(metric: str) -> frozenset[str]:
+    from capeval import registry
+
+    return registry.get(metric).accepts
+
+
+def _plain(value: Any) -> Any:
+    """Frozen mappings/tuples of a result's extras as plain dicts/lists (JSON-able)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
