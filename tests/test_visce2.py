@@ -717,3 +717,33 @@ def test_cli_names_every_error_item_on_stderr(server, tmp_path, image_dir, capsy
     summary = json.loads(out.out)
     assert summary["scores"]["visce2"] == 85.0 and "answers" not in json.dumps(summary["results"][0].get("extras", {}))
     assert json.loads((tmp_path / "x.json").read_text())["visce2"]["answers"]["y"] == "It is a good caption."
+
+
+def test_bench_runs_visce2_where_the_images_are(server, tmp_path):
+    """`capeval bench composite -m visce2`: the generic runner feeds the benchmark's images to the
+    judge and correlates its ratings with the human ones (Composite fixture, scripted server)."""
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+    from PIL import Image
+
+    import capeval.bench as cb
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_bench_fixtures import _write_composite
+
+    _write_composite(tmp_path / "data")
+    images = tmp_path / "images"
+    images.mkdir()
+    for k, name in enumerate(("111_aaa.jpg", "222_bbb.jpg", "333.jpg", "COCO_val2014_000000000042.jpg")):
+        Image.new("RGB", (40, 32 + 4 * k), (50 * k, 90, 200 - 40 * k)).save(images / name)
+    loaded = cb.load("composite", data_root=tmp_path / "data")
+    captions = sorted({it.candidate for it in loaded.settings[""].items.values()})
+    server.script = {c: [("ok", f"Rating: {10 + 7 * k}")] for k, c in enumerate(captions)}
+    run = cb.run(["composite"], ["visce2"], data_root=tmp_path / "data", images=images, bootstrap=0,
+                 verify_media=False, options={"visce2": {"backend": "openai", "base_url": server.base_url,
+                                                         "model": "tiny-vlm", "cache": str(tmp_path / "c"),
+                                                         "retry_backoff": 0.01}})
+    taus = {r.statistic: r.value for r in run if r.metric == "visce2"}
+    assert "kendall_tau_b" in taus and np.isfinite(taus["kendall_tau_b"])
