@@ -309,7 +309,10 @@ def test_missing_model_and_missing_spacy(monkeypatch: pytest.MonkeyPatch) -> Non
         SceneGraphParser("no_such_model").parse("a dog")
     import capeval.metrics.spice.parser as parser_module
 
+    import capeval.models.spacy_pipelines as pipelines
+
     monkeypatch.setattr(parser_module, "_LOADED", {})  # pipelines are kept per process
+    monkeypatch.setattr(pipelines, "_LOADED", {})
     monkeypatch.setitem(sys.modules, "spacy", None)
     with pytest.raises(MissingDependencyError, match=r"spice"):
         SceneGraphParser().parse("a dog")

