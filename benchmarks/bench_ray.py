@@ -6,7 +6,8 @@ For each of 1 and 2 Ray workers a fresh local Ray instance is started *before* t
 Evaluator builds, the corpus pass, shard scoring, Parquet writes and the merge. The
 in-process path is the baseline: one process (``workers=1``), and ``capeval.score``'s
 default (forked worker processes above a few hundred items).
-Best of ``--repeat`` runs.
+With 2 workers the same items are also read from a Parquet item table as a Ray dataset
+(``score_ray(items=...)``): the cost of streaming the rows through Ray Data. Best of ``--repeat`` runs.
 
     python benchmarks/bench_ray.py                  # all 5,664 pairs, shards of 512
     python benchmarks/bench_ray.py --items 300 --shard 100 --json out.json   # the small-input overhead
@@ -63,16 +64,33 @@ def main() -> int:
            "in_process_s": local_s, "in_process_default_workers_s": auto_s}
     for workers in (1, 2):
         t = time.perf_counter()
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        # as score_ray's own local instance: one CPU slot beyond the actors' (Ray Data's tasks)
+        ray.init(num_cpus=workers + 1, include_dashboard=False, log_to_driver=False, configure_logging=False)
         row[f"ray_init_{workers}_s"] = time.perf_counter() - t
         try:
             secs, rep = best(lambda w=workers: score_ray(cands, refs, args.metrics, num_workers=w, batch_size=args.shard))
+            if workers == 2:  # the same items from a Parquet item table, read as a Ray dataset
+                import tempfile
+
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+
+                with tempfile.TemporaryDirectory() as tmp:
+                    table = Path(tmp) / "items.parquet"
+                    pq.write_table(pa.Table.from_pylist(
+                        [{"id": i, "candidate": cands[i], "references": refs[i]} for i in ids]), table)
+                    tsecs, trep = best(lambda: score_ray(items=str(table), metrics=args.metrics, num_workers=2,
+                                                         batch_size=args.shard))
+                row["ray_2w_items_parquet_s"] = tsecs
+                row["ray_2w_items_parquet_identical"] = all(
+                    trep[m].system == local[m].system and dict(trep[m].items) == dict(local[m].items) for m in local)
         finally:
             ray.shutdown()
         same = all(rep[m].system == local[m].system and dict(rep[m].items) == dict(local[m].items) for m in local)
         row[f"ray_{workers}w_s"] = secs
         row[f"ray_{workers}w_identical"] = same
     row["speedup_2w_over_1w"] = row["ray_1w_s"] / row["ray_2w_s"]
+    row["ratio_items_table_vs_mappings_2w"] = row["ray_2w_items_parquet_s"] / row["ray_2w_s"]
     row["overhead_1w_vs_in_process_s"] = row["ray_1w_s"] - local_s
     row["ratio_1w_vs_in_process"] = row["ray_1w_s"] / local_s
     for k, v in row.items():

@@ -45,7 +45,7 @@ def load(name: str, **options: Any) -> Any:
 
 
 def score(
-    candidates: Mapping[Any, Any] | Sequence[str],
+    candidates: Mapping[Any, Any] | Sequence[str] | None = None,
     references: Mapping[Any, Any] | None = None,
     metrics: str | Iterable[str] = "coco",
     *,
@@ -53,6 +53,7 @@ def score(
     progress: bool | None = False,
     engine: str = "local",
     engine_options: Mapping[str, Any] | None = None,
+    items: Any = None,
     **inputs: Any,
 ) -> Report:
     """Score candidates with the named metrics/presets and return one :class:`Report`.
@@ -66,18 +67,24 @@ def score(
     stderr is a terminal). A thin wrapper: ``Evaluator(metrics, options=options).score(...)``.
     ``engine``: ``"local"`` (in-process) or ``"ray"`` (:func:`capeval.engines.ray_engine.score_ray`,
     same numbers; ``engine_options``: num_workers, num_gpus_per_worker, batch_size, out_dir,
-    resume, address).
+    resume, address). ``items``: item tables instead of candidates/references/images/videos
+    (one row per item: id, candidate, references, image or video path/URI; JSONL, JSON,
+    CSV/TSV or Parquet: :mod:`capeval.io.items`); the ray engine reads them as a Ray dataset.
     """
     unknown = sorted(set(inputs) - {"images", "videos", "segments", "skip_bad_items"})
     if unknown:
         from capeval.errors import InputError
 
         raise InputError(f"unknown input(s) {unknown}; capeval.score takes images=, videos=, segments=, skip_bad_items=")
-    if engine != "local" or engine_options:
+    if engine != "local" or engine_options or items is not None:
         from capeval.engines.dispatch import score_with_engine
 
-        return score_with_engine(engine, candidates, references, metrics, options=options,
-                                 progress=progress, engine_options=engine_options, **inputs)
+        return score_with_engine(engine, candidates, references, metrics, options=options, progress=progress,
+                                 engine_options=engine_options, items=items, **inputs)
+    if candidates is None:
+        from capeval.errors import InputError
+
+        raise InputError("no candidates to score (give candidates, or items=<table file>)")
     evaluator = Evaluator(metrics, options=options, progress=progress)
     return evaluator.score(candidates, references, progress=progress, **inputs)
 

@@ -19,10 +19,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "Prints JSON with system scores and signatures.",
     )
     p.add_argument("--metrics", "-m", default="coco", help="metric names/presets, comma separated (default: coco)")
-    p.add_argument("--candidates", "-c", required=True, help="candidates file (.json, .jsonl, .csv, .tsv)")
+    p.add_argument("--candidates", "-c", help="candidates file (.json, .jsonl, .csv, .tsv)")
     p.add_argument("--references", "-r", help="references file (.json, .jsonl, .csv, .tsv)")
     p.add_argument("--images", help="folder of images named <id>.<ext> (image metrics)")
     p.add_argument("--videos", help="folder of videos <id>.<ext> or frame folders <id>/ (video metrics)")
+    p.add_argument("--items", nargs="+", metavar="FILE",
+                   help="instead of -c/-r/--images/--videos: item tables, one row per item with columns id, "
+                   "candidate, references, image or video (path or URI), start/end; .jsonl, .json, .csv, .tsv "
+                   "or .parquet (with --engine ray: files, folders or URIs read as a Ray dataset)")
     p.add_argument("--per-item", metavar="FILE", help="write per-item scores {metric: {id: score}} as JSON")
     p.add_argument("--per-item-extras", metavar="FILE",
                    help="write per-item extras {metric: {name: {id: value}}} as JSON (SPICE's precision/recall and "
@@ -130,7 +134,6 @@ def run(args: argparse.Namespace) -> int:
     from capeval import registry
     from capeval.api import check_options, score
     from capeval.devices import check_device
-    from capeval.io.atomic import atomic_write_many
     from capeval.io.captions import read_caption_file
     from capeval.progress import progress_setting
 
@@ -153,11 +156,16 @@ def run(args: argparse.Namespace) -> int:
         _route_explain(names, options, args.explain)
     options = {k: v for k, v in options.items() if v}
     names, options = check_options(names, options, strict=True)
-    check_outputs({"--per-item": args.per_item, "--per-item-extras": args.per_item_extras, "--out": args.out}, [args.candidates, args.references])
+    check_outputs({"--per-item": args.per_item, "--per-item-extras": args.per_item_extras, "--out": args.out},
+                  [args.candidates, args.references, *(args.items or [])])
     from capeval.engines.dispatch import engine_options_from_args
 
     engine_options = engine_options_from_args(args)
     progress = False if args.quiet else None
+    if args.items:
+        return _run_items(args, names, options, engine_options, progress)
+    if not args.candidates:
+        raise InputError("give the candidates (-c FILE) or an items table (--items FILE)")
     files = [read_caption_file(args.candidates, "candidates")]
     if args.references:
         files.append(read_caption_file(args.references, "references"))
@@ -185,9 +193,40 @@ def run(args: argparse.Namespace) -> int:
             engine_options=engine_options,
             **inputs,
         )
+    return _finish(args, report, {f.kind: f.to_dict() for f in files})
+
+
+def _run_items(args: argparse.Namespace, names: list[str], options: dict[str, dict[str, Any]],
+               engine_options: dict[str, Any], progress: bool | None) -> int:
+    """``--items``: the tables carry every input; the engine reads them (Ray: as a dataset)."""
+    from capeval.api import score
+    from capeval.io.items import table_format
+    from capeval.progress import progress_setting
+
+    given = [f for f, v in (("-c", args.candidates), ("-r", args.references), ("--images", args.images),
+                            ("--videos", args.videos)) if v]
+    if given:
+        raise InputError(f"--items carries every input; {given[0]} cannot be given with it")
+    formats = sorted({table_format(p) for p in args.items if not Path(p).is_dir()})
+    if not args.quiet:
+        sys.stderr.write(f"capeval: items: {', '.join(args.items)}\n")
+    with progress_setting(progress):
+        report = score(metrics=names, options=options, progress=progress, engine=args.engine,
+                       engine_options=engine_options, items=list(args.items),
+                       **({"skip_bad_items": True} if args.skip_bad_items else {}))
+    first = next(iter(report.values()))
+    n_items = len(first.items) + len(first.skipped)
+    return _finish(args, report, {"items": {"paths": list(args.items), "format": ",".join(formats) or "folder",
+                                            "n_items": n_items}})
+
+
+def _finish(args: argparse.Namespace, report: Any, inputs: dict[str, Any]) -> int:
+    """Print the JSON summary; write --per-item / --per-item-extras / --out atomically."""
+    from capeval.io.atomic import atomic_write_many
+
     _report_error_items(report)
     payload = report.to_dict(per_item=False)
-    payload["inputs"] = {f.kind: f.to_dict() for f in files}
+    payload["inputs"] = inputs
     text = json.dumps(payload, indent=2, ensure_ascii=False)
     outputs: list[tuple[str, str]] = []
     if args.per_item:

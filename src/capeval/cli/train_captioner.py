@@ -38,6 +38,8 @@ def run_captioner(args: argparse.Namespace) -> int:
     progress = False if args.quiet else None
     with progress_setting(progress):
         result = train_captioner(cfg, resume=args.resume, progress=progress)
+    if not result.is_main:  # the other processes of a multi-process run: the main one reports
+        return 0
     print(json.dumps({"run_dir": str(result.run_dir), "checkpoints": {k: str(v) for k, v in result.checkpoints.items()},
                       "steps": result.steps, "evaluations": result.evaluations}, indent=2))
     return 0

@@ -29,33 +29,65 @@ def check_engine(engine: str, engine_options: Mapping[str, Any] | None = None) -
 
 def score_with_engine(
     engine: str,
-    candidates: Mapping[Any, Any] | Sequence[str],
+    candidates: Mapping[Any, Any] | Sequence[str] | None,
     references: Mapping[Any, Any] | None = None,
     metrics: str | Iterable[str] = "coco",
     *,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     progress: bool | None = False,
     engine_options: Mapping[str, Any] | None = None,
+    items: Any = None,
     **inputs: Any,
 ) -> Report:
     """Score on ``engine`` ("local" or "ray"); ``engine_options`` go to the engine
     (for ray: ``num_workers``, ``num_gpus_per_worker``, ``batch_size``, ``out_dir``,
-    ``resume``, ``address``). ``inputs``: as :func:`capeval.score`; the ray engine takes
-    ``images=`` and ``skip_bad_items=`` (not yet videos/segments)."""
+    ``resume``, ``address``). ``inputs``: as :func:`capeval.score`; ``items``: item tables
+    (:mod:`capeval.io.items`) instead of ``candidates``/``references``/``images``/``videos``."""
     check_engine(engine, engine_options)
+    if items is not None and (candidates is not None or references is not None
+                              or any(inputs.get(k) is not None for k in ("images", "videos", "segments"))):
+        raise InputError("give either items (tables with every column) or candidates/references/images/videos")
     if engine == "local":
-        from capeval.evaluator import Evaluator
-
-        return Evaluator(metrics, options=options, progress=progress).score(
-            candidates, references, progress=progress, **inputs)
-    unsupported = sorted(k for k in inputs if k not in ("images", "skip_bad_items") and inputs[k] is not None)
-    if unsupported:
-        raise InputError(f"the ray engine does not take {', '.join(unsupported)} yet; use engine='local'")
+        return _score_local(candidates, references, metrics, options, progress, items, inputs)
     from capeval.engines.ray_engine import score_ray
 
-    return score_ray(candidates, references, metrics, options, progress=progress,
-                     images=inputs.get("images"), skip_bad_items=bool(inputs.get("skip_bad_items")),
-                     **dict(engine_options or {}))
+    return score_ray(candidates, references, metrics, options, progress=progress, items=items,
+                     images=inputs.get("images"), videos=inputs.get("videos"), segments=inputs.get("segments"),
+                     skip_bad_items=bool(inputs.get("skip_bad_items")), **dict(engine_options or {}))
+
+
+def _score_local(candidates: Any, references: Any, metrics: Any, options: Any, progress: bool | None,
+                 items: Any, inputs: dict[str, Any]) -> Report:
+    """The in-process Evaluator; item tables are read here and URIs fetched to a temporary folder."""
+    from capeval.evaluator import Evaluator
+
+    evaluator = Evaluator(metrics, options=options, progress=progress)
+    if items is None:
+        return evaluator.score(candidates, references, progress=progress, **inputs)
+    import tempfile
+    from pathlib import Path
+
+    from capeval.io.items import read_items
+    from capeval.io.uris import fetch_media
+
+    table = read_items(items)
+    if not table.candidates:
+        raise InputError(f"{items}: no items")
+    skip = bool(inputs.get("skip_bad_items"))
+    used = table_inputs(table.inputs(), evaluator.names)
+    references = table.references if "references" in used else None
+    with tempfile.TemporaryDirectory(prefix="capeval-fetch-") as tmp:
+        media = fetch_media({k: v for k, v in table.inputs().items() if k in used}, Path(tmp), skip)
+        return evaluator.score(table.candidates, references, progress=progress, skip_bad_items=skip, **media)
+
+
+def table_inputs(inputs: Mapping[str, Any], metrics: Iterable[str]) -> set[str]:
+    """The columns of an item table that ``metrics`` read (a table may carry more, e.g. the
+    image column while scoring n-gram metrics, or references for reference-free ones)."""
+    from capeval import registry
+
+    accepted = set().union(*(registry.get(m).accepts for m in metrics))
+    return {k for k in [*inputs, "references"] if k in accepted}
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +98,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--address", help="Ray cluster address (e.g. auto, ray://host:10001); default: a local Ray instance")
     g.add_argument("--num-workers", type=int, default=2, help="Ray actors (default 2)")
     g.add_argument("--gpus-per-worker", type=float, default=0.0, help="GPUs each Ray actor reserves (default 0)")
-    g.add_argument("--shard-size", type=int, default=1024, help="items per shard (default 1024)")
+    g.add_argument("--shard-size", type=int, default=None,
+                   help="items per shard (default by metric family: 2048 text, 512 image, 64 video)")
     g.add_argument("--shard-dir", help="folder of the per-shard Parquet files (kept; needed by --resume)")
     g.add_argument("--resume", action="store_true", help="keep the complete shards already in --shard-dir")
 

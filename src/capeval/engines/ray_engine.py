@@ -1,55 +1,59 @@
 """Scoring on Ray: shards scored by an actor pool, Parquet shards on disk, an exact merge.
 
 >>> report = score_ray(cands, refs, "coco-ngram", num_workers=2, out_dir="run/")  # doctest: +SKIP
+>>> report = score_ray(items="s3://bucket/items/", metrics="clip-s", out_dir="s3-mounted/run")  # doctest: +SKIP
 
 Steps (:func:`score_ray`):
 
-1. the items (candidate order) are cut into shards of ``batch_size``;
-2. corpus statistics first: when a metric needs the document frequencies of the whole
-   evaluated set (CIDEr-D), the actors count each shard's references
-   (``GramIndex.part``), the driver adds the parts in shard order and broadcasts the index
-   to every actor once, so every shard is scored with the same ``df`` and ``N``;
-3. an actor pool (``ray.util.ActorPool``, one actor per CPU slot or GPU; each builds its
-   Evaluator once) scores the shards; each shard becomes one Parquet file, written through
-   a temporary file and a rename, so a file that exists is complete;
+1. the items come in input order from in-memory mappings, or from item tables read as a Ray
+   dataset (:mod:`capeval.engines.sources`), cut into shards of ``batch_size`` items
+   (default by metric family: :func:`default_shard_size`);
+2. corpus statistics first, when a metric depends on the whole evaluated set: CIDEr-D's
+   document frequencies (``GramIndex.part`` of each shard's references) and EMScore's IDF
+   table (document counts of each shard's sentences) are counted by the actors, added by
+   the driver in shard order and broadcast once to every actor, so every shard is scored
+   with the statistics of the whole job — as one in-process call computes them;
+3. an actor pool (``ray.util.ActorPool``; one actor per CPU slot, or per GPU with
+   ``num_gpus_per_worker``; each builds its Evaluator once) scores the shards, at most two
+   per actor in flight; each shard becomes one Parquet file written through a temporary
+   file and a rename, so a file that exists is complete;
 4. the driver reads the shards back in order, checks every item was scored exactly once,
-   and merges: the text metrics through their own ``merge`` over the chunk outputs (BLEU's
-   summed counts, METEOR's statistics: the same code and order as the in-process path, so
-   per-item and system scores are identical bit for bit); other metrics (CLIP-S family)
-   from their per-item scores, system = mean of the items as they define it.
+   and merges (:mod:`capeval.engines.merge`).
 
 ``resume=True`` keeps the complete shard files of an earlier run of the same job
-(``manifest.json`` records the job) and scores only the missing ones. Ray is imported
-inside the functions: it is the optional ``capeval[ray]`` extra.
+(``manifest.json`` records the job; each shard file the sha256 of its inputs) and scores
+only the missing ones. Ray is imported inside the functions: it is the ``capeval[ray]`` extra.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import math
+import logging
+import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from capeval import registry
-from capeval.engines.shards import (
-    check_manifest,
-    decode,
-    read_shard,
-    shard_complete,
-    shard_path,
-    spans,
-)
+from capeval.engines.merge import merge_shards, nrefs_text
+from capeval.engines.shards import check_manifest, read_shard, shard_complete, shard_path
+from capeval.engines.sources import DatasetSource, MemorySource, Shard, shard_digest, with_context
 from capeval.engines.worker import ShardWorker, text_groups
-from capeval.errors import InputError, ResourceError
-from capeval.result import MetricResult, Report, Signature
+from capeval.errors import CapevalError, InputError, ResourceError
+from capeval.result import Report
 
-#: items per shard unless ``batch_size`` says otherwise
-DEFAULT_SHARD = 1024
+#: items per shard by metric family (the smallest of the job's families wins): text metrics
+#: are cheap per item, an image shard must fit its decoded images, a video shard its frames
+SHARD_SIZES = {"text": 2048, "images": 512, "videos": 64}
+
+
+def default_shard_size(metrics: Sequence[str]) -> int:
+    """Items per shard for ``metrics``: :data:`SHARD_SIZES` of their most expensive family."""
+    return min(SHARD_SIZES[registry.get(m).media or "text"] for m in metrics)
 
 
 def is_streamable_text(metric: str) -> bool:
@@ -61,16 +65,19 @@ def is_streamable_text(metric: str) -> bool:
 
 
 def score_ray(
-    candidates: Mapping[Any, Any] | Sequence[str],
+    candidates: Mapping[Any, Any] | Sequence[str] | None = None,
     references: Mapping[Any, Any] | None = None,
     metrics: str | Iterable[str] = "coco",
     options: Mapping[str, Mapping[str, Any]] | None = None,
     *,
+    items: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
     images: Any = None,
+    videos: Any = None,
+    segments: Mapping[Any, Any] | None = None,
     skip_bad_items: bool = False,
     num_workers: int = 2,
     num_gpus_per_worker: float = 0.0,
-    batch_size: int = DEFAULT_SHARD,
+    batch_size: int | None = None,
     out_dir: str | Path | None = None,
     resume: bool = False,
     address: str | None = None,
@@ -79,37 +86,54 @@ def score_ray(
 ) -> Report:
     """:func:`capeval.score` on Ray: same inputs, same :class:`Report`, same numbers.
 
-    ``num_workers``: actors (a local Ray instance with that many CPUs is started when
-    ``address`` is None and Ray is not running yet; ``address``: an existing cluster, e.g.
-    ``"auto"`` or ``"ray://host:10001"``). ``num_gpus_per_worker``: GPUs each actor
-    reserves (set ``options={"clip-s": {"device": "cuda"}}`` too). ``batch_size``: items
-    per shard. ``out_dir``: where the shard files go (a temporary folder, removed after, when
-    None; on a cluster it must be storage every node can write). ``resume``: keep the
-    complete shards of an earlier run of the same job in ``out_dir``.
+    Inputs: ``candidates``/``references``/``images``/``videos``/``segments`` as
+    :func:`capeval.score`, or ``items``: item tables (:mod:`capeval.io.items`; files, folders
+    or URIs) read as a Ray dataset. ``num_workers``: actors (a local Ray instance is started
+    when ``address`` is None and Ray is not running yet; ``address``: an existing cluster,
+    e.g. ``"auto"`` or ``"ray://host:10001"``). ``num_gpus_per_worker``: GPUs each actor
+    reserves (set ``options={"clip-s": {"device": "cuda"}}`` too). ``batch_size``: items per
+    shard (default :func:`default_shard_size`). ``out_dir``: where the shard files go (a
+    temporary folder, removed after, when None; on a cluster, storage every node can write).
+    ``resume``: keep the complete shards of an earlier run of the same job in ``out_dir``.
     """
     from capeval._optional import require
     from capeval.api import check_options
     from capeval.io.inputs import prepare_text_inputs
 
     require("ray", "ray", "the Ray engine")
+    names, _ = check_options(metrics, options)
+    if batch_size is None:
+        batch_size = default_shard_size(names)
     for name, value in (("num_workers", num_workers), ("batch_size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputError(f"{name} must be a positive integer, got {value!r}")
-    names, _ = check_options(metrics, options)
     text_names = [m for m in names if is_streamable_text(m)]
     other_names = [m for m in names if m not in text_names]
-    if text_names and references is None:
-        raise InputError(f"{text_names[0]} needs references; none were given")
-    cands, refs = prepare_text_inputs(candidates, references, needs_references=False)
-    if isinstance(images, Mapping):
-        images = {str(k): v for k, v in images.items()}
-    ids = list(cands)
-    if not ids:
-        raise InputError("no candidates to score")
-    work = spans(len(ids), batch_size)
+    source: MemorySource | DatasetSource
+    if items is not None:
+        if candidates is not None or references is not None or images is not None or videos is not None:
+            raise InputError("give either items (tables with every column) or candidates/references/images/videos")
+        source = DatasetSource(items, batch_size)
+        digest = None
+    else:
+        if candidates is None:
+            raise InputError("no candidates to score (give candidates or items)")
+        if text_names and references is None:
+            raise InputError(f"{text_names[0]} needs references; none were given")
+        cands, refs = prepare_text_inputs(candidates, references, needs_references=False)
+        if not cands:
+            raise InputError("no candidates to score")
+        from capeval.engines.dispatch import table_inputs
+
+        given = [k for k, v in (("images", images), ("videos", videos), ("segments", segments)) if v is not None]
+        stray = sorted(set(given) - table_inputs(dict.fromkeys(given), names))
+        if stray:  # as the in-process Evaluator: an input no metric reads is a mistake
+            raise InputError(f"{', '.join(stray)} given, but none of the metrics {', '.join(names)} uses them")
+        keyed = [{str(k): v for k, v in x.items()} if isinstance(x, Mapping) else x for x in (images, videos, segments)]
+        source = MemorySource(cands, refs, *keyed, batch_size)
+        digest = hashlib.sha256("".join(s.digest for s in source.shards()).encode()).hexdigest()
     plan = {
-        "format": 1, "metrics": names, "n_items": len(ids), "batch_size": batch_size,
-        "inputs_sha": _inputs_digest(ids, cands, refs, images),
+        "format": 2, "metrics": names, "batch_size": batch_size, "inputs": source.describe(), "inputs_sha": digest,
         "options": json.dumps(options or {}, sort_keys=True, default=lambda o: type(o).__name__),
     }
     temp = None
@@ -121,163 +145,216 @@ def score_ray(
     out = Path(out_dir)
     try:
         check_manifest(out, plan, resume)
-        todo = [k for k, (a, b) in enumerate(work) if not (resume and shard_complete(shard_path(out, k), k, ids[a:b]))]
         driver_text = None
         if text_names:
             from capeval.evaluator import Evaluator
 
             driver_text = Evaluator(text_names, options=options)  # no models: text metrics only
-        if todo:
-            _run(todo, work, out, ids, cands, refs, images, skip_bad_items, text_names, other_names, options,
-                 driver_text, num_workers, num_gpus_per_worker, address, progress, _fault)
-        return merge_shards(out, work, ids, refs, names, driver_text)
+        job = _Job(source, out, text_names, other_names, options, driver_text, skip_bad_items, resume, _fault)
+        with _ray_session(num_workers, address):
+            job.run(num_workers, num_gpus_per_worker, progress)
+        if not job.ids:
+            raise InputError(f"{source.describe().get('paths', 'the input')}: no items to score")
+        return merge_shards(out, job.work, job.ids, nrefs_text(job.ref_counts), names, driver_text)
     finally:
         if temp is not None:
             temp.cleanup()
 
 
-def _run(todo: list[int], work: list[tuple[int, int]], out: Path, ids: list[str], cands: dict[str, str],
-         refs: dict[str, list[str]] | None, images: Any, skip_bad_items: bool, text_names: list[str],
-         other_names: list[str], options: Any, driver_text: Any, num_workers: int, num_gpus: float,
-         address: str | None, progress: bool | None, fault: tuple[int, str] | None) -> None:
+@contextlib.contextmanager
+def _ray_session(num_workers: int, address: str | None) -> Iterator[None]:
+    """Ray running for the job (started here, and stopped after, unless it already ran)."""
     import ray
-    from ray.util import ActorPool
-
-    from capeval.metrics.text import span_texts
-    from capeval.progress import make_progress
+    import ray.data  # before the logger below: importing it configures Ray Data's logging
 
     started = False
     if not ray.is_initialized():
         if address is None:
-            ray.init(num_cpus=num_workers, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            # one CPU slot beyond the actors' for Ray Data's own tasks (listing and reading files)
+            ray.init(num_cpus=num_workers + 1, include_dashboard=False, log_to_driver=False, configure_logging=False)
         else:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         started = True
-    actor_cls = ray.remote(num_cpus=1, num_gpus=num_gpus, max_restarts=0)(ShardWorker)
-    actors = [actor_cls.remote(text_names, other_names, options, fault) for _ in range(min(num_workers, len(todo)))]
-    done = 0
-    current: list[int] = []
+    data_log = logging.getLogger("ray.data")
+    level = data_log.level
+    data_log.setLevel(logging.ERROR)  # no "Starting execution of Dataset" lines per pass
+    with warnings.catch_warnings():  # the first access to Ray Data's context warns of its own renamed fields
+        warnings.simplefilter("ignore", DeprecationWarning)
+        ctx = ray.data.DataContext.get_current()
+    saved = (ctx.execution_options.preserve_order, ctx.enable_progress_bars)
+    ctx.execution_options.preserve_order = True  # shard k = the same rows in every run
+    ctx.enable_progress_bars = False
     try:
-        ray.get([a.ready.remote() for a in actors])
-        pool = ActorPool(actors)
-        groups = text_groups(driver_text.scorers) if driver_text is not None else {}
-        corpus: dict[str, Any] = {}
-        for tokenizer, scorers in groups.items():
-            orders = [o for o in (s.corpus_order() for _, s in scorers) if o]
-            if not orders:
-                continue
-            from capeval.metrics.ngrams import GramIndex
-
-            # df over ALL references (every shard, even those a resume keeps), in shard order
-            index = GramIndex(max(orders))
-            tasks = [span_texts(ids, None, refs, a, b) for a, b in work]
-            for part in pool.map(lambda actor, t, tok=tokenizer, n=index.n: actor.count.remote(tok, n, t), tasks):
-                index.add_part(part)
-            corpus[tokenizer] = index
-        if corpus:
-            shared = ray.put(corpus)
-            ray.get([a.set_corpus.remote(shared) for a in actors])
-
-        def submit(actor: Any, k: int) -> Any:
-            a, b = work[k]
-            span = ids[a:b]
-            task = span_texts(ids, cands, refs, a, b) if text_names else None
-            sub_refs = {i: refs[i] for i in span} if refs is not None else None
-            sub_images = {i: images[i] for i in span if i in images} if isinstance(images, Mapping) else images
-            current.append(k)
-            return actor.score.remote(k, str(out), span, task, {i: cands[i] for i in span}, sub_refs,
-                                      sub_images, skip_bad_items)
-
-        with make_progress(sum(work[k][1] - work[k][0] for k in todo), "ray shards", progress) as bar:
-            for k, n in pool.map_unordered(submit, todo):
-                done += 1
-                bar.update(n)
-    except ray.exceptions.RayActorError as exc:
-        raise ResourceError(
-            f"a Ray worker died ({type(exc).__name__}); {done} of {len(todo)} shards finished and are kept "
-            f"in {out}: run again with resume=True to score the rest"
-        ) from exc
+        yield
     finally:
-        for a in actors:
-            ray.kill(a)
+        ctx.execution_options.preserve_order, ctx.enable_progress_bars = saved
+        data_log.setLevel(level)
         if started:
             ray.shutdown()
 
 
-def merge_shards(out: Path, work: list[tuple[int, int]], ids: list[str], refs: dict[str, list[str]] | None,
-                 names: list[str], driver_text: Any) -> Report:
-    """Read every shard of the job back, check coverage, merge into one :class:`Report`."""
-    found = sorted(p.name for p in out.glob("shard-*.parquet"))
-    expected = [shard_path(out, k).name for k in range(len(work))]
-    if found != expected:
-        missing = sorted(set(expected) - set(found))
-        extra = sorted(set(found) - set(expected))
-        raise ResourceError(f"{out}: shard files do not match the job (missing {missing[:3]}, unexpected {extra[:3]})")
-    groups = text_groups(driver_text.scorers) if driver_text is not None else {}
-    parts: dict[str, list[Any]] = {key: [] for g in groups.values() for key, _ in g}
-    other: dict[str, list[tuple[dict[str, Any], np.ndarray]]] = {}
-    seen: list[str] = []
-    for k, (a, b) in enumerate(work):
-        got, cols, meta = read_shard(shard_path(out, k))
-        if meta.get("shard") != k or got != ids[a:b]:
-            raise ResourceError(f"{shard_path(out, k)}: holds other items than shard {k} of this job")
-        seen.extend(got)
-        for key, chunks in parts.items():
-            chunks.append(decode(meta["parts"][key]))
-        for name, info in meta["other"].items():
-            other.setdefault(name, []).append((info, cols[name]))
-    if seen != ids or len(set(seen)) != len(ids):
-        raise ResourceError(f"{out}: items not scored exactly once ({len(seen)} rows for {len(ids)} items)")
-    results: dict[str, MetricResult] = {}
-    if groups:
-        assert refs is not None
-        counts = sorted({len(refs[i]) for i in ids})
-        nrefs = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-        for g in groups.values():
-            for key, s in g:
-                for r in s.merge(ids, parts[key], nrefs):
-                    results[r.metric] = r
-    for name, shards in other.items():
-        results[name] = _merge_other(name, ids, shards)
-    return Report({m: results[m] for m in names})
+def actor_cpus(num_workers: int) -> float:
+    """CPU slots each actor reserves: 1, or less when the cluster has fewer than
+    ``num_workers + 1`` slots, so that the actors always leave one slot to Ray Data's tasks
+    (listing and reading the item files: with every slot held by an actor they would wait forever)."""
+    import ray
+
+    cpus = float(ray.cluster_resources().get("CPU", 0.0))
+    if cpus >= num_workers + 1:
+        return 1.0
+    return max(cpus - 1.0, cpus / 2) / num_workers
 
 
-def _merge_other(name: str, ids: list[str], shards: list[tuple[dict[str, Any], np.ndarray]]) -> MetricResult:
-    """A non-text metric over all shards: items in order, system = mean of the items."""
-    skipped = [i for info, _ in shards for i in info["skipped"]]
-    skip = set(skipped)
-    values = np.concatenate([col for _, col in shards])
-    items = {i: float(v) for i, v in zip(ids, values.tolist()) if i not in skip}
-    for info, col in shards:
-        kept = col[~np.isnan(col)]
-        system = decode(info["system"])
-        if len(kept) and not math.isclose(system, float(np.mean(kept.tolist())), rel_tol=1e-12, abs_tol=1e-12):
-            raise ResourceError(f"{name}: its system score is not the mean of its items; the Ray engine cannot merge it")
-    signatures = [decode(info["signature"]) for info, _ in shards]
-    if any(s != signatures[0] for s in signatures):
-        raise ResourceError(f"{name}: shards were scored with different settings (signatures differ)")
-    extras: dict[str, Any] = {}
-    for info, _ in shards:
-        for key, value in decode(info["extras"]).items():
-            if isinstance(value, dict):
-                extras.setdefault(key, {}).update(value)
-            elif isinstance(value, (int, float)) and not isinstance(value, bool):
-                extras[key] = extras.get(key, 0) + value  # counters add up (distinct counts are per shard)
-            else:
-                extras.setdefault(key, value)
-    # the same expression as the in-process scorers: np.mean over the items in input order
-    system = float(np.mean(list(items.values()))) if items else float("nan")
-    return MetricResult(name, system, items, Signature(signatures[0]), extras, tuple(skipped))
+class _Job:
+    """One run of a job: the corpus pass, the scoring pass, and what the merge needs."""
+
+    def __init__(self, source: Any, out: Path, text_names: list[str], other_names: list[str], options: Any,
+                 driver_text: Any, skip_bad_items: bool, resume: bool, fault: tuple[int, str] | None):
+        self.source, self.out = source, out
+        self.text_names, self.other_names, self.options = text_names, other_names, options
+        self.groups = text_groups(driver_text.scorers) if driver_text is not None else {}
+        self.skip_bad_items, self.resume, self.fault = skip_bad_items, resume, fault
+        self.ids: list[str] = []
+        self.work: list[tuple[int, int]] = []
+        self.ref_counts: set[int] = set()
+        self.scored = 0
+        self.total = 0
+        from capeval.engines.dispatch import table_inputs
+
+        # what the non-text metrics read: an item table may carry columns no metric uses
+        self.used = table_inputs({"images": 1, "videos": 1, "segments": 1}, other_names)
+
+    def run(self, num_workers: int, num_gpus: float, progress: bool | None) -> None:
+        import ray
+        from ray.util import ActorPool
+
+        from capeval.progress import resolve
+
+        self.total = self.source.count() if resolve(progress) else 0
+        actor_cls = ray.remote(num_cpus=actor_cpus(num_workers), num_gpus=num_gpus, max_restarts=0)(ShardWorker)
+        actors = [actor_cls.remote(self.text_names, self.other_names, self.options, self.fault)
+                  for _ in range(num_workers)]
+        try:
+            ray.get([a.ready.remote() for a in actors])
+            pool = ActorPool(actors)
+            corpus = self._corpus(pool)
+            if corpus:
+                shared = ray.put(corpus)
+                ray.get([a.set_corpus.remote(shared) for a in actors])
+            self._score(pool, len(actors), progress)
+        except ray.exceptions.RayActorError as exc:
+            raise ResourceError(
+                f"a Ray worker died ({type(exc).__name__}); the {self.scored} shards it and the others finished "
+                f"are kept in {self.out}: run again with resume=True to score the rest"
+            ) from exc
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause if isinstance(getattr(exc, "cause", None), CapevalError) else None
+            if cause is None:
+                raise
+            raise cause from None  # a bad item found on an actor: its one-line message
+        finally:
+            for a in actors:
+                ray.kill(a)
+
+    def _needs_references(self, shard: Shard) -> None:
+        if self.text_names and shard.items.references is None:
+            first = next(iter(shard.items.candidates), "?")
+            raise InputError(f"{self.text_names[0]} needs references; item {first!r} has none", first)
+
+    def _corpus(self, pool: Any) -> dict[str, Any]:
+        """CIDEr-D df per tokenizer and EMScore IDF per scorer over every shard, in shard order."""
+        from capeval.metrics.ngrams import GramIndex
+        from capeval.tokenize import CONTEXT_CAPTIONS
+
+        orders = {tok: max(o) for tok, g in self.groups.items() if (o := [s.corpus_order() for _, s in g if s.corpus_order()])}
+        want_idf = any(getattr(registry.get(m).factory_class(), "use_idf", None) for m in self.other_names)
+        if not orders and not want_idf:
+            return {}
+        indexes = {tok: GramIndex(n) for tok, n in orders.items()}
+        idf: dict[str, Any] = {}
+        from capeval.metrics.emscore.idf import add_counts, table_from_counts
+
+        def task(actor: Any, value: tuple[Shard, list[str], list[str]]) -> Any:
+            shard, _, next_refs = value
+            refs = shard.items.references
+            texts = (None, [refs[i] for i in shard.ids], [], next_refs) if refs is not None else None
+            return actor.count_shard.remote(orders, texts, shard.items.candidates if want_idf else None, refs)
+
+        for text_parts, idf_parts in _ordered(pool, task, with_context(self._checked(), CONTEXT_CAPTIONS)):
+            for tok, part in text_parts.items():
+                indexes[tok].add_part(part)
+            for key, part in idf_parts.items():
+                if part is not None:
+                    idf[key] = add_counts(idf.get(key), part)
+                else:
+                    idf.setdefault(key, None)
+        out: dict[str, Any] = {"text": indexes}
+        if want_idf:
+            out["idf"] = {k: table_from_counts(v) if v is not None else None for k, v in idf.items()}
+        return out
+
+    def _checked(self) -> Iterator[Shard]:
+        for shard in self.source.shards():
+            self._needs_references(shard)
+            yield shard
+
+    def _score(self, pool: Any, n_actors: int, progress: bool | None) -> None:
+        """Score every shard not kept from an earlier run (``self.scored`` counts them)."""
+        from capeval.progress import make_progress
+        from capeval.tokenize import CONTEXT_CAPTIONS
+
+        in_flight = 0
+        with make_progress(self.total, "ray items", progress) as bar:
+            for shard, next_hyps, next_refs in with_context(self._checked(), CONTEXT_CAPTIONS):
+                ids = shard.ids
+                self.work.append((len(self.ids), len(self.ids) + len(ids)))
+                self.ids.extend(ids)
+                refs = shard.items.references
+                if refs is not None:
+                    self.ref_counts.update(len(r) for r in refs.values())
+                if self._kept(shard):
+                    bar.update(len(ids))
+                    continue
+                if in_flight >= 2 * n_actors:
+                    bar.update(pool.get_next_unordered()[1])
+                    in_flight -= 1
+                    self.scored += 1
+                text = (list(shard.items.candidates.values()), [refs[i] for i in ids], next_hyps, next_refs) \
+                    if self.text_names else None
+                inputs = {k: v for k, v in self.source.shard_inputs(shard).items() if k in self.used}
+                refs_other = refs if "references" in self.used else None
+                pool.submit(lambda a, v: a.score.remote(*v), (
+                    shard.k, str(self.out), ids, text, shard.items.candidates, refs_other, inputs,
+                    self.skip_bad_items, shard.digest))
+                in_flight += 1
+            while pool.has_next():
+                bar.update(pool.get_next_unordered()[1])
+                self.scored += 1
+
+    def _kept(self, shard: Shard) -> bool:
+        """On resume: whether shard ``k``'s file is complete and holds these very inputs."""
+        path = shard_path(self.out, shard.k)
+        if not (self.resume and shard_complete(path, shard.k, shard.ids)):
+            return False
+        _, _, meta = read_shard(path)
+        if meta.get("inputs_sha") != shard.digest:
+            raise InputError(f"{self.out}: cannot resume, shard {shard.k} was scored on other inputs than the "
+                             "items now (the input changed since the first run); use a new folder")
+        return True
 
 
-def _inputs_digest(ids: list[str], cands: dict[str, str], refs: dict[str, list[str]] | None, images: Any) -> str:
-    """What a resumed run must share with the first: ids, texts and the image sources."""
-    h = hashlib.sha256()
-    for i in ids:
-        h.update(json.dumps([i, cands[i], refs[i] if refs is not None else None]).encode())
-    if isinstance(images, Mapping):
-        h.update(json.dumps({i: str(images.get(i)) for i in ids}).encode())
-    elif images is not None:
-        h.update(str(images).encode())
-    return h.hexdigest()
+def _ordered(pool: Any, fn: Any, values: Iterable[Any]) -> Iterator[Any]:
+    """``pool.map`` that reads ``values`` lazily (at most one task per actor ahead)."""
+    pending = 0
+    for v in values:
+        if not pool.has_free():
+            yield pool.get_next()
+            pending -= 1
+        pool.submit(fn, v)
+        pending += 1
+    while pending:
+        yield pool.get_next()
+        pending -= 1
+
+
+__all__ = ["SHARD_SIZES", "default_shard_size", "score_ray", "merge_shards", "shard_digest"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from capeval.engines.shards import encode, shard_path, write_shard
+from capeval.io.uris import fetch_media
 
 
 def text_groups(scorers: Mapping[str, Any]) -> dict[str, list[tuple[str, Any]]]:
@@ -36,12 +38,18 @@ class ShardWorker:
 
     def __init__(self, text_names: Sequence[str], other_names: Sequence[str],
                  options: Mapping[str, Mapping[str, Any]] | None, fault: tuple[int, str] | None = None):
+        from capeval.errors import CapevalError
         from capeval.evaluator import Evaluator
         from capeval.models.cache import ModelCache
 
-        cache = ModelCache()
-        self.text = Evaluator(list(text_names), options=options, cache=cache) if text_names else None
-        self.other = Evaluator(list(other_names), options=options, cache=cache) if other_names else None
+        self.init_error: CapevalError | None = None
+        self.text = self.other = None
+        try:
+            cache = ModelCache()
+            self.text = Evaluator(list(text_names), options=options, cache=cache) if text_names else None
+            self.other = Evaluator(list(other_names), options=options, cache=cache) if other_names else None
+        except CapevalError as exc:  # e.g. a checkpoint that cannot be loaded: reported by ready()
+            self.init_error = exc
         self.other_takes_refs = bool(other_names) and any(
             "references" in _accepts(m) for m in other_names
         )
@@ -50,28 +58,61 @@ class ShardWorker:
         self.fault = fault
 
     def ready(self) -> int:
-        """The worker's process id, once built."""
+        """The worker's process id, once built; the one-line error of a failed build."""
+        if self.init_error is not None:
+            raise self.init_error
         return os.getpid()
 
-    def count(self, tokenizer: str, order: int, task: tuple) -> Any:
-        """Document-frequency counts of one shard's references (the corpus pass)."""
+    def count_shard(self, orders: dict[str, int], text_task: tuple | None, candidates: dict[str, str] | None,
+                    references: dict[str, list[str]] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One shard's part of the corpus statistics (the corpus pass): n-gram document
+        frequencies of its references per tokenizer (``orders``: tokenizer -> n-gram order;
+        ``text_task``: the references with their following context) and, when
+        ``candidates`` are given, the IDF counts of :meth:`count_idf`."""
         from capeval.metrics.ngrams import GramIndex
         from capeval.metrics.text import tokenize_texts
 
-        _, refs = tokenize_texts(tokenizer, *task)
-        return GramIndex(order).part(refs)
+        text: dict[str, Any] = {}
+        for tokenizer, order in orders.items():
+            assert text_task is not None
+            _, refs = tokenize_texts(tokenizer, *text_task)
+            text[tokenizer] = GramIndex(order).part(refs)
+        idf = self.count_idf(candidates, references) if candidates is not None else {}
+        return text, idf
+
+    def count_idf(self, candidates: dict[str, str], references: dict[str, list[str]] | None) -> dict[str, Any]:
+        """IDF counts of one shard for each EMScore-family scorer whose table depends on the
+        call (the corpus pass; merged in shard order by the driver)."""
+        from capeval.metrics.emscore.idf import scorer_counts
+
+        refs = references if self.other_takes_refs else None
+        return {key: scorer_counts(s, candidates, refs) for key, s in self.idf_scorers().items()}
+
+    def idf_scorers(self) -> dict[str, Any]:
+        """The scorers with a ``use_idf`` hook (EMScore and its PAC-S video variant)."""
+        if self.other is None:
+            return {}
+        return {key: s for key, s in self.other.scorers.items() if hasattr(s, "use_idf")}
 
     def set_corpus(self, corpus: dict[str, Any]) -> int:
-        """Keep the corpus statistics of every tokenizer (broadcast once per actor)."""
-        self.corpus = corpus
+        """Keep the corpus statistics (broadcast once per actor): ``{"text": {tokenizer:
+        GramIndex}, "idf": {scorer key: (Idf, signature text) or None}}``."""
+        self.corpus = corpus.get("text", {})
+        scorers = self.idf_scorers()
+        for key, table in corpus.get("idf", {}).items():
+            scorers[key].use_idf(table)
         return len(corpus)
 
     def score(
         self, k: int, out_dir: str, ids: list[str], text_task: tuple | None,
-        candidates: dict[str, str], references: dict[str, list[str]] | None, images: Any,
-        skip_bad_items: bool,
+        candidates: dict[str, str], references: dict[str, list[str]] | None, inputs: dict[str, Any],
+        skip_bad_items: bool, digest: str = "",
     ) -> tuple[int, int]:
-        """Score shard ``k`` (items ``ids``) and write its Parquet file; returns ``(k, items)``."""
+        """Score shard ``k`` (items ``ids``) and write its Parquet file; returns ``(k, items)``.
+
+        ``inputs``: ``images``/``videos`` (a folder, or ``{id: path or URI}``: URIs are fetched
+        into a temporary folder first) and ``segments``; ``digest``: the shard's inputs
+        (:func:`capeval.engines.sources.shard_digest`), kept in the file for ``resume``."""
         if self.fault is not None and self.fault[0] == k and not Path(self.fault[1]).exists():
             Path(self.fault[1]).write_text(f"crashed on shard {k}\n")
             os._exit(1)
@@ -88,13 +129,12 @@ class ShardWorker:
                     gc.enable()
         other: dict[str, Any] = {}
         if self.other is not None:
-            inputs: dict[str, Any] = {}
-            if images is not None:
-                inputs["images"] = images
-            if skip_bad_items:
-                inputs["skip_bad_items"] = True
-            refs = references if self.other_takes_refs else None
-            report = self.other.score(candidates, refs, **inputs)
+            with tempfile.TemporaryDirectory(prefix="capeval-fetch-") as tmp:
+                media = fetch_media(inputs, Path(tmp), skip_bad_items)
+                if skip_bad_items:
+                    media["skip_bad_items"] = True
+                refs = references if self.other_takes_refs else None
+                report = self.other.score(candidates, refs, **media)
             for name, r in report.items():
                 items = r.items
                 columns[name] = np.array([items.get(i, np.nan) for i in ids], dtype=np.float64)
@@ -104,7 +144,8 @@ class ShardWorker:
                     "skipped": list(r.skipped),
                     "signature": encode(dict(r.signature.fields)),
                 }
-        write_shard(shard_path(Path(out_dir), k), k, ids, columns, {"parts": parts, "other": other})
+        write_shard(shard_path(Path(out_dir), k), k, ids, columns,
+                    {"parts": parts, "other": other, "inputs_sha": digest})
         return k, len(ids)
 
     def _score_text(self, ids: list[str], task: tuple, columns: dict[str, np.ndarray], parts: dict[str, Any]) -> None:

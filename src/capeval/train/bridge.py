@@ -14,16 +14,16 @@ off), ``last.safetensors`` + ``state.pt`` (optimizer, counters: resume restarts 
 interrupted epoch) and ``best.safetensors`` when the validation loss improved; training
 stops after ``patience`` epochs without improvement, ``max_epochs`` or ``max_steps``.
 Checkpoints are :mod:`capeval.metrics.bridge.checkpoint` files (config, backbone, capeval
-version). With accelerate installed and a GPU (``accelerate: auto``), the loop runs through
-``accelerate.Accelerator`` (mixed precision, ``accelerate launch`` for several GPUs; the
-contrastive negatives are those of each process's batch); otherwise a plain torch loop.
+version). With accelerate installed and a GPU, or when started on several processes
+(``accelerate: auto``; :class:`capeval.train.runner.Runner`), the loop runs through
+``accelerate.Accelerator`` (mixed precision, ``accelerate launch``/``torchrun`` for several
+GPUs; the contrastive negatives are those of each process's batch); otherwise a plain torch loop.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -32,7 +32,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from capeval._optional import available
 from capeval._version import __version__
 from capeval.errors import InputError
 from capeval.metrics.bridge.checkpoint import backbone_info, read_checkpoint, save_checkpoint
@@ -44,6 +43,7 @@ from capeval.train.coco import CaptionedImage, split_items
 from capeval.train.config import dump_yaml, load_config, to_dict
 from capeval.train.logging import MetricsLog
 from capeval.train.losses import infonce, weighted_infonce
+from capeval.train.runner import Runner, atomic_torch_save
 
 LOSS_FIELDS = ("loss", "l1", "l2", "l3")
 
@@ -105,61 +105,6 @@ class BridgeObjective(nn.Module):
         return {"loss": a * l1 + b * l2 + c * l3, "l1": l1, "l2": l2, "l3": l3}
 
 
-def _atomic_torch_save(obj: Any, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-class _Runner:
-    """Device, optional accelerate, and the few calls that differ between the two loops."""
-
-    def __init__(self, cfg: BridgeTrainConfig):
-        device = cfg.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        use = cfg.accelerate == "yes" or (cfg.accelerate == "auto" and available("accelerate") and device != "cpu")
-        if cfg.accelerate == "yes" and not available("accelerate"):
-            raise InputError("accelerate=yes but accelerate is not installed: pip install accelerate")
-        if cfg.mixed_precision == "fp16" and not use:
-            raise InputError("mixed_precision=fp16 needs accelerate (loss scaling); use bf16 or accelerate=yes")
-        self.acc: Any = None
-        if use:
-            from accelerate import Accelerator
-
-            self.acc = Accelerator(mixed_precision=cfg.mixed_precision, cpu=device == "cpu")
-            self.device = self.acc.device
-        else:
-            self.device = torch.device(device)
-        self.bf16 = cfg.mixed_precision == "bf16" and self.acc is None and self.device.type == "cuda"
-        self.main = self.acc is None or self.acc.is_main_process
-
-    def prepare(self, *objects: Any) -> Any:
-        return self.acc.prepare(*objects) if self.acc is not None else objects
-
-    def autocast(self) -> Any:
-        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.bf16)
-
-    def backward(self, loss: torch.Tensor) -> None:
-        self.acc.backward(loss) if self.acc is not None else loss.backward()
-
-    def clip(self, parameters: Any, max_norm: float) -> None:
-        if self.acc is not None:  # unscales fp16 gradients first
-            self.acc.clip_grad_norm_(parameters, max_norm)
-        else:
-            nn.utils.clip_grad_norm_(parameters, max_norm)
-
-    def mean(self, value: torch.Tensor) -> float:
-        if self.acc is not None:
-            value = self.acc.reduce(value.detach(), reduction="mean")
-        return float(value)
-
-
 def _items(cfg: BridgeTrainConfig, data: Sequence[CaptionedImage] | None, split: str, limit: int | None
            ) -> list[CaptionedImage] | None:
     return split_items(data, cfg.coco_root, cfg.annotations, split, limit)
@@ -183,7 +128,7 @@ def train_bridge(config: BridgeTrainConfig | str | os.PathLike[str], *, backbone
                          "output_dir")
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    runner = _Runner(cfg)
+    runner = Runner(cfg)
     if backbone is None:
         from capeval.models.clip.backbone import load_backbone
 
@@ -281,7 +226,7 @@ def train_bridge(config: BridgeTrainConfig | str | os.PathLike[str], *, backbone
             save_checkpoint(run / "last.safetensors", model, info, meta)
             if improved:
                 save_checkpoint(run / "best.safetensors", model, info, meta)
-            _atomic_torch_save({"optimizer": optimizer.state_dict(), "epoch": epoch, "step": step, "best": best,
+            atomic_torch_save({"optimizer": optimizer.state_dict(), "epoch": epoch, "step": step, "best": best,
                                 "bad_epochs": bad_epochs, "elapsed": log.elapsed(), "history": history},
                                run / "state.pt")
         if stopped == "max_steps":

@@ -35,7 +35,6 @@ from torch import nn
 from capeval._version import __version__
 from capeval.errors import InputError
 from capeval.progress import make_progress
-from capeval.train.bridge import _atomic_torch_save, _Runner
 from capeval.train.coco import CaptionedImage, split_items
 from capeval.train.config import dump_yaml, load_config, to_dict
 from capeval.train.logging import MetricsLog
@@ -56,6 +55,7 @@ from capeval.train.pacs_lora import (
     import_state,
     train_projections,
 )
+from capeval.train.runner import Runner, atomic_torch_save
 
 LOSS_FIELDS = ("loss", "l_vt", "l_gv_t", "l_v_gt")
 
@@ -127,7 +127,7 @@ def export(objective: PacsObjective, folder: Path, stem: str, meta: Mapping[str,
     state = {k: v.contiguous() for k, v in export_state(objective.clip, extras).items()}
     st, pth = folder / f"{stem}.safetensors", folder / f"{stem}.pth"
     save_file(state, str(st), metadata={k: json.dumps(v, default=str) for k, v in meta.items()})
-    _atomic_torch_save({"state_dict": state}, pth)
+    atomic_torch_save({"state_dict": state}, pth)
     return st, pth
 
 
@@ -246,7 +246,7 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
     the_plan = plan(cfg, len(train_items), objective.clip.config, counts["trainable"], counts["parameters"])
     if dry_run:
         return the_plan
-    runner = _Runner(cfg)
+    runner = Runner(cfg)
     objective.to(runner.device)
     params = [p for p in objective.clip.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -295,7 +295,7 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
 
         exported.update({f.name: {"sha256": file_digest(f, "sha256", cached=False), "step": step} for f in files})
         (run / "run.json").write_text(json.dumps({**meta, "files": exported}, indent=2, default=str), encoding="utf-8")
-        _atomic_torch_save({"trainable": [p.detach().cpu() for p in params], "optimizer": optimizer.state_dict(),
+        atomic_torch_save({"trainable": [p.detach().cpu() for p in params], "optimizer": optimizer.state_dict(),
                             "step": step, "epoch": epoch, "batch": skip, "best": best, "best_step": best_step,
                             "elapsed": log.elapsed(), "history": history}, run / "state.pt")
 

@@ -16,6 +16,15 @@ Each stage ends with ``<stage>.pt`` (model, vocabulary, config) and an evaluatio
 call) plus the diagnostics rep-1..4 / length / vocab (and ``incorrect`` when spaCy's model
 is installed): ``eval-<stage>.json``. ``last.pt`` holds everything needed to resume
 (optimizer, stage, step) and is written every ``checkpoint_every`` steps.
+
+Several processes (``accelerate launch`` / ``torchrun``; :class:`capeval.train.runner.Runner`):
+``xe_batch_size`` and ``scst_batch_size`` stay global batch sizes; each process takes its
+contiguous part of every global batch (sizes differ by at most one; an empty part adds a zero
+loss), and the losses are scaled so that DDP's gradient average is the gradient of the global
+batch's loss: XE sums its token losses times ``world / global tokens``, SCST its images'
+losses times ``world / global images``. Each process computes its part's grid features, beam
+search and rewards (its own :class:`capeval.reward.Reward`, fitted on the same references);
+the main process alone writes checkpoints, logs and runs the evaluations.
 """
 
 from __future__ import annotations
@@ -29,14 +38,16 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from capeval.errors import InputError
 from capeval.io.atomic import atomic_open, atomic_write_text
 from capeval.progress import make_progress
 from capeval.train.coco import CaptionedImage
-from capeval.train.config import dump_yaml, load_config, to_dict
+from capeval.train.config import dump_yaml, load_config, runtime_problems, to_dict
 from capeval.train.logging import MetricsLog
-from capeval.train.scst_model import CaptionTransformer, FeatureStore, Vocab, pad_batch
+from capeval.train.runner import Runner
+from capeval.train.scst_model import EOS, PAD, CaptionTransformer, FeatureStore, Vocab, pad_batch, sequence_logprobs
 
 STAGES = ("xe", "scst")
 
@@ -81,7 +92,16 @@ class CaptionerTrainConfig:
     checkpoint_every: int = 1000
     seed: int = 0
     device: str = "cpu"
+    accelerate: str = "auto"
+    mixed_precision: str = "no"
     tensorboard: bool = False
+
+    def __post_init__(self) -> None:
+        names = ("xe_batch_size", "scst_batch_size", "beam_size", "eval_beam", "log_every", "checkpoint_every")
+        problems = [f"{n} must be >= 1" for n in names if getattr(self, n) < 1]
+        problems += runtime_problems(self)
+        if problems:
+            raise InputError("captioner config: " + "; ".join(problems))
 
 
 @dataclass
@@ -90,6 +110,7 @@ class CaptionerResult:
     checkpoints: dict[str, Path]
     evaluations: dict[str, dict[str, float]]
     steps: dict[str, int]
+    is_main: bool = True  # False on the other processes of a multi-process run
 
 
 def xe_learning_rate(step: int, cfg: CaptionerTrainConfig) -> float:
@@ -167,46 +188,59 @@ def train_captioner(config: CaptionerTrainConfig | str | os.PathLike[str], *, re
     if unknown:
         raise InputError(f"captioner config: unknown stage {unknown[0]!r}; stages are {', '.join(STAGES)}")
     torch.manual_seed(cfg.seed)
+    runner = Runner(cfg)
+    main = runner.is_main
     run = Path(cfg.output_dir)
     run.mkdir(parents=True, exist_ok=True)
     state_path = run / "last.pt"
     state = torch.load(state_path, map_location="cpu", weights_only=False) if resume and state_path.exists() else None
     if state is None and (run / "last.pt").exists() and not resume:
         raise InputError(f"{run} already holds a run (last.pt): pass --resume or another output_dir")
-    atomic_write_text(run / "config.yaml", dump_yaml(cfg))
+    if main:
+        atomic_write_text(run / "config.yaml", dump_yaml(cfg))
     train, held = _splits(cfg, data)
     if backbone is None:
         from capeval.models.clip.backbone import load_backbone
 
-        backbone = load_backbone(cfg.backbone, device=cfg.device)
+        with runner.main_first():  # a download happens once
+            backbone = load_backbone(cfg.backbone, device=str(runner.device))
     store = FeatureStore(backbone, cfg.feature_dir or run / "features")
-    store.extract({it.id: it.image for it in [*train, *held]}, progress=progress)
+    images = {it.id: it.image for it in [*train, *held]}
+    # each process extracts its share (one process alone could outlast the barrier's timeout)
+    share = list(images)[runner.local_slice(len(images))]
+    store.extract({i: images[i] for i in share}, progress=progress if main else False)
+    runner.wait_for_everyone()
     vocab = Vocab(state["vocab"][4:]) if state else Vocab.build([c for it in train for c in it.captions],
                                                                  cfg.min_word_count)
     feature_dim = store.get([train[0].id]).shape[-1]
     model = CaptionTransformer(len(vocab), feature_dim, cfg.d_model, cfg.heads, cfg.enc_layers, cfg.dec_layers,
-                               cfg.ff_dim, cfg.dropout, cfg.max_len).to(cfg.device)
+                               cfg.ff_dim, cfg.dropout, cfg.max_len).to(runner.device)
     if state:
         model.load_state_dict(state["model"])
-    log = MetricsLog(run, ("loss", "lr", "reward", "baseline", *_metric_fields(cfg)), cfg.tensorboard,
+    net = runner.prepare(model)
+    log = MetricsLog(run, ("loss", "lr", "reward", "baseline", *_metric_fields(cfg)), cfg.tensorboard, main,
                      time_offset=state.get("time", 0.0) if state else 0.0)
-    result = CaptionerResult(run, {}, {}, {})
+    result = CaptionerResult(run, {}, {}, {}, main)
     done_stages = list(state["done"]) if state else []
     for stage in cfg.stages:
         if stage in done_stages:
             continue
         resume_state = state if state and state["stage"] == stage else None
         step_fn = _run_xe if stage == "xe" else _run_scst
-        steps = step_fn(cfg, model, vocab, store, train, log, resume_state, done_stages, progress)
+        steps = step_fn(cfg, runner, net, vocab, store, train, log, resume_state, done_stages, progress)
         done_stages.append(stage)
-        ckpt = run / f"{stage}.pt"
-        _save({"model": model.state_dict(), "vocab": vocab.words, "config": to_dict(cfg), "stage": stage}, ckpt)
-        _save({"model": model.state_dict(), "optimizer": None, "vocab": vocab.words, "stage": stage, "step": steps,
-               "done": done_stages, "time": log.elapsed()}, state_path)
-        caps = generate(model, store, vocab, [it.id for it in held], cfg.eval_beam)
-        scores = evaluate(caps, held, cfg.eval_metrics)
-        log.log(steps, 0, f"eval-{stage}", **{k: v for k, v in scores.items() if k in log.fields})
-        atomic_write_text(run / f"eval-{stage}.json", json.dumps({"scores": scores, "captions": caps}, indent=1))
+        ckpt, evaluation = run / f"{stage}.pt", run / f"eval-{stage}.json"
+        if main:
+            _save({"model": model.state_dict(), "vocab": vocab.words, "config": to_dict(cfg), "stage": stage}, ckpt)
+            _save({"model": model.state_dict(), "optimizer": None, "vocab": vocab.words, "stage": stage,
+                   "step": steps, "done": done_stages, "time": log.elapsed()}, state_path)
+            caps = generate(model, store, vocab, [it.id for it in held], cfg.eval_beam)
+            scores = evaluate(caps, held, cfg.eval_metrics)
+            log.log(steps, 0, f"eval-{stage}", **{k: v for k, v in scores.items() if k in log.fields})
+            atomic_write_text(evaluation, json.dumps({"scores": scores, "captions": caps}, indent=1))
+        runner.wait_for_everyone()
+        if not main:
+            scores = json.loads(evaluation.read_text(encoding="utf-8"))["scores"]
         result.checkpoints[stage], result.evaluations[stage], result.steps[stage] = ckpt, scores, steps
         state = None
     log.close()
@@ -244,82 +278,126 @@ def _checkpoint(path: Path, model: Any, optimizer: Any, vocab: Vocab, stage: str
            "step": step, "done": list(done), "time": log.elapsed()}, path)
 
 
-def _run_xe(cfg: CaptionerTrainConfig, model: CaptionTransformer, vocab: Vocab, store: FeatureStore,
-            train: list[CaptionedImage], log: MetricsLog, state: dict | None, done: list[str],
-            progress: bool | None) -> int:
-    pairs = [(it.id, vocab.encode(c, cfg.max_len)) for it in train for c in it.captions]
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.xe_lr)
-    start = 0
+def _optimizer(runner: Runner, model: torch.nn.Module, lr: float, state: dict | None) -> tuple[Any, int]:
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     if state is not None:
         opt.load_state_dict(state["optimizer"])
-        start = state["step"]
-    model.train()
-    loss_fn = torch.nn.CrossEntropyLoss(ignore_index=0)
-    with make_progress(cfg.xe_steps - start, "XE steps", progress) as bar:
+    return runner.prepare(opt), state["step"] if state is not None else 0
+
+
+def _idle_loss(net: torch.nn.Module, feats: torch.Tensor) -> torch.Tensor:
+    """A zero loss through every parameter: a process without a sample still joins DDP's all-reduce."""
+    tokens = torch.full((feats.shape[0], 1), EOS, dtype=torch.long, device=feats.device)
+    return net(feats, tokens).sum() * 0.0
+
+
+def xe_loss(logits: torch.Tensor, targets: torch.Tensor, tokens: int | None = None, world: int = 1) -> torch.Tensor:
+    """Cross-entropy of (B, T, V) ``logits`` against (B, T) ``targets``, ``<pad>`` ignored.
+
+    ``tokens=None``: the mean over this batch's tokens. Else ``tokens`` is the global batch's
+    token count over ``world`` processes: sum of this part's token losses x world / tokens, so
+    the mean of the processes' gradients (DDP) is the gradient of the global token mean.
+    """
+    flat_logits, flat = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+    if tokens is None:
+        return F.cross_entropy(flat_logits, flat, ignore_index=PAD)
+    return F.cross_entropy(flat_logits, flat, ignore_index=PAD, reduction="sum") * (world / tokens)
+
+
+def _run_xe(cfg: CaptionerTrainConfig, runner: Runner, net: torch.nn.Module, vocab: Vocab, store: FeatureStore,
+            train: list[CaptionedImage], log: MetricsLog, state: dict | None, done: list[str],
+            progress: bool | None) -> int:
+    model, world, device = runner.unwrap(net), runner.world_size, runner.device
+    pairs = [(it.id, vocab.encode(c, cfg.max_len)) for it in train for c in it.captions]
+    opt, start = _optimizer(runner, model, cfg.xe_lr, state)
+    net.train()
+    with make_progress(cfg.xe_steps - start, "XE steps", progress if runner.is_main else False) as bar:
         for step in range(start, cfg.xe_steps):
             lr = xe_learning_rate(step, cfg)
             for group in opt.param_groups:
                 group["lr"] = lr
             batch = [pairs[_order(len(pairs), k, cfg.seed)]
                      for k in range(step * cfg.xe_batch_size, (step + 1) * cfg.xe_batch_size)]
-            feats = store.get([b[0] for b in batch]).to(cfg.device)
-            targets = pad_batch([b[1] for b in batch]).to(cfg.device)
-            logits = model(feats, targets)
-            loss = loss_fn(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+            mine = batch[runner.local_slice(len(batch))]  # the global batch's part of this process
+            with runner.autocast():
+                if mine:
+                    feats = store.get([b[0] for b in mine]).to(device)
+                    targets = pad_batch([b[1] for b in mine], max(len(b[1]) for b in batch)).to(device)
+                    tokens = sum(sum(1 for t in b[1] if t != PAD) for b in batch) if world > 1 else None
+                    loss = xe_loss(net(feats, targets), targets, tokens, world)
+                else:
+                    loss = _idle_loss(net, store.get([batch[0][0]]).to(device))
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            runner.backward(loss)
             opt.step()
             bar.update(1)
             if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.xe_steps:
-                log.log(step + 1, (step + 1) * cfg.xe_batch_size // len(pairs), "xe", loss=float(loss.detach()), lr=lr)
-            if (step + 1) % cfg.checkpoint_every == 0:
+                value = float(runner.sum(loss.float()) / world)  # every process logs: the all-reduce needs all
+                log.log(step + 1, (step + 1) * cfg.xe_batch_size // len(pairs), "xe", loss=value, lr=lr)
+            if runner.is_main and (step + 1) % cfg.checkpoint_every == 0:
                 _checkpoint(Path(cfg.output_dir) / "last.pt", model, opt, vocab, "xe", step + 1, done, log)
     return cfg.xe_steps
 
 
-def scst_loss(rewards: torch.Tensor, logprobs: torch.Tensor) -> torch.Tensor:
-    """SCST loss (Eq. 19) of (B, l) rewards and (B, l) sequence log-probs: baseline = the beam's mean reward."""
+def scst_loss(rewards: torch.Tensor, logprobs: torch.Tensor, images: int | None = None) -> torch.Tensor:
+    """SCST loss (Eq. 19) of (B, l) rewards and (B, l) sequence log-probs: baseline = the beam's mean reward.
+
+    Averaged over the B images, or with ``images``: summed over them and divided by ``images``
+    (a global batch's image count, for a batch split over processes).
+    """
     advantage = rewards - rewards.mean(dim=1, keepdim=True)
-    return -(advantage.detach() * logprobs).mean(dim=1).mean()
+    per_image = -(advantage.detach() * logprobs).mean(dim=1)
+    return per_image.mean() if images is None else per_image.sum() / images
 
 
-def _run_scst(cfg: CaptionerTrainConfig, model: CaptionTransformer, vocab: Vocab, store: FeatureStore,
+def _run_scst(cfg: CaptionerTrainConfig, runner: Runner, net: torch.nn.Module, vocab: Vocab, store: FeatureStore,
               train: list[CaptionedImage], log: MetricsLog, state: dict | None, done: list[str],
               progress: bool | None) -> int:
     from capeval.reward import Reward
 
+    model, world, device = runner.unwrap(net), runner.world_size, runner.device
     refs = {it.id: list(it.captions) for it in train}
     images = {it.id: it.image for it in train}
-    reward = Reward(cfg.reward, fit=refs, device=cfg.device, options=cfg.reward_options or None)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.scst_lr)
+    with runner.main_first():  # model downloads happen once
+        reward = Reward(cfg.reward, fit=refs, device=str(device), options=cfg.reward_options or None)
+    opt, start = _optimizer(runner, model, cfg.scst_lr, state)
     per_epoch = -(-len(train) // cfg.scst_batch_size)
-    total, start = per_epoch * cfg.scst_epochs, 0
-    if state is not None:
-        opt.load_state_dict(state["optimizer"])
-        start = state["step"]
+    total = per_epoch * cfg.scst_epochs
     beam = cfg.beam_size
-    with make_progress(total - start, "SCST steps", progress) as bar:
+    with make_progress(total - start, "SCST steps", progress if runner.is_main else False) as bar:
         for step in range(start, total):
             epoch, k = divmod(step, per_epoch)
             perm = np.random.default_rng([cfg.seed, 1, epoch]).permutation(len(train))
             ids = [train[j].id for j in perm[k * cfg.scst_batch_size : (k + 1) * cfg.scst_batch_size]]
-            feats = store.get(ids).to(cfg.device)
-            model.eval()
-            seqs, _ = model.beam_search(feats, beam)
-            model.train()
-            b, l, t = seqs.shape
-            caps = [vocab.decode(s) for s in seqs.reshape(b * l, t).cpu()]
-            image_ids = [i for i in ids for _ in range(l)]
-            r = reward(caps, refs, image_ids=image_ids, images={i: images[i] for i in ids}).to(cfg.device).view(b, l)
-            logp = model.sequence_logprobs(feats.repeat_interleave(l, 0), seqs.reshape(b * l, t)).view(b, l)
-            loss = scst_loss(r, logp)
+            mine = ids[runner.local_slice(len(ids))]
+            stats = torch.zeros(3, device=device)  # reward sum, captions, beam-mean sum
+            if mine:
+                feats = store.get(mine).to(device)
+                model.eval()
+                seqs, _ = model.beam_search(feats, beam)
+                model.train()
+                b, l, t = seqs.shape
+                flat = seqs.reshape(b * l, t)
+                caps = [vocab.decode(s) for s in flat.cpu()]
+                image_ids = [i for i in mine for _ in range(l)]
+                r = reward(caps, refs, image_ids=image_ids, images={i: images[i] for i in mine}).to(device).view(b, l)
+                with runner.autocast():
+                    logp = sequence_logprobs(net(feats.repeat_interleave(l, 0), flat), flat).view(b, l)
+                loss = scst_loss(r, logp) if world == 1 else scst_loss(r, logp, len(ids)) * world
+                rf = r.detach().float()
+                stats = torch.stack([rf.sum(), rf.new_tensor(float(rf.numel())), rf.mean(dim=1).sum()])
+            else:
+                with runner.autocast():
+                    loss = _idle_loss(net, store.get(ids[:1]).to(device))
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            runner.backward(loss)
             opt.step()
             bar.update(1)
             if (step + 1) % cfg.log_every == 0 or step + 1 == total:
-                log.log(step + 1, epoch, "scst", loss=float(loss.detach()), lr=cfg.scst_lr, reward=float(r.mean()),
-                        baseline=float(r.mean(dim=1).mean()))
-            if (step + 1) % cfg.checkpoint_every == 0:
+                value = float(runner.sum(loss.float()) / world)
+                stats = runner.sum(stats.float())
+                log.log(step + 1, epoch, "scst", loss=value, lr=cfg.scst_lr, reward=float(stats[0] / stats[1]),
+                        baseline=float(stats[2] / len(ids)))
+            if runner.is_main and (step + 1) % cfg.checkpoint_every == 0:
                 _checkpoint(Path(cfg.output_dir) / "last.pt", model, opt, vocab, "scst", step + 1, done, log)
     return total

@@ -73,9 +73,9 @@ def tokenize(captions: Sequence[str]) -> list[list[str]]:
     return [t.split() for t in ptb_tokenize_batch(list(captions))]
 
 
-def pad_batch(seqs: Sequence[Sequence[int]]) -> torch.Tensor:
-    """(N, T) long tensor, right-padded with ``<pad>``."""
-    t = max(len(s) for s in seqs)
+def pad_batch(seqs: Sequence[Sequence[int]], length: int | None = None) -> torch.Tensor:
+    """(N, T) long tensor, right-padded with ``<pad>`` to ``length`` (default: the longest)."""
+    t = max([len(s) for s in seqs] + [length or 0])
     out = torch.full((len(seqs), t), PAD, dtype=torch.long)
     for k, s in enumerate(seqs):
         out[k, : len(s)] = torch.as_tensor(list(s), dtype=torch.long)
@@ -127,8 +127,7 @@ class CaptionTransformer(nn.Module):
 
     def sequence_logprobs(self, feats: torch.Tensor, seqs: torch.Tensor) -> torch.Tensor:
         """(N,) ``log p(seq | image)``: sum over the words up to and including the first ``<eos>``."""
-        logp = torch.log_softmax(self(feats, seqs), dim=-1).gather(2, seqs[..., None])[..., 0]
-        return (logp * (seqs != PAD)).sum(dim=1)
+        return sequence_logprobs(self(feats, seqs), seqs)
 
     @torch.no_grad()
     def beam_search(self, feats: torch.Tensor, beam: int = 5, max_len: int | None = None
@@ -163,6 +162,12 @@ class CaptionTransformer(nn.Module):
             if bool(done.all()):
                 break
         return seqs[:, :, 1:], scores
+
+
+def sequence_logprobs(logits: torch.Tensor, seqs: torch.Tensor) -> torch.Tensor:
+    """(N,) ``sum_t log p(seq_t | seq_<t)`` from teacher-forced (N, T, V) ``logits``, ``<pad>`` left out."""
+    logp = torch.log_softmax(logits, dim=-1).gather(2, seqs[..., None])[..., 0]
+    return (logp * (seqs != PAD)).sum(dim=1)
 
 
 # -- CLIP grid features ----------------------------------------------------------------------

@@ -126,15 +126,31 @@ def compute_idf(
     "contains" ``pad_id`` (the reference tokenises padded); unseen ids ``log(N+1)``;
     ``[EOT]`` = mean of all table entries (see the module docs).
     """
-    n = len(corpus_ids)
-    if n == 0:
+    if len(corpus_ids) == 0:
         raise ValueError("the IDF corpus is empty")
+    return idf_from_counts(len(corpus_ids), document_counts(corpus_ids, pad_id=pad_id,
+                                                             context_length=context_length), eot_id)
+
+
+def document_counts(corpus_ids: Sequence[Sequence[int]], *, pad_id: int = 0, context_length: int = 77
+                    ) -> Counter[int]:
+    """``df``: in how many sentences each token id occurs (padding included, as :func:`compute_idf`).
+
+    Counts of consecutive parts of a corpus, added in order (``Counter.update``), equal the
+    counts of the whole, key order included: the Ray engine counts shards this way."""
     df: Counter[int] = Counter()
     for ids in corpus_ids:
         seen = {int(t) for t in ids}
         if len(ids) < context_length:
             seen.add(int(pad_id))
         df.update(seen)
+    return df
+
+
+def idf_from_counts(n: int, df: Mapping[int, int], eot_id: int) -> Idf:
+    """The table of :func:`compute_idf` from ``n`` sentences and their ``df`` counts."""
+    if n <= 0:
+        raise ValueError("the IDF corpus is empty")
     values = {t: math.log((n + 1) / (c + 1)) for t, c in df.items()}
     values[int(eot_id)] = sum(values.values()) / len(values)
     return Idf(values, math.log(n + 1), n)

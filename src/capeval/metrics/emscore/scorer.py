@@ -124,6 +124,7 @@ class EMScore(ScorerBase):
                 raise InputError(f"fps must be a positive number (frames per second), got {fps!r}")
         self.fps = fps
         self.backbone = self._load_backbone(backbone, device, checkpoint_dir, tokenizer)
+        self.shared_idf: tuple[em.Idf, str] | None = None  # set by use_idf
 
     # -- construction helpers ------------------------------------------------------------
     def fit(self, references: Mapping[Any, Any] | Sequence[Sequence[str]]) -> "EMScore":
@@ -133,7 +134,13 @@ class EMScore(ScorerBase):
             references = {str(k): list(v) for k, v in enumerate(references)}
         refs = normalize_references(references)
         self.idf = idf_mod.check_idf([r for rs in refs.values() for r in rs])
+        self.shared_idf = None
         return self
+
+    def use_idf(self, table: tuple[em.Idf, str] | None) -> None:
+        """Score with ``table`` (IDF, signature text) counted over a whole corpus split into
+        parts (:func:`capeval.metrics.emscore.idf.scorer_counts`); None: back to per call."""
+        self.shared_idf = table
 
     def _load_backbone(self, backbone: Any, device: str, checkpoint_dir: str | None, tokenizer: str | None) -> Any:
         if backbone is not None and not isinstance(backbone, (str, os.PathLike)):
@@ -326,6 +333,8 @@ class EMScore(ScorerBase):
     def _idf_table(self, have_refs: bool, ids: list[str], cand_text: dict[str, str],
                    ref_text: dict[str, list[str]], tok_ids: dict[str, list[int]]) -> tuple[em.Idf, str]:
         """The IDF table of this call and its description for the signature."""
+        if self.shared_idf is not None:
+            return self.shared_idf
         mode = self.idf
         if isinstance(mode, tuple):
             return idf_mod.corpus_idf(self.backbone, self.prefix, mode, self._tokenize)
