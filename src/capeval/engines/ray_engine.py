@@ -223,6 +223,10 @@ class _Job:
 
         # what the non-text metrics read: an item table may carry columns no metric uses
         self.used = table_inputs({"images": 1, "videos": 1, "segments": 1}, other_names)
+        # corpus statistics: n-gram order of CIDEr-D's df per tokenizer; EMScore-family IDF
+        self.orders = {tok: max(o) for tok, g in self.groups.items()
+                       if (o := [s.corpus_order() for _, s in g if s.corpus_order()])}
+        self.want_idf = any(getattr(registry.get(m).factory_class(), "use_idf", None) for m in other_names)
 
     def run(self, num_workers: int, num_gpus: float, progress: bool | None) -> None:
         import ray
@@ -230,6 +234,8 @@ class _Job:
 
         from capeval.progress import resolve
 
+        if (self.orders or self.want_idf) and hasattr(self.source, "cache"):
+            self.source.cache()  # two passes (corpus, scoring): read the files once
         self.total = self.source.count() if resolve(progress) else 0
         actor_cls = ray.remote(num_cpus=actor_cpus(num_workers), num_gpus=num_gpus, max_restarts=0)(ShardWorker)
         actors = [actor_cls.remote(self.text_names, self.other_names, self.options, self.fault)
@@ -266,8 +272,7 @@ class _Job:
         from capeval.metrics.ngrams import GramIndex
         from capeval.tokenize import CONTEXT_CAPTIONS
 
-        orders = {tok: max(o) for tok, g in self.groups.items() if (o := [s.corpus_order() for _, s in g if s.corpus_order()])}
-        want_idf = any(getattr(registry.get(m).factory_class(), "use_idf", None) for m in self.other_names)
+        orders, want_idf = self.orders, self.want_idf
         if not orders and not want_idf:
             return {}
         indexes = {tok: GramIndex(n) for tok, n in orders.items()}

@@ -112,6 +112,7 @@ class DatasetSource:
         self.format = formats.pop()
         self.batch_size = batch_size
         self.source = self.paths[0] if len(self.paths) == 1 else f"{self.paths[0]} (+{len(self.paths) - 1} files)"
+        self._cached: Any = None
 
     @staticmethod
     def _format(path: str) -> str:
@@ -141,10 +142,20 @@ class DatasetSource:
     def describe(self) -> dict[str, Any]:
         return {"kind": "items", "paths": self.paths, "format": self.format}
 
+    def cache(self) -> None:
+        """Read the tables once into Ray's object store (spilled to disk when it is full), for
+        jobs that pass over the items twice (corpus statistics first). Before the actors start."""
+        try:
+            self._cached = self.dataset().materialize()
+        except Exception as exc:
+            raise InputError(f"{self.source}: cannot read as {self.format} ({_reason(exc)})") from None
+
     def dataset(self) -> Any:
-        """The Ray dataset of the tables: Ray's readers with no CPU reserved per read task (the
+        """The Ray dataset of the tables (the cached one after :meth:`cache`): Ray's readers with no CPU reserved per read task (the
         scoring actors may hold every CPU slot; a further map operator, e.g. a column
         projection, would wait for one forever), CSV/TSV columns of text read as text."""
+        if self._cached is not None:
+            return self._cached
         import ray.data
 
         args: dict[str, Any] = {"num_cpus": 0}
