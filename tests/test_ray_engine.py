@@ -17,6 +17,7 @@ import capeval
 from capeval.bench.flickr8k import expert_pairs
 from capeval.engines import shards
 from capeval.engines.merge import merge_shards
+from capeval.engines.storage import ShardDir
 from capeval.engines.ray_engine import score_ray
 from capeval.errors import InputError, ResourceError
 
@@ -109,6 +110,7 @@ def test_clip_s_and_text_metrics_together(expert, tmp_path):
 def test_killed_actor_then_resume_is_complete_and_identical(expert, tmp_path):
     """An actor dies on shard 3 (process exit); the finished shards stay; resume completes."""
     cands, refs = _subset(expert, 400)
+    cands_ids = list(cands)
     out = tmp_path / "run"
     marker = tmp_path / "crashed"
     with pytest.raises(ResourceError, match="resume=True"):
@@ -116,11 +118,14 @@ def test_killed_actor_then_resume_is_complete_and_identical(expert, tmp_path):
     assert marker.exists()
     kept = {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*.parquet")}
     assert 0 < len(kept) < 8 and "shard-000003.parquet" not in kept
-    assert not list(out.glob(".*.tmp"))  # no half-written shard left behind
+    # a worker killed while writing leaves at most a temporary file, never a partial shard
+    assert all(shards.shard_complete(ShardDir(out), int(n[6:12]), cands_ids[int(n[6:12]) * 50:][:50]) is not None
+               for n in kept)
     resumed = score_ray(cands, refs, "coco-ngram", batch_size=50, out_dir=out, resume=True,
                         _fault=(3, str(marker)))
-    # kept shards were not rescored
+    # kept shards were not rescored; temporary files of the killed run are gone
     assert all((out / name).stat().st_mtime_ns == t for name, t in kept.items())
+    assert not list(out.glob(".*.tmp"))
     _assert_identical(capeval.score(cands, refs, "coco-ngram"), resumed)
 
 
@@ -138,7 +143,8 @@ def test_resume_refuses_another_job_and_merge_checks_coverage(expert, tmp_path):
     # a truncated file is not complete: resume rescored it
     path = tmp_path / "shard-000002.parquet"
     path.write_bytes(path.read_bytes()[:100])
-    assert not shards.shard_complete(path, 2, ids[80:120])
+    assert shards.shard_complete(ShardDir(tmp_path), 2, ids[80:120]) is None
+    assert shards.shard_complete(ShardDir(tmp_path), 0, ids[:40]) is not None
 
 
 def test_codec_round_trip_is_exact():

@@ -99,15 +99,19 @@ def test_tables_through_ray_equal_the_local_engine(expert_rows, tmp_path, fmt):
     _same(plain, {m: local[m] for m in ("bleu-4", "cider-d")})
 
 
+@pytest.mark.filterwarnings("ignore:.*paths in Ray Data are deprecated")  # its notice for local:// URIs
 def test_a_folder_of_parts_is_read_in_name_order(expert_rows, tmp_path):
     folder = tmp_path / "parts"
     folder.mkdir()
     for k in range(3):
         _table(tmp_path, expert_rows[k * 20:(k + 1) * 20], "jsonl").rename(folder / f"part-{k:02d}.jsonl")
+    (folder / "_SUCCESS").write_text("")  # as Spark and Ray write beside their parts
     local = capeval.score(items=str(folder), metrics="cider-d")
     distributed = score_ray(items=str(folder), metrics="cider-d", batch_size=7)
     _same(local, distributed)
     assert list(distributed["cider-d"].items) == [r["id"] for r in expert_rows]
+    # the same folder as a URI (the object-store path: listed through pyarrow's filesystems)
+    _same(local, score_ray(items=f"local://{folder}/", metrics="cider-d", batch_size=7))
 
 
 def test_bad_tables_are_one_line_errors(expert_rows, tmp_path):
@@ -220,3 +224,25 @@ def test_cli_items_through_both_engines(expert_rows, tmp_path, capsys):
     capsys.readouterr()
     assert main(["score", "--items", str(path), "-r", str(path), "-m", "bleu-4"]) == 2
     assert "--items carries every input; -r cannot be given with it" in capsys.readouterr().err
+
+
+def test_shards_on_a_uri_folder_and_resume(expert_rows, tmp_path):
+    """``out_dir`` as a URI goes through pyarrow's filesystems (here ``local://``: the code path of
+    s3:// / gs://): temporary object + move, listing, resume, merge."""
+    from capeval.engines.storage import ShardDir
+
+    path = _table(tmp_path, expert_rows, "jsonl")
+    uri = f"local://{tmp_path / 'uri-run'}"
+    store = ShardDir(uri)
+    assert store.local is None and store.fs is not None
+    marker = tmp_path / "crashed"
+    with pytest.raises(ResourceError, match="resume=True"):
+        score_ray(items=str(path), metrics="bleu-4,cider-d", batch_size=10, out_dir=uri, _fault=(3, str(marker)))
+    kept = store.names("shard-", ".parquet")
+    assert 0 < len(kept) < 6 and "shard-000003.parquet" not in kept
+    assert not store.names(".", ".tmp")  # no temporary object left behind
+    resumed = score_ray(items=str(path), metrics="bleu-4,cider-d", batch_size=10, out_dir=uri, resume=True)
+    _same(capeval.score(items=str(path), metrics="bleu-4,cider-d"), resumed)
+    assert store.names("shard-", ".parquet") == [f"shard-{k:06d}.parquet" for k in range(6)]
+    with pytest.raises(InputError, match="shard folder nosuch://x"):
+        ShardDir("nosuch://x")

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from capeval.engines.shards import decode, read_shard, shard_path
+from capeval.engines.shards import decode, read_shard, shard_name
+from capeval.engines.storage import ShardDir
 from capeval.engines.worker import text_groups
 from capeval.errors import ResourceError
 from capeval.result import MetricResult, Report, Signature
@@ -29,14 +30,15 @@ def nrefs_text(counts: set[int]) -> str | None:
     return str(low) if low == high else f"{low}-{high}"
 
 
-def merge_shards(out: Path, work: list[tuple[int, int]], ids: list[str], nrefs: str | None,
+def merge_shards(out: ShardDir | str | Path, work: list[tuple[int, int]], ids: list[str], nrefs: str | None,
                  names: list[str], driver_text: Any) -> Report:
     """Read every shard of the job back, check coverage, merge into one :class:`Report`.
 
     ``work``: each shard's ``[a, b)`` range of ``ids``; ``nrefs``: the references per item
     as the signatures write it (``"5"``, ``"4-6"``; None without references)."""
-    found = sorted(p.name for p in out.glob("shard-*.parquet"))
-    expected = [shard_path(out, k).name for k in range(len(work))]
+    out = out if isinstance(out, ShardDir) else ShardDir(out)
+    found = out.names("shard-", ".parquet")
+    expected = [shard_name(k) for k in range(len(work))]
     if found != expected:
         missing = sorted(set(expected) - set(found))
         extra = sorted(set(found) - set(expected))
@@ -46,9 +48,9 @@ def merge_shards(out: Path, work: list[tuple[int, int]], ids: list[str], nrefs: 
     other: dict[str, list[tuple[dict[str, Any], np.ndarray]]] = {}
     seen: list[str] = []
     for k, (a, b) in enumerate(work):
-        got, cols, meta = read_shard(shard_path(out, k))
+        got, cols, meta = read_shard(out, k)
         if meta.get("shard") != k or got != ids[a:b]:
-            raise ResourceError(f"{shard_path(out, k)}: holds other items than shard {k} of this job")
+            raise ResourceError(f"{out.where(shard_name(k))}: holds other items than shard {k} of this job")
         seen.extend(got)
         for key, chunks in parts.items():
             chunks.append(decode(meta["parts"][key]))

@@ -1,7 +1,7 @@
 """Scoring on Ray: shards scored by an actor pool, Parquet shards on disk, an exact merge.
 
 >>> report = score_ray(cands, refs, "coco-ngram", num_workers=2, out_dir="run/")  # doctest: +SKIP
->>> report = score_ray(items="s3://bucket/items/", metrics="clip-s", out_dir="s3-mounted/run")  # doctest: +SKIP
+>>> report = score_ray(items="s3://bucket/items/", metrics="clip-s", out_dir="s3://bucket/run/")  # doctest: +SKIP
 
 Steps (:func:`score_ray`):
 
@@ -40,7 +40,8 @@ from typing import Any
 
 from capeval import registry
 from capeval.engines.merge import merge_shards, nrefs_text
-from capeval.engines.shards import check_manifest, read_shard, shard_complete, shard_path
+from capeval.engines.shards import check_manifest, shard_complete
+from capeval.engines.storage import ShardDir
 from capeval.engines.sources import DatasetSource, MemorySource, Shard, shard_digest, with_context
 from capeval.engines.worker import ShardWorker, text_groups
 from capeval.errors import CapevalError, InputError, ResourceError
@@ -93,7 +94,8 @@ def score_ray(
     e.g. ``"auto"`` or ``"ray://host:10001"``). ``num_gpus_per_worker``: GPUs each actor
     reserves (set ``options={"clip-s": {"device": "cuda"}}`` too). ``batch_size``: items per
     shard (default :func:`default_shard_size`). ``out_dir``: where the shard files go (a
-    temporary folder, removed after, when None; on a cluster, storage every node can write).
+    temporary folder, removed after, when None; on a cluster, storage every node can write:
+    a shared path or a URI such as ``s3://bucket/run/``, :mod:`capeval.engines.storage`).
     ``resume``: keep the complete shards of an earlier run of the same job in ``out_dir``.
     """
     from capeval._optional import require
@@ -142,7 +144,7 @@ def score_ray(
             raise InputError("resume=True needs out_dir (the folder of the earlier run)")
         temp = tempfile.TemporaryDirectory(prefix="capeval-ray-")
         out_dir = temp.name
-    out = Path(out_dir)
+    out = ShardDir(out_dir)
     try:
         check_manifest(out, plan, resume)
         driver_text = None
@@ -208,7 +210,7 @@ def actor_cpus(num_workers: int) -> float:
 class _Job:
     """One run of a job: the corpus pass, the scoring pass, and what the merge needs."""
 
-    def __init__(self, source: Any, out: Path, text_names: list[str], other_names: list[str], options: Any,
+    def __init__(self, source: Any, out: ShardDir, text_names: list[str], other_names: list[str], options: Any,
                  driver_text: Any, skip_bad_items: bool, resume: bool, fault: tuple[int, str] | None):
         self.source, self.out = source, out
         self.text_names, self.other_names, self.options = text_names, other_names, options
@@ -249,8 +251,9 @@ class _Job:
                 ray.get([a.set_corpus.remote(shared) for a in actors])
             self._score(pool, len(actors), progress)
         except ray.exceptions.RayActorError as exc:
+            self._drain(pool)  # the live actors finish (and keep) the shards they hold
             raise ResourceError(
-                f"a Ray worker died ({type(exc).__name__}); the {self.scored} shards it and the others finished "
+                f"a Ray worker died ({type(exc).__name__}); the {self.scored} shards finished in this run "
                 f"are kept in {self.out}: run again with resume=True to score the rest"
             ) from exc
         except ray.exceptions.RayTaskError as exc:
@@ -261,6 +264,20 @@ class _Job:
         finally:
             for a in actors:
                 ray.kill(a)
+
+    def _drain(self, pool: Any, timeout: float = 120.0) -> None:
+        """Wait (up to ``timeout`` s in all) for the shards still in flight on live actors."""
+        import time
+
+        import ray
+
+        end = time.monotonic() + timeout
+        while pool.has_next() and time.monotonic() < end:
+            try:
+                pool.get_next_unordered(timeout=max(end - time.monotonic(), 0.1))
+                self.scored += 1
+            except (ray.exceptions.RayError, TimeoutError):
+                continue
 
     def _needs_references(self, shard: Shard) -> None:
         if self.text_names and shard.items.references is None:
@@ -338,10 +355,9 @@ class _Job:
 
     def _kept(self, shard: Shard) -> bool:
         """On resume: whether shard ``k``'s file is complete and holds these very inputs."""
-        path = shard_path(self.out, shard.k)
-        if not (self.resume and shard_complete(path, shard.k, shard.ids)):
+        meta = shard_complete(self.out, shard.k, shard.ids) if self.resume else None
+        if meta is None:
             return False
-        _, _, meta = read_shard(path)
         if meta.get("inputs_sha") != shard.digest:
             raise InputError(f"{self.out}: cannot resume, shard {shard.k} was scored on other inputs than the "
                              "items now (the input changed since the first run); use a new folder")

@@ -18,13 +18,12 @@ import importlib
 import json
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from capeval.errors import InputError, ResourceError
-from capeval.io.atomic import atomic_open, atomic_write_json
+from capeval.engines.storage import ShardDir
 
 META_KEY = b"capeval.shard"
 MANIFEST = "manifest.json"
@@ -44,8 +43,9 @@ def ids_digest(ids: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def shard_path(out_dir: Path, k: int) -> Path:
-    return out_dir / f"shard-{k:06d}.parquet"
+def shard_name(k: int) -> str:
+    """The file name of shard ``k``."""
+    return f"shard-{k:06d}.parquet"
 
 
 # -- exact JSON codec for chunk outputs -------------------------------------------------
@@ -103,8 +103,9 @@ def decode(obj: Any) -> Any:
 
 
 # -- files ---------------------------------------------------------------------------------
-def write_shard(path: Path, k: int, ids: Sequence[str], columns: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
-    """Write shard ``k`` (items ``ids``, a float64 column per metric) atomically: temp file + rename."""
+def write_shard(store: ShardDir, k: int, ids: Sequence[str], columns: dict[str, np.ndarray],
+                meta: dict[str, Any]) -> None:
+    """Write shard ``k`` (items ``ids``, a float64 column per metric) atomically into ``store``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -113,49 +114,53 @@ def write_shard(path: Path, k: int, ids: Sequence[str], columns: dict[str, np.nd
     for name, values in columns.items():
         arrays[name] = pa.array(np.asarray(values, dtype=np.float64), type=pa.float64())
     table = pa.table(arrays).replace_schema_metadata({META_KEY: json.dumps(info).encode()})
-    with atomic_open(path) as f:
-        pq.write_table(table, f)
+    store.write(shard_name(k), lambda f: pq.write_table(table, f))
 
 
-def read_shard(path: Path) -> tuple[list[str], dict[str, np.ndarray], dict[str, Any]]:
-    """(ids, metric columns, metadata) of a shard file; :class:`ResourceError` if it is unreadable."""
+def read_shard(store: ShardDir, k: int) -> tuple[list[str], dict[str, np.ndarray], dict[str, Any]]:
+    """(ids, metric columns, metadata) of shard ``k``; :class:`ResourceError` if it is unreadable."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    where = store.where(shard_name(k))
     try:
-        table = pq.read_table(path)
-    except Exception as exc:  # pyarrow raises several types for truncated/corrupt files
-        raise ResourceError(f"{path}: unreadable shard ({exc})") from exc
+        table = pq.read_table(pa.BufferReader(store.read_bytes(shard_name(k))))
+    except Exception as exc:  # missing, truncated or corrupt: pyarrow raises several types
+        raise ResourceError(f"{where}: unreadable shard ({exc})") from exc
     raw = (table.schema.metadata or {}).get(META_KEY)
     if raw is None:
-        raise ResourceError(f"{path}: not a capeval shard (no {META_KEY.decode()} metadata)")
+        raise ResourceError(f"{where}: not a capeval shard (no {META_KEY.decode()} metadata)")
     meta = json.loads(raw)
     ids = table.column("id").to_pylist()
     cols = {n: table.column(n).to_numpy() for n in table.column_names if n != "id"}
     return ids, cols, meta
 
 
-def shard_complete(path: Path, k: int, ids: Sequence[str]) -> bool:
-    """Whether ``path`` holds shard ``k`` of exactly ``ids`` (the resume check)."""
-    if not path.is_file():
-        return False
+def shard_complete(store: ShardDir, k: int, ids: Sequence[str]) -> dict[str, Any] | None:
+    """The metadata of shard ``k`` when its file holds exactly ``ids`` (the resume check), else None."""
+    if not store.exists(shard_name(k)):
+        return None
     try:
-        got, _, meta = read_shard(path)
+        got, _, meta = read_shard(store, k)
     except ResourceError:
-        return False
-    return (meta.get("format") == FORMAT and meta.get("shard") == k and meta.get("n_items") == len(ids)
-            and meta.get("ids_sha") == ids_digest(ids) and len(got) == len(ids))
+        return None
+    ok = (meta.get("format") == FORMAT and meta.get("shard") == k and meta.get("n_items") == len(ids)
+          and meta.get("ids_sha") == ids_digest(ids) and len(got) == len(ids))
+    return meta if ok else None
 
 
-def check_manifest(out_dir: Path, plan: dict[str, Any], resume: bool) -> None:
+def check_manifest(store: ShardDir, plan: dict[str, Any], resume: bool) -> None:
     """Write the job's manifest, or on ``resume`` refuse a folder made by a different job."""
-    path = out_dir / MANIFEST
-    if path.is_file():
-        old = json.loads(path.read_text())
+    if store.exists(MANIFEST):
+        old = json.loads(store.read_bytes(MANIFEST))
         if resume and old != plan:
             diff = sorted(k for k in set(old) | set(plan) if old.get(k) != plan.get(k))
-            raise InputError(f"{out_dir}: cannot resume, the folder holds another job (differs in {', '.join(diff)})")
+            raise InputError(f"{store}: cannot resume, the folder holds another job (differs in {', '.join(diff)})")
         if not resume:
-            for stale in out_dir.glob("shard-*.parquet"):
-                stale.unlink()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, plan)
+            for stale in store.names("shard-", ".parquet"):
+                store.remove(stale)
+    for partial in store.names(".shard-", ".tmp"):  # left by a worker killed while writing
+        store.remove(partial)
+    store.make()
+    text = json.dumps(plan, indent=1).encode()
+    store.write(MANIFEST, lambda f: f.write(text))

@@ -116,18 +116,25 @@ class DatasetSource:
 
     @staticmethod
     def _format(path: str) -> str:
+        from capeval.io.items import FORMATS
         from capeval.io.uris import is_uri
 
-        if not is_uri(path) and os.path.isdir(path):
-            found = {table_format(n) for n in os.listdir(path) if not n.startswith((".", "_"))
-                     and os.path.splitext(n)[1].lower() in (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".pq")}
-            if len(found) != 1:
-                raise InputError(f"items folder {path}: expected files of one format (.jsonl, .json, .csv, .tsv "
-                                 f"or .parquet), found {sorted(found) or 'none'}")
-            return found.pop()
-        if not is_uri(path) and not os.path.exists(path):
-            raise InputError(f"items file not found: {path}")
-        return table_format(path)
+        names: list[str] | None = None
+        if not is_uri(path):
+            if os.path.isdir(path):
+                names = os.listdir(path)
+            elif not os.path.exists(path):
+                raise InputError(f"items file not found: {path}")
+        elif os.path.splitext(path.rstrip("/"))[1].lower() not in FORMATS:
+            names = _remote_listing(path)  # a folder (prefix) of an object store
+        if names is None:
+            return table_format(path)
+        found = {table_format(n) for n in names
+                 if not n.startswith((".", "_")) and os.path.splitext(n)[1].lower() in FORMATS}
+        if len(found) != 1:
+            raise InputError(f"items folder {path}: expected files of one format (.jsonl, .json, .csv, .tsv "
+                             f"or .parquet), found {sorted(found) or 'none'}")
+        return found.pop()
 
     def count(self) -> int:
         """Rows of the tables (a pass over JSON/CSV files; Parquet: from the metadata). Before
@@ -193,6 +200,18 @@ class DatasetSource:
 
     def shard_inputs(self, shard: Shard) -> dict[str, Any]:
         return shard.items.inputs()
+
+
+def _remote_listing(uri: str) -> list[str]:
+    """File names directly under the folder ``uri`` (pyarrow's filesystems)."""
+    import pyarrow.fs as pafs
+
+    try:
+        fs, root = pafs.FileSystem.from_uri(uri)
+        infos = fs.get_file_info(pafs.FileSelector(root.rstrip("/"), recursive=False))
+    except Exception as exc:  # unknown scheme, no such bucket or prefix, credentials
+        raise InputError(f"items {uri}: cannot list ({_reason(exc)})") from None
+    return [os.path.basename(i.path) for i in infos if i.type == pafs.FileType.File]
 
 
 def _reason(exc: BaseException) -> str:

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from capeval.engines.shards import encode, shard_path, write_shard
+from capeval.engines.shards import encode, write_shard
+from capeval.engines.storage import ShardDir
 from capeval.io.uris import fetch_media
 
 
@@ -144,7 +145,7 @@ class ShardWorker:
                     "skipped": list(r.skipped),
                     "signature": encode(dict(r.signature.fields)),
                 }
-        write_shard(shard_path(Path(out_dir), k), k, ids, columns,
+        write_shard(ShardDir(out_dir), k, ids, columns,
                     {"parts": parts, "other": other, "inputs_sha": digest})
         return k, len(ids)
 

@@ -30,7 +30,8 @@ def is_uri(value: Any) -> bool:
     return isinstance(value, str) and bool(_SCHEME.match(value))
 
 
-def _file_path(uri: str) -> Path:
+def file_uri_path(uri: str) -> Path:
+    """The local path of a ``file://`` URI."""
     parsed = urllib.parse.urlparse(uri)
     return Path(urllib.request.url2pathname(parsed.path))
 
@@ -41,7 +42,7 @@ def fetch(uri: str, dest: Path) -> Path:
     Raises :class:`OSError` (with the reason) when the object cannot be read.
     """
     if uri.startswith("file://"):
-        path = _file_path(uri)
+        path = file_uri_path(uri)
         if not path.exists():
             raise FileNotFoundError(f"no such file {path}")
         return path
