@@ -182,3 +182,14 @@ def test_clip_s_on_an_items_table_with_image_uris(tmp_path, http_root):
                       "clip-s,ref-clip-s", options=opts, images=paths)
     for m in ("clip-s", "ref-clip-s"):
         assert dict(a[m].items) == dict(b[m].items) and a[m].system == b[m].system
+
+
+def test_relative_media_paths_reach_ray_actors_as_absolute(tmp_path, monkeypatch):
+    """An actor may run in another working directory: the driver sends absolute paths (URIs as given)."""
+    from capeval.engines.sources import absolute_paths
+
+    monkeypatch.chdir(tmp_path)
+    got = absolute_paths({"images": {"a": "imgs/a.png", "b": "/abs/b.png", "c": "s3://bucket/c.png"},
+                          "videos": "clips", "segments": {"a": (1.0, 2.0)}})
+    assert got == {"images": {"a": str(tmp_path / "imgs/a.png"), "b": "/abs/b.png", "c": "s3://bucket/c.png"},
+                   "videos": str(tmp_path / "clips"), "segments": {"a": (1.0, 2.0)}}

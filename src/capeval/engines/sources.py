@@ -93,8 +93,8 @@ class MemorySource:
 
     def shard_inputs(self, shard: Shard) -> dict[str, Any]:
         """``images=``/``videos=``/``segments=`` of a shard (folders passed as they are)."""
-        out = shard.items.inputs()
-        out.update(self.folders)
+        out = absolute_paths(shard.items.inputs())
+        out.update(absolute_paths(self.folders))
         return out
 
 
@@ -199,7 +199,25 @@ class DatasetSource:
             k += 1
 
     def shard_inputs(self, shard: Shard) -> dict[str, Any]:
-        return shard.items.inputs()
+        return absolute_paths(shard.items.inputs())
+
+
+def absolute_paths(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``inputs`` with relative local paths (folders, or the values of image/video mappings)
+    made absolute against the driver's working directory: an actor may run elsewhere."""
+    from capeval.io.uris import is_uri
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, (str, os.PathLike)) and not is_uri(str(v)) and not os.path.isabs(v):
+            return os.path.abspath(v)
+        return v
+
+    out: dict[str, Any] = {}
+    for name, value in inputs.items():
+        if name in ("images", "videos"):
+            value = {k: fix(v) for k, v in value.items()} if isinstance(value, Mapping) else fix(value)
+        out[name] = value
+    return out
 
 
 def _remote_listing(uri: str) -> list[str]:
