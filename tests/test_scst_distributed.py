@@ -40,6 +40,64 @@ sys.exit(main(sys.argv[3:]))
 """
 
 
+# in each process: apply this module's hook sys.argv[3] (it may record into ``log``), then run the CLI
+HOOKED = """
+import atexit, importlib.util, os, sys
+import torch
+spec = importlib.util.spec_from_file_location("hooks", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+log = {}
+getattr(module, sys.argv[3])(log)
+atexit.register(lambda: torch.save(log, os.path.join(sys.argv[2], "%s%s.pt" % (sys.argv[3], os.environ["RANK"]))))
+from capeval.cli.main import main
+sys.exit(main(sys.argv[4:]))
+"""
+KILL_AT_SCST_STEP = 4  # checkpoint_every=3: last.pt holds SCST step 3, step 4 is done and lost
+
+
+def kill_in_scst(log: dict) -> None:
+    """SIGKILL this process once its SCST step ``KILL_AT_SCST_STEP`` is done (an unclean stop, no atexit)."""
+    import signal
+
+    from capeval.train import scst
+
+    make = scst.make_progress
+
+    def progress(total, desc, enabled):
+        bar = make(total, desc, enabled)
+        if desc == "SCST steps":
+            update = bar.update
+
+            def tick(n: int = 1) -> None:
+                update(n)
+                if bar.done == KILL_AT_SCST_STEP:
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+            bar.update = tick
+        return bar
+
+    scst.make_progress = progress
+
+
+def record_resume(log: dict) -> None:
+    """:func:`record_into`, plus each loaded Adam state's step counts and the weights after the last step."""
+    record_into(log)
+    load, step = torch.optim.Adam.load_state_dict, torch.optim.Adam.step
+
+    def loaded(self, state):
+        log["loaded"].append(sorted({int(s["step"]) for s in state["state"].values()}))
+        return load(self, state)
+
+    def stepped(self, *args, **kwargs):
+        out = step(self, *args, **kwargs)
+        log["weights"] = [p.detach().clone() for g in self.param_groups for p in g["params"]]
+        return out
+
+    log["loaded"] = []
+    torch.optim.Adam.load_state_dict, torch.optim.Adam.step = loaded, stepped
+
+
 def record_into(log: dict, patch=setattr) -> None:
     """Keep in ``log`` the batch shape of every captioner forward and the gradients of every Adam step."""
     from capeval.train import scst_model
@@ -233,3 +291,53 @@ def _one_config(cfg: Path, out: Path):
     from capeval.train.scst import CaptionerTrainConfig
 
     return load_config(CaptionerTrainConfig, cfg, {"output_dir": str(out)})
+
+
+def _torchrun(tmp_path: Path, vocab: Path, hook: str, cfg: Path, out: Path, *args: str):
+    script = tmp_path / "hooked.py"
+    script.write_text(HOOKED)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "CAPEVAL_CLIP_VOCAB": str(vocab),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(script), __file__, str(tmp_path), hook, "train", "captioner", "--config", str(cfg),
+                           "--quiet", "--output-dir", str(out), *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _rows(run: Path) -> list[dict[str, str]]:
+    from capeval.train.logging import read_log
+
+    return [{k: v for k, v in r.items() if k != "time"} for r in read_log(run / "metrics.csv")]
+
+
+@pytest.mark.slow
+def test_two_processes_killed_in_scst_and_resumed_end_like_an_uninterrupted_run(tmp_path):
+    pytest.importorskip("accelerate")
+    clip_file, vocab, coco = _write_inputs(tmp_path)
+    cfg = _config(tmp_path / "cfg.yaml", clip_file, coco)
+    straight, cut = tmp_path / "straight", tmp_path / "cut"
+    proc = _torchrun(tmp_path, vocab, "record_into", cfg, straight)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # both processes killed after SCST step 4; the main one had saved step 3 (XE done) and logged step 2
+    proc = _torchrun(tmp_path, vocab, "kill_in_scst", cfg, cut)
+    assert proc.returncode != 0 and not (cut / "scst.pt").exists(), proc.stderr[-3000:]
+    last = torch.load(cut / "last.pt", map_location="cpu", weights_only=False)
+    assert (last["stage"], last["step"], last["done"]) == ("scst", 3, ["xe"])
+    assert [(r["phase"], r["step"]) for r in _rows(cut)][-2:] == [("eval-xe", "6"), ("scst", "2")]
+    proc = _torchrun(tmp_path, vocab, "record_resume", cfg, cut, "--resume")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count('"run_dir"') == 1 and '"steps": {\n    "scst": 4\n  }' in proc.stdout, proc.stdout
+    ranks = [torch.load(tmp_path / f"record_resume{r}.pt", weights_only=False) for r in (0, 1)]
+    # every process loaded last.pt's optimizer (3 Adam steps; accelerate's prepare reloads it once
+    # more to place it on the device) and ran SCST step 4 alone (XE skipped): its 1-image batch
+    # goes to rank 1, rank 0 runs an idle step; they end with the same weights
+    assert [r["loaded"] for r in ranks] == [[[3], [3]], [[3], [3]]]
+    assert [[b for b, _ in r["forward"]] for r in ranks] == [[1], [BEAM]]
+    assert all(torch.equal(a, b) for a, b in zip(*(r["weights"] for r in ranks), strict=True))
+    # the same weights, log (one file, no row twice) and captions as the uninterrupted run
+    a, b = _model(cut, "scst"), _model(straight, "scst")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])]
+    assert sorted(p.name for p in cut.glob("metrics*")) == ["metrics.csv"]
+    assert _rows(cut) == _rows(straight)
+    assert (cut / "eval-scst.json").read_text() == (straight / "eval-scst.json").read_text()
