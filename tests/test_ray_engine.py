@@ -129,6 +129,12 @@ def test_killed_actor_then_resume_is_complete_and_identical(expert, tmp_path):
     _assert_identical(capeval.score(cands, refs, "coco-ngram"), resumed)
 
 
+def test_a_worker_lost_while_building_is_a_resource_error(expert, tmp_path):
+    cands, refs = _subset(expert, 20)
+    with pytest.raises(ResourceError, match="a Ray worker died"):
+        score_ray(cands, refs, "bleu-4", batch_size=10, out_dir=tmp_path, _fault=(-1, str(tmp_path / "m")))
+
+
 def test_resume_refuses_another_job_and_merge_checks_coverage(expert, tmp_path):
     cands, refs = _subset(expert, 120)
     score_ray(cands, refs, "bleu-4", batch_size=40, out_dir=tmp_path)

@@ -112,6 +112,15 @@ def test_a_folder_of_parts_is_read_in_name_order(expert_rows, tmp_path):
     assert list(distributed["cider-d"].items) == [r["id"] for r in expert_rows]
     # the same folder as a URI (the object-store path: listed through pyarrow's filesystems)
     _same(local, score_ray(items=f"local://{folder}/", metrics="cider-d", batch_size=7))
+    # and from the command line (a prefix has no extension: the engine lists it)
+    from capeval.cli.main import main
+
+    out = tmp_path / "cli.json"
+    assert main(["score", "--items", f"local://{folder}/", "-m", "cider-d", "--engine", "ray", "-q",
+                 "--shard-size", "7", "--out", str(out)]) == 0
+    printed = json.loads(out.read_text())
+    assert printed["inputs"]["items"]["format"] == "folder" and printed["inputs"]["items"]["n_items"] == 60
+    assert printed["scores"]["cider-d"] == local["cider-d"].system
 
 
 def test_bad_tables_are_one_line_errors(expert_rows, tmp_path):

@@ -200,14 +200,15 @@ def _run_items(args: argparse.Namespace, names: list[str], options: dict[str, di
                engine_options: dict[str, Any], progress: bool | None) -> int:
     """``--items``: the tables carry every input; the engine reads them (Ray: as a dataset)."""
     from capeval.api import score
-    from capeval.io.items import table_format
+    from capeval.io.items import format_of
     from capeval.progress import progress_setting
 
     given = [f for f, v in (("-c", args.candidates), ("-r", args.references), ("--images", args.images),
                             ("--videos", args.videos)) if v]
     if given:
         raise InputError(f"--items carries every input; {given[0]} cannot be given with it")
-    formats = sorted({table_format(p) for p in args.items if not Path(p).is_dir()})
+    # a folder or an object-store prefix has no format of its own: the engine finds its files'
+    formats = sorted({format_of(p) or "folder" for p in args.items})
     if not args.quiet:
         sys.stderr.write(f"capeval: items: {', '.join(args.items)}\n")
     with progress_setting(progress):
@@ -216,7 +217,7 @@ def _run_items(args: argparse.Namespace, names: list[str], options: dict[str, di
                        **({"skip_bad_items": True} if args.skip_bad_items else {}))
     first = next(iter(report.values()))
     n_items = len(first.items) + len(first.skipped)
-    return _finish(args, report, {"items": {"paths": list(args.items), "format": ",".join(formats) or "folder",
+    return _finish(args, report, {"items": {"paths": list(args.items), "format": ",".join(formats),
                                             "n_items": n_items}})
 
 

@@ -242,9 +242,9 @@ class _Job:
         actor_cls = ray.remote(num_cpus=actor_cpus(num_workers), num_gpus=num_gpus, max_restarts=0)(ShardWorker)
         actors = [actor_cls.remote(self.text_names, self.other_names, self.options, self.fault)
                   for _ in range(num_workers)]
+        pool = ActorPool(actors)  # before any wait: the error path below drains it
         try:
             ray.get([a.ready.remote() for a in actors])
-            pool = ActorPool(actors)
             corpus = self._corpus(pool)
             if corpus:
                 shared = ray.put(corpus)

@@ -116,7 +116,7 @@ class DatasetSource:
 
     @staticmethod
     def _format(path: str) -> str:
-        from capeval.io.items import FORMATS
+        from capeval.io.items import format_of, table_files
         from capeval.io.uris import is_uri
 
         names: list[str] | None = None
@@ -125,12 +125,11 @@ class DatasetSource:
                 names = os.listdir(path)
             elif not os.path.exists(path):
                 raise InputError(f"items file not found: {path}")
-        elif os.path.splitext(path.rstrip("/"))[1].lower() not in FORMATS:
+        elif format_of(path) is None:
             names = _remote_listing(path)  # a folder (prefix) of an object store
         if names is None:
             return table_format(path)
-        found = {table_format(n) for n in names
-                 if not n.startswith((".", "_")) and os.path.splitext(n)[1].lower() in FORMATS}
+        found = {table_format(n) for n in table_files(names)}
         if len(found) != 1:
             raise InputError(f"items folder {path}: expected files of one format (.jsonl, .json, .csv, .tsv "
                              f"or .parquet), found {sorted(found) or 'none'}")

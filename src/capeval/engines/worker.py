@@ -34,7 +34,8 @@ class ShardWorker:
 
     Built once per actor: backbones load once and are shared by the two evaluators.
     ``fault``: ``(shard, marker file)``, a test hook: the first time shard ``shard`` is
-    scored (the marker does not exist yet), the process exits abruptly, as a killed worker.
+    scored (the marker does not exist yet), the process exits abruptly, as a killed worker;
+    shard ``-1``: the process exits when asked whether it is ready (a worker lost while building).
     """
 
     def __init__(self, text_names: Sequence[str], other_names: Sequence[str],
@@ -60,6 +61,8 @@ class ShardWorker:
 
     def ready(self) -> int:
         """The worker's process id, once built; the one-line error of a failed build."""
+        if self.fault is not None and self.fault[0] == -1:
+            os._exit(1)
         if self.init_error is not None:
             raise self.init_error
         return os.getpid()

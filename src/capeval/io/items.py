@@ -71,13 +71,20 @@ class Items:
                 mine.update(theirs)
 
 
+def format_of(path: str | os.PathLike[str]) -> str | None:
+    """``jsonl``/``json``/``csv``/``tsv``/``parquet`` from the file name; None for another name
+    (e.g. a folder or an object-store prefix)."""
+    return FORMATS.get(Path(str(path).rstrip("/")).suffix.lower())
+
+
 def table_format(path: str | os.PathLike[str]) -> str:
-    """``jsonl``/``json``/``csv``/``tsv``/``parquet`` from the file name; an error otherwise."""
-    suffix = Path(str(path).rstrip("/")).suffix.lower()
-    if suffix not in FORMATS:
+    """:func:`format_of`, or an error naming the file when its name has no known format."""
+    fmt = format_of(path)
+    if fmt is None:
+        suffix = Path(str(path).rstrip("/")).suffix.lower()
         raise InputError(f"items file {path}: unknown format {suffix or '(no extension)'!r}; use "
                          ".jsonl, .json, .csv, .tsv or .parquet")
-    return FORMATS[suffix]
+    return fmt
 
 
 def _first(row: Mapping[str, Any], keys: Sequence[str]) -> Any:
@@ -216,15 +223,20 @@ def _read_rows(path: Path, fmt: str) -> list[dict[str, Any]]:
     return obj
 
 
+def table_files(names: Iterable[str]) -> list[str]:
+    """The item-table files among a folder's file ``names``, sorted as Ray lists them (hidden
+    and ``_``-prefixed files such as ``_SUCCESS`` left out)."""
+    return sorted(n for n in names if not n.startswith((".", "_")) and format_of(n) is not None)
+
+
 def _files(path: str | os.PathLike[str]) -> list[Path | str]:
-    """A folder's table files (sorted by name, as Ray lists them), or ``[path]``."""
+    """A folder's table files, or ``[path]``."""
     if not os.path.isdir(path):
         return [path]
-    found = sorted(Path(path, n) for n in os.listdir(path)
-                   if not n.startswith((".", "_")) and Path(n).suffix.lower() in FORMATS)
+    found = table_files(os.listdir(path))
     if not found:
         raise InputError(f"items folder {path}: no .jsonl, .json, .csv, .tsv or .parquet files")
-    return list(found)
+    return [Path(path, n) for n in found]
 
 
 def read_items(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> Items:
