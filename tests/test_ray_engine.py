@@ -11,6 +11,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from _ray_checks import assert_same, local_ray  # noqa: F401 (local_ray: the module's Ray instance)
 from _reference import SHARED_DATA, unavailable
 
 import capeval
@@ -20,13 +21,6 @@ from capeval.engines.merge import merge_shards
 from capeval.engines.storage import ShardDir
 from capeval.engines.ray_engine import score_ray
 from capeval.errors import InputError, ResourceError
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -42,27 +36,13 @@ def _subset(expert, n):
     return {i: cands[i] for i in ids}, {i: refs[i] for i in ids}
 
 
-def _assert_identical(a, b, exact=True):
-    assert list(a) == list(b)
-    for m in a:
-        assert list(a[m].items) == list(b[m].items), m
-        if exact:
-            assert a[m].system == b[m].system, m
-            assert dict(a[m].items) == dict(b[m].items), m
-            assert str(a[m].signature) == str(b[m].signature), m
-        else:
-            assert abs(a[m].system - b[m].system) <= 1e-6, m
-            diff = np.abs(np.array(list(a[m].items.values())) - np.array(list(b[m].items.values())))
-            assert diff.max() <= 1e-6, m
-
-
 def test_coco_identical_on_flickr8k_expert(expert, tmp_path):
     """All 5,664 pairs, the whole coco preset (BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE), 6
     shards over 2 actors: every per-item and system score bit-identical (~20 s: CI runs it)."""
     cands, refs = _subset(expert, len(expert[0]))
     local = capeval.score(cands, refs, "coco")
     distributed = score_ray(cands, refs, "coco", num_workers=2, batch_size=1000, out_dir=tmp_path)
-    _assert_identical(local, distributed)
+    assert_same(local, distributed)
     # BLEU's system score is not the mean of its items: it needs the summed statistics
     assert local["bleu-4"].system != pytest.approx(np.mean(list(local["bleu-4"].items.values())))
     assert sorted(p.name for p in tmp_path.glob("shard-*.parquet")) == [f"shard-{k:06d}.parquet" for k in range(6)]
@@ -73,7 +53,7 @@ def test_shard_size_does_not_change_cider(expert):
     cands, refs = _subset(expert, 300)
     local = capeval.score(cands, refs, "cider-d,bleu-4")
     distributed = score_ray(cands, refs, "cider-d,bleu-4", batch_size=64)
-    _assert_identical(local, distributed)
+    assert_same(local, distributed)
     # the failure mode the corpus pass prevents: per-shard df gives other numbers
     first = capeval.score({i: cands[i] for i in list(cands)[:64]}, {i: refs[i] for i in list(cands)[:64]}, "cider-d")
     some = next(iter(first["cider-d"].items))
@@ -101,8 +81,8 @@ def test_clip_s_and_text_metrics_together(expert, tmp_path):
     opts = {"clip": {"backbone": bb}}
     local = capeval.score(cands, refs, "clip-s,ref-clip-s,bleu-4,cider-d", options=opts, images=images)
     distributed = score_ray(cands, refs, "clip-s,ref-clip-s,bleu-4,cider-d", opts, images=images, batch_size=32)
-    _assert_identical({m: local[m] for m in ("bleu-4", "cider-d")}, {m: distributed[m] for m in ("bleu-4", "cider-d")})
-    _assert_identical({m: local[m] for m in ("clip-s", "ref-clip-s")},
+    assert_same({m: local[m] for m in ("bleu-4", "cider-d")}, {m: distributed[m] for m in ("bleu-4", "cider-d")})
+    assert_same({m: local[m] for m in ("clip-s", "ref-clip-s")},
                       {m: distributed[m] for m in ("clip-s", "ref-clip-s")}, exact=False)
     assert str(local["clip-s"].signature) == str(distributed["clip-s"].signature)
 
@@ -126,7 +106,7 @@ def test_killed_actor_then_resume_is_complete_and_identical(expert, tmp_path):
     # kept shards were not rescored; temporary files of the killed run are gone
     assert all((out / name).stat().st_mtime_ns == t for name, t in kept.items())
     assert not list(out.glob(".*.tmp"))
-    _assert_identical(capeval.score(cands, refs, "coco-ngram"), resumed)
+    assert_same(capeval.score(cands, refs, "coco-ngram"), resumed)
 
 
 def test_a_worker_lost_while_building_is_a_resource_error(expert, tmp_path):
@@ -184,7 +164,7 @@ def test_engine_dispatch_and_cli_flags(expert):
     with pytest.raises(InputError, match="--shard-dir"):
         engine_options_from_args(p.parse_args(["--engine", "ray", "--resume"]))
     cands, refs = _subset(expert, 120)
-    _assert_identical(capeval.score(cands, refs, "bleu,rouge-l"),
+    assert_same(capeval.score(cands, refs, "bleu,rouge-l"),
                       score_with_engine("ray", cands, refs, "bleu,rouge-l", engine_options=opts))
     with pytest.raises(InputError, match="unknown engine"):
         score_with_engine("spark", cands, refs, "bleu")

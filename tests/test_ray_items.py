@@ -17,18 +17,12 @@ import pytest
 ray = pytest.importorskip("ray")
 pa = pytest.importorskip("pyarrow")
 
+from _ray_checks import assert_same, local_ray  # noqa: F401 (local_ray: the module's Ray instance)
 from _reference import SHARED_DATA, unavailable
 
 import capeval
 from capeval.engines.ray_engine import default_shard_size, score_ray
 from capeval.errors import InputError, ResourceError
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -69,18 +63,6 @@ def _table(folder, rows, fmt):
     return path
 
 
-def _same(a, b, exact=True):
-    assert list(a) == list(b)
-    for m in a:
-        assert list(a[m].items) == list(b[m].items), m
-        assert str(a[m].signature) == str(b[m].signature), m
-        if exact:
-            assert dict(a[m].items) == dict(b[m].items) and a[m].system == b[m].system, m
-        else:
-            diff = np.abs(np.array(list(a[m].items.values())) - np.array(list(b[m].items.values())))
-            assert diff.max() <= 1e-6 and abs(a[m].system - b[m].system) <= 1e-6, m
-
-
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
 def test_tables_through_ray_equal_the_local_engine(expert_rows, tmp_path, fmt):
     backbone = pytest.importorskip("capeval.models.clip.backbone")
@@ -89,14 +71,14 @@ def test_tables_through_ray_equal_the_local_engine(expert_rows, tmp_path, fmt):
     metrics = "bleu-4,cider-d,meteor,clip-s,ref-clip-s"
     local = capeval.score(items=str(path), metrics=metrics, options=opts)
     distributed = score_ray(items=str(path), metrics=metrics, options=opts, batch_size=16)
-    _same({m: local[m] for m in ("bleu-4", "cider-d", "meteor")},
+    assert_same({m: local[m] for m in ("bleu-4", "cider-d", "meteor")},
           {m: distributed[m] for m in ("bleu-4", "cider-d", "meteor")})
-    _same({m: local[m] for m in ("clip-s", "ref-clip-s")}, {m: distributed[m] for m in ("clip-s", "ref-clip-s")},
+    assert_same({m: local[m] for m in ("clip-s", "ref-clip-s")}, {m: distributed[m] for m in ("clip-s", "ref-clip-s")},
           exact=False)
     # and the table is the mappings it holds
     plain = capeval.score({r["id"]: r["candidate"] for r in expert_rows},
                           {r["id"]: r["references"] for r in expert_rows}, "bleu-4,cider-d")
-    _same(plain, {m: local[m] for m in ("bleu-4", "cider-d")})
+    assert_same(plain, {m: local[m] for m in ("bleu-4", "cider-d")})
 
 
 @pytest.mark.filterwarnings("ignore:.*paths in Ray Data are deprecated")  # its notice for local:// URIs
@@ -108,10 +90,10 @@ def test_a_folder_of_parts_is_read_in_name_order(expert_rows, tmp_path):
     (folder / "_SUCCESS").write_text("")  # as Spark and Ray write beside their parts
     local = capeval.score(items=str(folder), metrics="cider-d")
     distributed = score_ray(items=str(folder), metrics="cider-d", batch_size=7)
-    _same(local, distributed)
+    assert_same(local, distributed)
     assert list(distributed["cider-d"].items) == [r["id"] for r in expert_rows]
     # the same folder as a URI (the object-store path: listed through pyarrow's filesystems)
-    _same(local, score_ray(items=f"local://{folder}/", metrics="cider-d", batch_size=7))
+    assert_same(local, score_ray(items=f"local://{folder}/", metrics="cider-d", batch_size=7))
     # and from the command line (a prefix has no extension: the engine lists it)
     from capeval.cli.main import main
 
@@ -136,6 +118,12 @@ def test_bad_tables_are_one_line_errors(expert_rows, tmp_path):
     assert "\n" not in str(err.value)
     with pytest.raises(InputError, match="items file not found"):
         score_ray(items=str(tmp_path / "none.jsonl"), metrics="bleu-4")
+    empty = tmp_path / "empty.parquet"
+    empty.write_bytes(b"")
+    with pytest.raises(InputError, match=r"empty.parquet: cannot read as parquet"):
+        score_ray(items=str(empty), metrics="bleu-4")  # no corpus pass: the error comes from the scoring pass
+    with pytest.raises(InputError, match=r"empty.parquet: cannot read as parquet"):
+        score_ray(items=str(empty), metrics="cider-d")  # the corpus pass reads the tables first
     no_refs = _table(tmp_path / "..", [{"id": "a", "candidate": "x"}], "jsonl")
     with pytest.raises(InputError, match="bleu-4 needs references; item 'a' has none"):
         score_ray(items=str(no_refs), metrics="bleu-4")
@@ -151,7 +139,7 @@ def test_resume_from_a_table_keeps_shards_and_refuses_a_changed_table(expert_row
     assert 0 < len(kept) < 6 and "shard-000002.parquet" not in kept
     resumed = score_ray(items=str(path), metrics="coco-ngram", batch_size=10, out_dir=out, resume=True)
     assert all((out / n).stat().st_mtime_ns == t for n, t in kept.items())
-    _same(capeval.score(items=str(path), metrics="coco-ngram"), resumed)
+    assert_same(capeval.score(items=str(path), metrics="coco-ngram"), resumed)
     rows = [dict(r) for r in expert_rows]
     rows[0]["candidate"] = "a different caption"
     _table(tmp_path, rows, "parquet")
@@ -190,7 +178,7 @@ def test_emscore_idf_is_counted_over_every_shard(expert_rows, clip_videos, tmp_p
     path = _table(tmp_path, rows, "jsonl")
     local = capeval.score(items=str(path), metrics="emscore,ref-emscore", options=opts)
     distributed = score_ray(items=str(path), metrics="emscore,ref-emscore", options=opts, batch_size=5)
-    _same(local, distributed, exact=False)
+    assert_same(local, distributed, exact=False)
     assert "idf:references(n=" in str(distributed["emscore"].signature)
     first = capeval.score(items=str(_table(tmp_path / "..", rows[:5], "jsonl")), metrics="emscore", options=opts)
     some = rows[0]["id"]
@@ -199,7 +187,7 @@ def test_emscore_idf_is_counted_over_every_shard(expert_rows, clip_videos, tmp_p
     mem = score_ray({r["id"]: r["candidate"] for r in rows}, {r["id"]: r["references"] for r in rows},
                     "emscore,ref-emscore", opts, videos={r["id"]: r["video"] for r in rows},
                     segments={r["id"]: (r["start"], r["end"]) for r in rows if "start" in r}, batch_size=5)
-    _same(local, mem, exact=False)
+    assert_same(local, mem, exact=False)
 
 
 def test_default_shard_size_by_metric_family():
@@ -251,7 +239,7 @@ def test_shards_on_a_uri_folder_and_resume(expert_rows, tmp_path):
     assert 0 < len(kept) < 6 and "shard-000003.parquet" not in kept
     assert not store.names(".", ".tmp")  # no temporary object left behind
     resumed = score_ray(items=str(path), metrics="bleu-4,cider-d", batch_size=10, out_dir=uri, resume=True)
-    _same(capeval.score(items=str(path), metrics="bleu-4,cider-d"), resumed)
+    assert_same(capeval.score(items=str(path), metrics="bleu-4,cider-d"), resumed)
     assert store.names("shard-", ".parquet") == [f"shard-{k:06d}.parquet" for k in range(6)]
     with pytest.raises(InputError, match="shard folder nosuch://x"):
         ShardDir("nosuch://x")

@@ -133,10 +133,7 @@ class Evaluator:
     def score_batch(self, batch: Batch, progress: bool | None = None) -> Report:
         """:meth:`score` on a :class:`~capeval.scorer.Batch`."""
         progress = self.progress if progress is None else progress
-        accepted = set().union(*(spec.accepts for _, spec, _ in self._groups))
-        stray = sorted(batch.given() - accepted - {"skip_bad_items"})
-        if stray:
-            raise InputError(f"{', '.join(stray)} given, but none of the metrics {', '.join(self.names)} uses them")
+        registry.check_inputs_used(batch.given(), self.names)
         results: dict[str, MetricResult] = {}
         with progress_setting(progress):
             # the text metrics run together: one tokenisation, one pass over the chunks

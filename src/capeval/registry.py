@@ -15,7 +15,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from capeval.errors import UnknownNameError
+from capeval.errors import InputError, UnknownNameError
 
 #: every input a scorer's ``score`` may take besides the candidates
 INPUTS = frozenset({"references", "images", "videos", "segments", "skip_bad_items"})
@@ -403,3 +403,16 @@ def groups(names: Iterable[str]) -> dict[tuple[str, str], list[str]]:
         spec = _METRICS[n]
         out.setdefault((spec.factory, spec.group), []).append(n)
     return out
+
+
+def accepted_inputs(names: Iterable[str]) -> frozenset[str]:
+    """Every input (``references``, ``images``, ...) that one of the metrics ``names`` reads."""
+    return frozenset().union(*(_METRICS[n].accepts for n in names))
+
+
+def check_inputs_used(given: Iterable[str], names: Iterable[str]) -> None:
+    """An input that none of the metrics ``names`` reads is a mistake: a one-line :class:`InputError`."""
+    names = list(names)
+    stray = sorted(set(given) - accepted_inputs(names) - {"skip_bad_items"})
+    if stray:
+        raise InputError(f"{', '.join(stray)} given, but none of the metrics {', '.join(names)} uses them")

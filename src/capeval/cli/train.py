@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from capeval.cli.train_args import add_config_arguments, run_trainer
+
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("train", help="train a learnable metric (bridge, pacs)",
@@ -17,13 +19,7 @@ def add_parser(subparsers: Any) -> None:
                     "noun-chunk pseudo-captions, weighted InfoNCE (Eq. 3). Writes best.safetensors / "
                     "last.safetensors, metrics.csv and config.yaml into output_dir; score with "
                     "`capeval score -m bridge -O bridge.checkpoint=RUN/best.safetensors`.")
-    b.add_argument("--config", "-c", metavar="FILE", help="YAML settings (keys: see --print-config)")
-    b.add_argument("--set", "-s", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one setting (value read as YAML), e.g. --set lr=3e-4 --set mixed_precision=bf16")
-    b.add_argument("--output-dir", "-o", metavar="DIR", help="run folder (overrides output_dir)")
-    b.add_argument("--resume", action="store_true", help="continue the run in output_dir from its last epoch")
-    b.add_argument("--print-config", action="store_true", help="print the resolved settings as YAML and exit")
-    b.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    add_config_arguments(b, "--set lr=3e-4 --set mixed_precision=bf16", "continue the run in output_dir from its last epoch")
     b.set_defaults(func=run_bridge)
     _add_pacs(sub)
     from capeval.cli.train_captioner import add_captioner
@@ -38,18 +34,13 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run_bridge(args: argparse.Namespace) -> int:
-    from capeval.train.bridge_config import BridgeTrainConfig
-    from capeval.train.config import config_from_args
-
-    cfg = config_from_args(BridgeTrainConfig, args)
-    if cfg is None:
-        return 0
-    from capeval.progress import progress_setting
     from capeval.train.bridge import train_bridge
+    from capeval.train.bridge_config import BridgeTrainConfig
 
-    progress = False if args.quiet else None
-    with progress_setting(progress):
-        result = train_bridge(cfg, resume=args.resume, progress=progress)
+    result = run_trainer(args, BridgeTrainConfig,
+                         lambda cfg, progress: train_bridge(cfg, resume=args.resume, progress=progress))
+    if result is None:
+        return 0
     print(json.dumps({"run_dir": str(result.run_dir), "best": str(result.best) if result.best else None,
                       "last": str(result.last), "epochs": result.epochs, "steps": result.steps,
                       "best_val_loss": result.best_val, "stopped": result.stopped}, indent=2))
@@ -63,14 +54,8 @@ def _add_pacs(sub: Any) -> None:
                     "with generated positives (`capeval train pacs generate`). Writes best.safetensors / best.pth "
                     "(the released checkpoint layouts), metrics.csv, config.yaml and run.json into output_dir; "
                     "score with `capeval score -m pac-s++ --backbone RUN/best.safetensors`.")
-    p.add_argument("--config", "-c", metavar="FILE", help="YAML settings (keys: see --print-config)")
-    p.add_argument("--set", "-s", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one setting (value read as YAML), e.g. --set mode=pacs --set lambda_v=0.05")
-    p.add_argument("--output-dir", "-o", metavar="DIR", help="run folder (overrides output_dir)")
-    p.add_argument("--resume", action="store_true", help="continue the run in output_dir")
+    add_config_arguments(p, "--set mode=pacs --set lambda_v=0.05", "continue the run in output_dir")
     p.add_argument("--dry-run", action="store_true", help="print the plan (steps, memory estimate) and exit")
-    p.add_argument("--print-config", action="store_true", help="print the resolved settings as YAML and exit")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     p.set_defaults(func=run_pacs)
     gsub = p.add_subparsers(dest="pacs_command", metavar="generate")
     g = gsub.add_parser(
@@ -98,18 +83,13 @@ def _add_pacs(sub: Any) -> None:
 
 
 def run_pacs(args: argparse.Namespace) -> int:
-    from capeval.train.config import config_from_args
+    from capeval.train.pacs import train_pacs
     from capeval.train.pacs_config import PacsTrainConfig
 
-    cfg = config_from_args(PacsTrainConfig, args)
-    if cfg is None:
+    result = run_trainer(args, PacsTrainConfig, lambda cfg, progress: train_pacs(
+        cfg, resume=args.resume, dry_run=args.dry_run, progress=progress))
+    if result is None:
         return 0
-    from capeval.progress import progress_setting
-    from capeval.train.pacs import train_pacs
-
-    progress = False if args.quiet else None
-    with progress_setting(progress):
-        result = train_pacs(cfg, resume=args.resume, dry_run=args.dry_run, progress=progress)
     if args.dry_run:
         print(json.dumps(result, indent=2))
         return 0

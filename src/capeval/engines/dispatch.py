@@ -72,22 +72,21 @@ def _score_local(candidates: Any, references: Any, metrics: Any, options: Any, p
 
     table = read_items(items)
     if not table.candidates:
-        raise InputError(f"{items}: no items")
+        raise InputError(f"{_names(items)}: no items")
     skip = bool(inputs.get("skip_bad_items"))
-    used = table_inputs(table.inputs(), evaluator.names)
+    # a table may carry columns the metrics do not read (images while scoring n-gram metrics)
+    from capeval import registry
+
+    used = registry.accepted_inputs(evaluator.names)
     references = table.references if "references" in used else None
     with tempfile.TemporaryDirectory(prefix="capeval-fetch-") as tmp:
         media = fetch_media({k: v for k, v in table.inputs().items() if k in used}, Path(tmp), skip)
         return evaluator.score(table.candidates, references, progress=progress, skip_bad_items=skip, **media)
 
 
-def table_inputs(inputs: Mapping[str, Any], metrics: Iterable[str]) -> set[str]:
-    """The columns of an item table that ``metrics`` read (a table may carry more, e.g. the
-    image column while scoring n-gram metrics, or references for reference-free ones)."""
-    from capeval import registry
-
-    accepted = set().union(*(registry.get(m).accepts for m in metrics))
-    return {k for k in [*inputs, "references"] if k in accepted}
+def _names(paths: Any) -> str:
+    """Item-table paths as a user wrote them, for a message."""
+    return ", ".join(map(str, paths)) if isinstance(paths, (list, tuple)) else str(paths)
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:

@@ -28,7 +28,6 @@ only the missing ones. Ray is imported inside the functions: it is the ``capeval
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -125,15 +124,12 @@ def score_ray(
         cands, refs = prepare_text_inputs(candidates, references, needs_references=False)
         if not cands:
             raise InputError("no candidates to score")
-        from capeval.engines.dispatch import table_inputs
-
-        given = [k for k, v in (("images", images), ("videos", videos), ("segments", segments)) if v is not None]
-        stray = sorted(set(given) - table_inputs(dict.fromkeys(given), names))
-        if stray:  # as the in-process Evaluator: an input no metric reads is a mistake
-            raise InputError(f"{', '.join(stray)} given, but none of the metrics {', '.join(names)} uses them")
+        # as the in-process Evaluator (text-only jobs build none on the actors)
+        registry.check_inputs_used([k for k, v in (("images", images), ("videos", videos), ("segments", segments))
+                                    if v is not None], names)
         keyed = [{str(k): v for k, v in x.items()} if isinstance(x, Mapping) else x for x in (images, videos, segments)]
         source = MemorySource(cands, refs, *keyed, batch_size)
-        digest = hashlib.sha256("".join(s.digest for s in source.shards()).encode()).hexdigest()
+        digest = source.job_digest()
     plan = {
         "format": 2, "metrics": names, "batch_size": batch_size, "inputs": source.describe(), "inputs_sha": digest,
         "options": json.dumps(options or {}, sort_keys=True, default=lambda o: type(o).__name__),
@@ -156,7 +152,7 @@ def score_ray(
         with _ray_session(num_workers, address):
             job.run(num_workers, num_gpus_per_worker, progress)
         if not job.ids:
-            raise InputError(f"{source.describe().get('paths', 'the input')}: no items to score")
+            raise InputError(f"{source.source if isinstance(source, DatasetSource) else 'the input'}: no items to score")
         return merge_shards(out, job.work, job.ids, nrefs_text(job.ref_counts), names, driver_text)
     finally:
         if temp is not None:
@@ -221,10 +217,8 @@ class _Job:
         self.ref_counts: set[int] = set()
         self.scored = 0
         self.total = 0
-        from capeval.engines.dispatch import table_inputs
-
         # what the non-text metrics read: an item table may carry columns no metric uses
-        self.used = table_inputs({"images": 1, "videos": 1, "segments": 1}, other_names)
+        self.used = registry.accepted_inputs(other_names)
         # corpus statistics: n-gram order of CIDEr-D's df per tokenizer; EMScore-family IDF
         self.orders = {tok: max(o) for tok, g in self.groups.items()
                        if (o := [s.corpus_order() for _, s in g if s.corpus_order()])}
@@ -344,9 +338,8 @@ class _Job:
                 text = (list(shard.items.candidates.values()), [refs[i] for i in ids], next_hyps, next_refs) \
                     if self.text_names else None
                 inputs = {k: v for k, v in self.source.shard_inputs(shard).items() if k in self.used}
-                refs_other = refs if "references" in self.used else None
                 pool.submit(lambda a, v: a.score.remote(*v), (
-                    shard.k, str(self.out), ids, text, shard.items.candidates, refs_other, inputs,
+                    shard.k, str(self.out), ids, text, shard.items.candidates, refs, inputs,
                     self.skip_bad_items, shard.digest))
                 in_flight += 1
             while pool.has_next():

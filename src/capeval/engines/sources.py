@@ -15,6 +15,7 @@ shard (the PTB tokenizer's look-ahead, :data:`capeval.tokenize.CONTEXT_CAPTIONS`
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -72,6 +73,7 @@ class MemorySource:
         self.images, self.videos, self.segments = images, videos, segments
         self.folders = {k: v for k, v in (("images", images), ("videos", videos))
                         if v is not None and not isinstance(v, Mapping)}
+        self._digests: list[str] = []  # shard k's digest, computed on the first pass
 
     def count(self) -> int:
         return len(self.ids)
@@ -89,7 +91,15 @@ class MemorySource:
                 value = getattr(self, name)
                 if isinstance(value, Mapping):
                     setattr(part, name, {i: value[i] for i in span if i in value})
-            yield Shard(k, part, shard_digest(part, self.folders or None))
+            if len(self._digests) == k:
+                self._digests.append(shard_digest(part, self.folders or None))
+            yield Shard(k, part, self._digests[k])
+
+    def job_digest(self) -> str:
+        """sha256 over every shard's digest (the manifest's; each shard is hashed once per job)."""
+        for _ in self.shards():
+            pass
+        return hashlib.sha256("".join(self._digests).encode()).hexdigest()
 
     def shard_inputs(self, shard: Shard) -> dict[str, Any]:
         """``images=``/``videos=``/``segments=`` of a shard (folders passed as they are)."""
@@ -138,8 +148,15 @@ class DatasetSource:
     def count(self) -> int:
         """Rows of the tables (a pass over JSON/CSV files; Parquet: from the metadata). Before
         the actors start: counting runs an aggregation that needs a free CPU slot."""
-        try:
+        with self._reading():
             return int(self.dataset().count())
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Any failure of Ray's readers (a file that is not what its name says, an empty
+        Parquet file, ...) as one line naming the tables; capeval's own errors pass as they are."""
+        try:
+            yield
         except InputError:
             raise
         except Exception as exc:
@@ -151,15 +168,14 @@ class DatasetSource:
     def cache(self) -> None:
         """Read the tables once into Ray's object store (spilled to disk when it is full), for
         jobs that pass over the items twice (corpus statistics first). Before the actors start."""
-        try:
+        with self._reading():
             self._cached = self.dataset().materialize()
-        except Exception as exc:
-            raise InputError(f"{self.source}: cannot read as {self.format} ({_reason(exc)})") from None
 
     def dataset(self) -> Any:
-        """The Ray dataset of the tables (the cached one after :meth:`cache`): Ray's readers with no CPU reserved per read task (the
-        scoring actors may hold every CPU slot; a further map operator, e.g. a column
-        projection, would wait for one forever), CSV/TSV columns of text read as text."""
+        """The Ray dataset of the tables (the cached one after :meth:`cache`): Ray's readers
+        with no CPU reserved per read task (the scoring actors may hold every CPU slot; a
+        further map operator, e.g. a column projection, would wait for one forever), CSV/TSV
+        columns of text read as text."""
         if self._cached is not None:
             return self._cached
         import ray.data
@@ -181,21 +197,14 @@ class DatasetSource:
     def shards(self) -> Iterator[Shard]:
         seen: dict[str, int] = {}
         row = 1
-        batches = iter(self.dataset().iter_batches(batch_size=self.batch_size, batch_format="pyarrow",
-                                                          prefetch_batches=2))
-        k = 0
-        while True:
-            try:
-                table = next(batches)
-            except StopIteration:
-                return
-            except Exception as exc:  # a Ray read task failed: a broken file
-                raise InputError(f"{self.source}: cannot read as {self.format} ({_reason(exc)})") from None
-            rows = table.to_pylist()
-            part = items_from_rows(rows, self.source, row, seen)
-            row += len(rows)
-            yield Shard(k, part, shard_digest(part))
-            k += 1
+        with self._reading():
+            batches = self.dataset().iter_batches(batch_size=self.batch_size, batch_format="pyarrow",
+                                                  prefetch_batches=2)
+            for k, table in enumerate(batches):
+                rows = table.to_pylist()
+                part = items_from_rows(rows, self.source, row, seen)
+                row += len(rows)
+                yield Shard(k, part, shard_digest(part))
 
     def shard_inputs(self, shard: Shard) -> dict[str, Any]:
         return absolute_paths(shard.items.inputs())

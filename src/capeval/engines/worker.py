@@ -52,9 +52,9 @@ class ShardWorker:
             self.other = Evaluator(list(other_names), options=options, cache=cache) if other_names else None
         except CapevalError as exc:  # e.g. a checkpoint that cannot be loaded: reported by ready()
             self.init_error = exc
-        self.other_takes_refs = bool(other_names) and any(
-            "references" in _accepts(m) for m in other_names
-        )
+        from capeval import registry
+
+        self.other_takes_refs = "references" in registry.accepted_inputs(other_names)
         self.groups = text_groups(self.text.scorers) if self.text else {}
         self.corpus: dict[str, Any] = {}
         self.fault = fault
@@ -164,12 +164,6 @@ class ShardWorker:
                 # the shard's own per-item values, for the file's columns (system: in the driver)
                 for r in s.merge(ids, [out], "0"):
                     columns[r.metric] = np.array(list(r.items.values()), dtype=np.float64)
-
-
-def _accepts(metric: str) -> frozenset[str]:
-    from capeval import registry
-
-    return registry.get(metric).accepts
 
 
 def _plain(value: Any) -> Any:

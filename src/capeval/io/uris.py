@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -48,7 +49,10 @@ def fetch(uri: str, dest: Path) -> Path:
         return path
     name = Path(urllib.parse.urlparse(uri).path).name or "object"
     dest.mkdir(parents=True, exist_ok=True)
-    target = dest / f"{len(os.listdir(dest)):06d}-{name}"  # two URIs may end in the same name
+    # a fresh name keeping the extension (decoders read it): two URIs may end in the same name
+    fd, tmp = tempfile.mkstemp(dir=dest, suffix=f"-{name}")
+    os.close(fd)
+    target = Path(tmp)
     if uri.startswith(("http://", "https://")):
         try:
             with urllib.request.urlopen(uri, timeout=HTTP_TIMEOUT) as resp, open(target, "wb") as f:

@@ -176,9 +176,9 @@ def train_bridge(config: BridgeTrainConfig | str | os.PathLike[str], *, backbone
     objective, optimizer, *prepared = runner.prepare(objective, optimizer, *loaders.values())
     loaders = dict(zip(loaders, prepared))
     info = backbone_info(backbone)
-    if runner.main:
+    if runner.is_main:
         (run / "config.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
-    log = MetricsLog(run, [*LOSS_FIELDS, "lr", "replicas", "images"], cfg.tensorboard, runner.main, elapsed)
+    log = MetricsLog(run, [*LOSS_FIELDS, "lr", "replicas", "images"], cfg.tensorboard, runner.is_main, elapsed)
     stopped = "max_epochs"
     epoch = start_epoch
     for epoch in range(start_epoch, cfg.max_epochs):
@@ -187,7 +187,7 @@ def train_bridge(config: BridgeTrainConfig | str | os.PathLike[str], *, backbone
         objective.train()
         sums = {k: 0.0 for k in LOSS_FIELDS}
         batches = 0
-        with make_progress(len(loaders["train"]), f"epoch {epoch + 1}", progress if runner.main else False) as bar:
+        with make_progress(len(loaders["train"]), f"epoch {epoch + 1}", progress if runner.is_main else False) as bar:
             for pixels, index in loaders["train"]:
                 batch = builders["train"][1].build(index.tolist(), rng).to(runner.device)
                 with runner.autocast():
@@ -220,7 +220,7 @@ def train_bridge(config: BridgeTrainConfig | str | os.PathLike[str], *, backbone
             best, bad_epochs = current, 0
         elif current is not None:
             bad_epochs += 1
-        if runner.main:
+        if runner.is_main:
             meta = {"epoch": epoch + 1, "step": step, "val_loss": current, "best_val_loss": best,
                     "capeval_version": __version__, "config": to_dict(cfg)}
             save_checkpoint(run / "last.safetensors", model, info, meta)

@@ -279,15 +279,15 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
     exported: dict[str, Any] = {}
     if resume and (run / "run.json").exists():
         exported = dict(json.loads((run / "run.json").read_text(encoding="utf-8")).get("files", {}))
-    if runner.main:
+    if runner.is_main:
         (run / "config.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
         (run / "run.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
-    log = MetricsLog(run, [*LOSS_FIELDS, "lr"], cfg.tensorboard, runner.main, elapsed)
+    log = MetricsLog(run, [*LOSS_FIELDS, "lr"], cfg.tensorboard, runner.is_main, elapsed)
     stopped = "max_epochs"
     max_steps = the_plan["max_steps"]
 
     def save(tag: str, val: float | None) -> None:
-        if not runner.main:
+        if not runner.is_main:
             return
         files = export(core, run, tag, {**meta, "step": step, "val_loss": val})
         # the scorer's signature records the loaded file's sha256: run.json maps it back to this run
@@ -299,7 +299,7 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
                             "step": step, "epoch": epoch, "batch": skip, "best": best, "best_step": best_step,
                             "elapsed": log.elapsed(), "history": history}, run / "state.pt")
 
-    with make_progress(max_steps, "train", progress if runner.main else False) as bar:
+    with make_progress(max_steps, "train", progress if runner.is_main else False) as bar:
         bar.update(step)
         while epoch < cfg.max_epochs and stopped == "max_epochs":
             datasets["train"].set_epoch(epoch)

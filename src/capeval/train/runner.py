@@ -50,7 +50,7 @@ class Runner:
     """Device, optional accelerate, and the calls that differ between the two kinds of loop.
 
     ``world_size`` processes (1 without a launcher), this one is ``rank`` (0 is the main one,
-    ``is_main``; ``main`` is the same flag).
+    ``is_main``).
     """
 
     def __init__(self, cfg: Any):
@@ -80,7 +80,6 @@ class Runner:
         self.world_size: int = self.acc.num_processes if self.acc is not None else 1
         self.rank: int = self.acc.process_index if self.acc is not None else 0
         self.is_main: bool = self.rank == 0
-        self.main = self.is_main
 
     def prepare(self, *objects: Any) -> Any:
         """Models (DDP with several processes), optimizers, data loaders; one object in, one out."""
