@@ -167,3 +167,45 @@ def test_cli_train_captioner_print_config(tmp_path, capsys):
     assert main(["train", "captioner", "--config", str(cfg), "--print-config"]) == 0
     out = capsys.readouterr().out
     assert "d_model: 64" in out and "pac-s++: 0.5" in out
+
+
+def test_scst_searches_and_scores_its_beams_in_one_mode(tmp_path, tiny_backbone, monkeypatch):
+    """With dropout on, the beams' log-probabilities are taken in the mode that chose them (eval)."""
+    modes = []
+    forward = scst.CaptionTransformer.forward
+
+    def recorded(self, feats, targets):
+        if torch.is_grad_enabled() and targets.shape[0] > 1:
+            modes.append(self.training)
+        return forward(self, feats, targets)
+
+    monkeypatch.setattr(scst.CaptionTransformer, "forward", recorded)
+    data = shapes_data()
+    cfg = tiny_config(tmp_path, xe_steps=2, stages=["xe", "scst"], dropout=0.3, scst_epochs=1, eval_incorrect=False)
+    train_captioner(cfg, data={"train": data, "test": data[:2]})
+    # XE steps train with dropout; the one SCST step (6 images x 5 beams) scores with it off
+    assert modes == [True, True, False]
+
+
+@pytest.mark.parametrize("eps", [0.0, -1e-8, 2.0])
+def test_adam_eps_out_of_range_is_refused(tmp_path, eps):
+    with pytest.raises(Exception, match=r"adam_eps=.* must be in \(0, 1\]"):
+        tiny_config(tmp_path, adam_eps=eps)
+
+
+def test_missing_spacy_model_fails_before_training_unless_opted_out(tmp_path, tiny_backbone, monkeypatch):
+    from capeval.errors import MissingDependencyError
+    from capeval.models import spacy_pipelines
+
+    def missing(name, purpose, exclude=(), disable=()):
+        raise MissingDependencyError(f"spaCy model {name!r} is not installed (needed for {purpose})")
+
+    monkeypatch.setattr(spacy_pipelines, "load_pipeline", missing)
+    trained = []
+    monkeypatch.setattr(scst, "_run_xe", lambda *a, **k: trained.append(1) or 1)
+    data = {"train": shapes_data(), "test": shapes_data()[:2]}
+    with pytest.raises(MissingDependencyError, match=r"is not installed .*eval_incorrect: false") as err:
+        train_captioner(tiny_config(tmp_path / "a", xe_steps=2), data=data)
+    assert "\n" not in str(err.value) and not trained  # one line, before any step
+    result = train_captioner(tiny_config(tmp_path / "b", xe_steps=2, eval_incorrect=False), data=data)
+    assert "incorrect" not in result.evaluations["xe"] and "rep-1" in result.evaluations["xe"]

@@ -9,13 +9,22 @@ Stage 2, SCST (Eq. 18-19): per image, beam search (beam l = 5) gives l captions 
 rewarded by :class:`capeval.reward.Reward` (any capeval metric or a weighted mix; CIDEr-D's
 document frequencies fitted once on the training references); baseline b = mean reward
 of the image's beam; loss = -(1/l) sum_i (r(t^_i) - b) log p(t^_i), averaged over the
-images of a batch; Adam 1e-6, batch 32 images, one epoch.
+images of a batch; Adam 1e-6, batch 32 images, one epoch. The journal does not say whether
+dropout is active in this stage. The beams are searched without gradient and their
+log-probabilities recomputed with it, so the search's dropout masks could not be reused
+anyway: both run with dropout off (eval mode), so log p(t^_i) is the probability under the
+very policy that chose t^_i. (Meshed-memory-style SCST loops instead search in train mode and
+take log p from the search itself; with ``dropout: 0`` the two coincide.)
+
+Adam's epsilon (``adam_eps``) is PyTorch's default, 1e-8: the journal names Adam without one.
 
 Each stage ends with ``<stage>.pt`` (model, vocabulary, config) and an evaluation of the
 ``eval_split`` captions (beam ``eval_beam``) with ``eval_metrics`` (one ``capeval.score``
-call) plus the diagnostics rep-1..4 / length / vocab (and ``incorrect`` when spaCy's model
-is installed): ``eval-<stage>.json``. ``last.pt`` holds everything needed to resume
-(optimizer, stage, step) and is written every ``checkpoint_every`` steps.
+call) plus the diagnostics rep-1..4 / length / vocab / ``incorrect`` (``eval_incorrect``: on by
+default, it needs spaCy's English model; a missing model is an error before any training, and
+``eval_incorrect: false`` leaves the diagnostic out explicitly): ``eval-<stage>.json``.
+``last.pt`` holds everything needed to resume (optimizer, stage, step) and is written every
+``checkpoint_every`` steps.
 
 Several processes (``accelerate launch`` / ``torchrun``; :class:`capeval.train.runner.Runner`):
 ``xe_batch_size`` and ``scst_batch_size`` stay global batch sizes; each process takes its
@@ -90,6 +99,8 @@ class CaptionerTrainConfig:
     eval_beam: int = 5
     log_every: int = 50
     checkpoint_every: int = 1000
+    adam_eps: float = 1e-8  # PyTorch's default (the journal names Adam only); range (0, 1]
+    eval_incorrect: bool = True  # the %Incorrect diagnostic (spaCy's English model); false: left out
     seed: int = 0
     device: str = "cpu"
     accelerate: str = "auto"
@@ -99,6 +110,8 @@ class CaptionerTrainConfig:
     def __post_init__(self) -> None:
         names = ("xe_batch_size", "scst_batch_size", "beam_size", "eval_beam", "log_every", "checkpoint_every")
         problems = [f"{n} must be >= 1" for n in names if getattr(self, n) < 1]
+        if not 0 < self.adam_eps <= 1:
+            problems.append(f"adam_eps={self.adam_eps!r} must be in (0, 1]")
         problems += runtime_problems(self)
         if problems:
             raise InputError("captioner config: " + "; ".join(problems))
@@ -144,10 +157,11 @@ def generate(model: CaptionTransformer, store: FeatureStore, vocab: Vocab, ids: 
     return out
 
 
-def evaluate(captions: Mapping[str, str], items: Sequence[CaptionedImage], metrics: str) -> dict[str, float]:
-    """System scores of ``captions`` on ``items``: one ``capeval.score`` call plus the diagnostics."""
+def evaluate(captions: Mapping[str, str], items: Sequence[CaptionedImage], metrics: str,
+             incorrect: bool = True) -> dict[str, float]:
+    """System scores of ``captions`` on ``items``: one ``capeval.score`` call plus the diagnostics
+    (``incorrect``: with the %Incorrect diagnostic, which needs spaCy's English model)."""
     import capeval
-    from capeval._optional import available
     from capeval.metrics.diagnostics import Diagnostics
 
     refs = {it.id: list(it.captions) for it in items}
@@ -160,14 +174,22 @@ def evaluate(captions: Mapping[str, str], items: Sequence[CaptionedImage], metri
         images = {it.id: it.image for it in items} if wants else None
         report = capeval.score(cands, refs, metrics=metrics, **({"images": images} if wants else {}))
         out.update({m: report[m].system for m in report})
-    chosen = ["rep-1", "rep-2", "rep-3", "rep-4", "length", "vocab"]
-    try:
-        diag = Diagnostics(chosen + (["incorrect"] if available("spacy") else []))
-    except Exception:  # noqa: BLE001 - spaCy without its English model: the rest still runs
-        diag = Diagnostics(chosen)
-    report = diag.score(cands)
+    report = _diagnostics(incorrect).score(cands)
     out.update({m: report[m].system for m in report})
     return out
+
+
+def _diagnostics(incorrect: bool) -> Any:
+    """The evaluation's diagnostics scorer; with ``incorrect``, a missing spaCy model is a one-line
+    error naming the opt-out (never a silently shorter evaluation)."""
+    from capeval.errors import MissingDependencyError
+    from capeval.metrics.diagnostics import Diagnostics
+
+    chosen = ["rep-1", "rep-2", "rep-3", "rep-4", "length", "vocab"] + (["incorrect"] if incorrect else [])
+    try:
+        return Diagnostics(chosen)
+    except MissingDependencyError as exc:
+        raise MissingDependencyError(f"{exc} -- or set eval_incorrect: false in the captioner config") from None
 
 
 def _device(model: torch.nn.Module) -> torch.device:
@@ -199,6 +221,8 @@ def train_captioner(config: CaptionerTrainConfig | str | os.PathLike[str], *, re
     if main:
         atomic_write_text(run / "config.yaml", dump_yaml(cfg))
     train, held = _splits(cfg, data)
+    if main:
+        _diagnostics(cfg.eval_incorrect)  # a missing spaCy model fails now, not after training
     if backbone is None:
         from capeval.models.clip.backbone import load_backbone
 
@@ -235,7 +259,7 @@ def train_captioner(config: CaptionerTrainConfig | str | os.PathLike[str], *, re
             _save({"model": model.state_dict(), "optimizer": None, "vocab": vocab.words, "stage": stage,
                    "step": steps, "done": done_stages, "time": log.elapsed()}, state_path)
             caps = generate(model, store, vocab, [it.id for it in held], cfg.eval_beam)
-            scores = evaluate(caps, held, cfg.eval_metrics)
+            scores = evaluate(caps, held, cfg.eval_metrics, cfg.eval_incorrect)
             log.log(steps, 0, f"eval-{stage}", **{k: v for k, v in scores.items() if k in log.fields})
             atomic_write_text(evaluation, json.dumps({"scores": scores, "captions": caps}, indent=1))
         runner.wait_for_everyone()
@@ -278,8 +302,9 @@ def _checkpoint(path: Path, model: Any, optimizer: Any, vocab: Vocab, stage: str
            "step": step, "done": list(done), "time": log.elapsed()}, path)
 
 
-def _optimizer(runner: Runner, model: torch.nn.Module, lr: float, state: dict | None) -> tuple[Any, int]:
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+def _optimizer(runner: Runner, model: torch.nn.Module, lr: float, eps: float, state: dict | None
+               ) -> tuple[Any, int]:
+    opt = torch.optim.Adam(model.parameters(), lr=lr, eps=eps)
     if state is not None:
         opt.load_state_dict(state["optimizer"])
     return runner.prepare(opt), state["step"] if state is not None else 0
@@ -309,7 +334,7 @@ def _run_xe(cfg: CaptionerTrainConfig, runner: Runner, net: torch.nn.Module, voc
             progress: bool | None) -> int:
     model, world, device = runner.unwrap(net), runner.world_size, runner.device
     pairs = [(it.id, vocab.encode(c, cfg.max_len)) for it in train for c in it.captions]
-    opt, start = _optimizer(runner, model, cfg.xe_lr, state)
+    opt, start = _optimizer(runner, model, cfg.xe_lr, cfg.adam_eps, state)
     net.train()
     with make_progress(cfg.xe_steps - start, "XE steps", progress if runner.is_main else False) as bar:
         for step in range(start, cfg.xe_steps):
@@ -360,7 +385,7 @@ def _run_scst(cfg: CaptionerTrainConfig, runner: Runner, net: torch.nn.Module, v
     images = {it.id: it.image for it in train}
     with runner.main_first():  # model downloads happen once
         reward = Reward(cfg.reward, fit=refs, device=str(device), options=cfg.reward_options or None)
-    opt, start = _optimizer(runner, model, cfg.scst_lr, state)
+    opt, start = _optimizer(runner, model, cfg.scst_lr, cfg.adam_eps, state)
     per_epoch = -(-len(train) // cfg.scst_batch_size)
     total = per_epoch * cfg.scst_epochs
     beam = cfg.beam_size
@@ -373,9 +398,8 @@ def _run_scst(cfg: CaptionerTrainConfig, runner: Runner, net: torch.nn.Module, v
             stats = torch.zeros(3, device=device)  # reward sum, captions, beam-mean sum
             if mine:
                 feats = store.get(mine).to(device)
-                model.eval()
+                net.eval()  # search and log-probs both without dropout (module docs)
                 seqs, _ = model.beam_search(feats, beam)
-                model.train()
                 b, l, t = seqs.shape
                 flat = seqs.reshape(b * l, t)
                 caps = [vocab.decode(s) for s in flat.cpu()]
@@ -383,6 +407,7 @@ def _run_scst(cfg: CaptionerTrainConfig, runner: Runner, net: torch.nn.Module, v
                 r = reward(caps, refs, image_ids=image_ids, images={i: images[i] for i in mine}).to(device).view(b, l)
                 with runner.autocast():
                     logp = sequence_logprobs(net(feats.repeat_interleave(l, 0), flat), flat).view(b, l)
+                net.train()
                 loss = scst_loss(r, logp) if world == 1 else scst_loss(r, logp, len(ids)) * world
                 rf = r.detach().float()
                 stats = torch.stack([rf.sum(), rf.new_tensor(float(rf.numel())), rf.mean(dim=1).sum()])
