@@ -56,6 +56,7 @@ from capeval.train.coco import CaptionedImage
 from capeval.train.config import dump_yaml, load_config, runtime_problems, to_dict
 from capeval.train.logging import MetricsLog
 from capeval.train.runner import Runner
+from capeval.train.scst_eval import diagnostics_scorer, evaluate, generate
 from capeval.train.scst_model import EOS, PAD, CaptionTransformer, FeatureStore, Vocab, pad_batch, sequence_logprobs
 
 STAGES = ("xe", "scst")
@@ -143,59 +144,6 @@ def _order(n: int, k: int, seed: int) -> int:
     return int(np.random.default_rng([seed, k // n]).permutation(n)[k % n])
 
 
-def generate(model: CaptionTransformer, store: FeatureStore, vocab: Vocab, ids: Sequence[str], beam: int,
-             batch_size: int = 64) -> dict[str, str]:
-    """The best beam's caption of each image id."""
-    was = model.training
-    model.eval()
-    out: dict[str, str] = {}
-    for start in range(0, len(ids), batch_size):
-        chunk = list(ids[start : start + batch_size])
-        seqs, _ = model.beam_search(store.get(chunk).to(_device(model)), beam)
-        out.update({i: vocab.decode(s[0]) for i, s in zip(chunk, seqs.cpu())})
-    model.train(was)
-    return out
-
-
-def evaluate(captions: Mapping[str, str], items: Sequence[CaptionedImage], metrics: str,
-             incorrect: bool = True) -> dict[str, float]:
-    """System scores of ``captions`` on ``items``: one ``capeval.score`` call plus the diagnostics
-    (``incorrect``: with the %Incorrect diagnostic, which needs spaCy's English model)."""
-    import capeval
-    from capeval.metrics.diagnostics import Diagnostics
-
-    refs = {it.id: list(it.captions) for it in items}
-    cands = {it.id: captions[it.id] for it in items}
-    out: dict[str, float] = {}
-    if metrics:
-        from capeval import registry
-
-        wants = any("images" in registry.get(m).accepts for m in registry.expand(metrics))
-        images = {it.id: it.image for it in items} if wants else None
-        report = capeval.score(cands, refs, metrics=metrics, **({"images": images} if wants else {}))
-        out.update({m: report[m].system for m in report})
-    report = _diagnostics(incorrect).score(cands)
-    out.update({m: report[m].system for m in report})
-    return out
-
-
-def _diagnostics(incorrect: bool) -> Any:
-    """The evaluation's diagnostics scorer; with ``incorrect``, a missing spaCy model is a one-line
-    error naming the opt-out (never a silently shorter evaluation)."""
-    from capeval.errors import MissingDependencyError
-    from capeval.metrics.diagnostics import Diagnostics
-
-    chosen = ["rep-1", "rep-2", "rep-3", "rep-4", "length", "vocab"] + (["incorrect"] if incorrect else [])
-    try:
-        return Diagnostics(chosen)
-    except MissingDependencyError as exc:
-        raise MissingDependencyError(f"{exc} -- or set eval_incorrect: false in the captioner config") from None
-
-
-def _device(model: torch.nn.Module) -> torch.device:
-    return next(model.parameters()).device
-
-
 def _save(obj: Any, path: Path) -> None:
     with atomic_open(path) as f:
         torch.save(obj, f)
@@ -222,7 +170,7 @@ def train_captioner(config: CaptionerTrainConfig | str | os.PathLike[str], *, re
         atomic_write_text(run / "config.yaml", dump_yaml(cfg))
     train, held = _splits(cfg, data)
     if main:
-        _diagnostics(cfg.eval_incorrect)  # a missing spaCy model fails now, not after training
+        diagnostics_scorer(cfg.eval_incorrect)  # a missing spaCy model fails now, not after training
     if backbone is None:
         from capeval.models.clip.backbone import load_backbone
 
