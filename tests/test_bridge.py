@@ -1,10 +1,10 @@
-"""BRIDGE (Sarto et al. 2024): CLIP's embeddings path, templates and masking, psi, losses,
+"""BRIDGE (Sarto et al. 2024): CLIP's embeddings path, templates and masking, psi,
 frozen-CLIP gradients, training on synthetic shapes, checkpoints, scoring, CLI, captioner.
 
 Independent references: OpenAI's ``clip/model.py`` (the embeddings path against its token
-path), transformers' PIL BLIP image processor (capeval's BLIP preprocessing), loops written
-from the loss formulas (the vectorised losses), per-replica computation (the batched scorer).
-Models are tiny and random, built here.
+path), transformers' PIL BLIP image processor (capeval's BLIP preprocessing), per-replica
+computation (the batched scorer); the losses are in test_bridge_loss.py. Models are tiny and
+random, built here.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from capeval.train.bridge import BridgeObjective, train_bridge  # noqa: E402
 from capeval.train.bridge_config import BridgeTrainConfig  # noqa: E402
 from capeval.train.bridge_data import ImageTemplates, StepBuilder  # noqa: E402
 from capeval.train.coco import CaptionedImage  # noqa: E402
-from capeval.train.losses import infonce, weighted_infonce  # noqa: E402
 from _reference import SHARED_DATA, unavailable  # noqa: E402
 
 SAMPLES = SHARED_DATA / "samples" / "clipscore_example"
@@ -202,52 +201,6 @@ def test_mapping_fills_only_the_slots(tiny, mapping, template, grid):
         alone = pseudo_captions(clip, model.mapping, tpl.pack([short_rep], [0]), g)
     assert feats.shape == (3, cfg.embed_dim)
     assert (feats[0] - alone[0]).abs().max() < 1e-5  # padding to a longer replica changes nothing
-
-
-# -- losses ---------------------------------------------------------------------------------
-
-def _weighted_reference(pseudo, targets, owner, scale):
-    """The loss written as loops from the docstring of capeval.train.losses."""
-    s = [[scale * float(np.dot(p, t)) for t in targets] for p in pseudo]
-    counts = [owner.count(n) for n in range(len(targets))]
-    images = sum(1 for c in counts if c)
-    a = 0.0
-    for m, i in enumerate(owner):
-        lse = math.log(sum(math.exp(x) for x in s[m]))
-        a += (lse - s[m][i]) / counts[i]
-    b = 0.0
-    for n in range(len(targets)):
-        for m in (m for m, i in enumerate(owner) if i == n):
-            denom = math.exp(s[m][n]) + sum(math.exp(s[k][n]) / counts[owner[k]] for k in range(len(owner))
-                                            if owner[k] != n)
-            b += -(s[m][n] - math.log(denom)) / counts[n]
-    return 0.5 * (a / images + b / images)
-
-
-def test_weighted_infonce_matches_loops():
-    rng = np.random.default_rng(0)
-    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
-    pseudo, targets = unit(rng.normal(size=(7, 5))), unit(rng.normal(size=(4, 5)))
-    owner = [0, 0, 0, 1, 2, 2, 0]  # image 3 owns nothing: a negative only
-    got = weighted_infonce(torch.tensor(pseudo), torch.tensor(targets), torch.tensor(owner), 10.0)
-    assert abs(float(got) - _weighted_reference(pseudo, targets, owner, 10.0)) < 1e-9
-    a, b = torch.tensor(pseudo[:4]), torch.tensor(targets)
-    same = torch.tensor([[i == j or {i, j} == {1, 2} for j in range(4)] for i in range(4)])
-    logits = (10 * a @ b.T).numpy()
-    ref = 0.0
-    for i in range(4):
-        row = [logits[i, j] for j in range(4) if not same[i, j] or i == j]
-        col = [logits[j, i] for j in range(4) if not same[j, i] or i == j]
-        ref += (math.log(sum(map(math.exp, row))) - logits[i, i]) + (math.log(sum(map(math.exp, col))) - logits[i, i])
-    assert abs(float(infonce(a, b, 10.0, same)) - ref / 8) < 1e-9
-
-
-def test_single_image_batch_has_finite_gradients():
-    pseudo = torch.nn.functional.normalize(torch.randn(3, 4), dim=-1).requires_grad_(True)
-    loss = weighted_infonce(pseudo, torch.nn.functional.normalize(torch.randn(1, 4), dim=-1), torch.zeros(3, dtype=torch.long), 100.0)
-    loss.backward()
-    loss = loss.detach()
-    assert torch.isfinite(loss) and torch.isfinite(pseudo.grad).all() and loss.item() == 0.0
 
 
 # -- gradients reach only psi and the regulariser -----------------------------------------

@@ -5,13 +5,14 @@ its captions; each image once per epoch, so no image is its own negative)::
 
     grid, v_i = E_V(I_i)                                   frozen, no gradient
     t*_ij = E_T(psi(replica_ij, grid_i))                   frozen E_T, gradient to psi only
-    L1 = weighted InfoNCE(t*, v), L2 = weighted InfoNCE(t*, E_T(prompt + T_i))   (losses.py)
+    L1 = weighted InfoNCE(t*, v), L2 = weighted InfoNCE(t*, E_T(prompt + T_i))   (supp. Eq. 5/6; losses.py)
     L3 = InfoNCE(C(t*_ij), E_T('a photo of a <chunk_ij>'))  C = Linear-ReLU-Linear (Eq. 2)
     L  = lambda1 L1 + lambda2 L2 + lambda3 L3              (Eq. 3; 0.01, 1.0, 0.01)
 
 AdamW; each epoch ends with the validation loss (same losses, fixed chunk draws, dropout
 off), ``last.safetensors`` + ``state.pt`` (optimizer, counters: resume restarts the
-interrupted epoch) and ``best.safetensors`` when the validation loss improved; training
+interrupted epoch) and ``best.safetensors`` when the validation loss improved (a last batch of
+one image, which has no negatives, is left out of each epoch); training
 stops after ``patience`` epochs without improvement, ``max_epochs`` or ``max_steps``.
 Checkpoints are :mod:`capeval.metrics.bridge.checkpoint` files (config, backbone, capeval
 version). With accelerate installed and a GPU, or when started on several processes
@@ -74,6 +75,7 @@ class BridgeObjective(nn.Module):
         if not self.use_l3:  # an unused branch would stall multi-GPU gradient sync
             model.regularizer.requires_grad_(False)
         self.temperature = cfg.temperature
+        self.weighting = cfg.loss_weighting
         self.grid = model.config.grid
 
     def train(self, mode: bool = True) -> "BridgeObjective":
@@ -94,8 +96,8 @@ class BridgeObjective(nn.Module):
             p = clip.encode_text(batch.prompt_ids, batch.prompt_eot) if self.use_l3 else None
         pseudo = F.normalize(pseudo_captions(clip, self.model.mapping, batch.replicas, grid).float(), dim=-1)
         owner, scale = batch.replicas.owner, self.scale().to(pseudo.device)
-        l1 = weighted_infonce(pseudo, F.normalize(v.float(), dim=-1), owner, scale)
-        l2 = weighted_infonce(pseudo, F.normalize(t.float(), dim=-1), owner, scale)
+        l1 = weighted_infonce(pseudo, F.normalize(v.float(), dim=-1), owner, scale, self.weighting)  # Eq. 5
+        l2 = weighted_infonce(pseudo, F.normalize(t.float(), dim=-1), owner, scale, self.weighting)  # Eq. 6
         if p is not None and len(pseudo) > 1:
             reg = F.normalize(self.model.regularizer(pseudo).float(), dim=-1)
             l3 = infonce(reg, F.normalize(p.float(), dim=-1), scale, batch.same_prompt)
@@ -154,6 +156,11 @@ def train_bridge(config: BridgeTrainConfig | str | os.PathLike[str], *, backbone
             if len(keep) < len(items):
                 note(f"{name}: {len(items) - len(keep)} images without a maskable noun chunk left out", progress)
             items, tpls = [items[k] for k in keep], [tpls[k] for k in keep]
+        if len(items) < 2:  # the contrastive losses need another image as the negative
+            raise InputError(f"BRIDGE training: the {name} split needs at least 2 images (the negatives of each other), "
+                             f"has {len(items)}")
+        if len(items) % cfg.batch_size == 1:
+            note(f"{name}: the last batch would hold 1 image, which has no negatives: left out each epoch", progress)
         builders[name] = (items, StepBuilder(items, tpls or [], backbone.tokenizer, model_cfg.us, model_cfg.template,
                                              model_cfg.prompt, cfg.train_chunks, mode == "reference",
                                              backbone.context_length))
@@ -171,7 +178,8 @@ def train_bridge(config: BridgeTrainConfig | str | os.PathLike[str], *, backbone
     generator = torch.Generator().manual_seed(cfg.seed)
     loaders = {name: torch.utils.data.DataLoader(
         ImageDataset(items, backbone.preprocess), batch_size=cfg.batch_size, shuffle=name == "train",
-        generator=generator if name == "train" else None, num_workers=cfg.workers, drop_last=False)
+        generator=generator if name == "train" else None, num_workers=cfg.workers,
+        drop_last=len(items) % cfg.batch_size == 1)
         for name, (items, _) in builders.items()}
     objective, optimizer, *prepared = runner.prepare(objective, optimizer, *loaders.values())
     loaders = dict(zip(loaders, prepared))

@@ -3,7 +3,8 @@
 Sarto et al. 2024 (BRIDGE), Sec. 4.1 unless noted: CLIP ViT-B/32 (or ViT-L/14), psi of two
 Transformer layers, AdamW with lr 0.0001 and batch 256, lambda1 = lambda3 = 0.01 and
 lambda2 = 1.0 (Eq. 3), two random noun chunks per caption in training, COCO Karpathy splits,
-BLIP ViT-L COCO template captions; US = 3 (Table 1). The paper gives no epoch count (only
+BLIP ViT-L COCO template captions; US = 3 (Table 1); L1/L2 weighted as in the supplementary's
+Eq. 5/6 (``loss_weighting: paper``; :mod:`capeval.train.losses`). The paper gives no epoch count (only
 "around one day on a single A100"), weight decay, temperature or schedule: capeval uses
 max_epochs 20 with early stopping on the validation loss (patience 3), AdamW's default
 weight decay 0.01, CLIP's own (frozen) logit scale as the InfoNCE scale, constant lr.
@@ -19,6 +20,7 @@ from capeval.train.config import runtime_problems
 from capeval.metrics.bridge.mapping import BridgeConfig
 from capeval.metrics.bridge.templates import DEFAULT_SPACY_MODEL
 from capeval.train.captioner import DEFAULT_CAPTIONER
+from capeval.train.losses import WEIGHTINGS
 
 
 @dataclass
@@ -53,6 +55,7 @@ class BridgeTrainConfig:
     lambda3: float = 0.01                  # 0: Table 1 "w/o regularization branch"
     train_chunks: int = 2
     temperature: float | None = None       # None: CLIP's logit scale (1 / temperature)
+    loss_weighting: str = "paper"          # L1/L2: supplementary Eq. 5/6 | "capeval-v1" (capeval 0.1.0's reading)
     # optimisation
     lr: float = 1e-4
     weight_decay: float = 0.01
@@ -74,9 +77,13 @@ class BridgeTrainConfig:
 
     def __post_init__(self) -> None:
         problems = []
-        for name in ("batch_size", "max_epochs", "train_chunks", "log_every", "captioner_batch_size"):
+        for name in ("max_epochs", "train_chunks", "log_every", "captioner_batch_size"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1")
+        if self.batch_size < 2:
+            problems.append("batch_size must be >= 2 (an image's negatives are the batch's other images)")
+        if self.loss_weighting not in WEIGHTINGS:
+            problems.append(f"loss_weighting must be one of {', '.join(WEIGHTINGS)}")
         for name in ("lambda1", "lambda2", "lambda3", "weight_decay", "min_delta", "workers", "patience"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0")
