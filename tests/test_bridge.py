@@ -228,6 +228,35 @@ def test_gradients_reach_only_mapping_and_regularizer(tiny, nlp):
     assert all(torch.equal(before[k], v) for k, v in clip.state_dict().items())
 
 
+def test_reference_templates_draw_a_caption_with_chunks(tiny, nlp):
+    """A drawn caption without a maskable chunk (spaCy finds none in 'a square painted blue') would
+    leave its image without pseudo-captions (N_i = 0): another caption of that image is drawn."""
+    colors = ("red", "green", "blue")
+    items = [CaptionedImage(f"i{k}", np.zeros((8, 8, 3), np.uint8),
+                            (f"a square painted {c}", f"A {c} square on a white background.")) for k, c in enumerate(colors)]
+    tpls = [ImageTemplates(list(it.captions), tpl.noun_chunks(list(it.captions), nlp)) for it in items]
+    assert all(t.chunks[0] == [] and len(t.chunks[1]) == 2 for t in tpls)
+    builder = StepBuilder(items, tpls, tiny.tokenizer, 3, "caption", "A photo depicts ", 2, True)
+    rng = random.Random(0)
+    for _ in range(10):
+        batch = builder.build([0, 1, 2], rng)
+        assert batch.replicas.owner.tolist() == [0, 0, 1, 1, 2, 2]
+        assert set(batch.replicas.chunks) == {f"{c} square" for c in colors} | {"white background"}
+
+
+def test_one_image_batches_are_left_out_and_one_image_splits_refused(tiny, nlp, tmp_path):
+    items, templates = shapes_dataset()
+    (tmp_path / "t.json").write_text(json.dumps(templates))
+    base = dict(templates=str(tmp_path / "t.json"), batch_size=4, max_epochs=1, workers=0, device="cpu",
+                accelerate="no")
+    result = train_bridge(BridgeTrainConfig(output_dir=str(tmp_path / "a"), **base), backbone=tiny,
+                          train_data=items[:5], val_data=items[:5], progress=False)  # batches of 4 and 1
+    assert result.steps == 1 and math.isfinite(result.best_val)
+    with pytest.raises(InputError, match="the train split needs at least 2 images"):
+        train_bridge(BridgeTrainConfig(output_dir=str(tmp_path / "b"), **base), backbone=tiny, train_data=items[:1],
+                     progress=False)
+
+
 # -- training end to end on synthetic shapes, export -> reload -> identical scores ----------
 
 @pytest.fixture(scope="module")

@@ -93,7 +93,8 @@ def test_scale_as_a_tensor_and_the_option_name():
     rng = np.random.default_rng(3)
     pseudo, targets, owner, _ = _batch(rng, [1, 3, 2])
     args = torch.tensor(pseudo), torch.tensor(targets), torch.tensor(owner)
-    assert float(weighted_infonce(*args, torch.tensor(14.0, dtype=torch.float64))) == float(weighted_infonce(*args, 14.0))
+    as_tensor = torch.tensor(14.0, dtype=torch.float64)
+    assert float(weighted_infonce(*args, as_tensor)) == float(weighted_infonce(*args, 14.0))
     assert float(weighted_infonce(*args, 14.0, "paper")) == float(weighted_infonce(*args, 14.0))
     assert float(weighted_infonce(*args, 14.0, "capeval-v1")) != float(weighted_infonce(*args, 14.0))
 

@@ -157,7 +157,7 @@ def train_bridge(config: BridgeTrainConfig | str | os.PathLike[str], *, backbone
                 note(f"{name}: {len(items) - len(keep)} images without a maskable noun chunk left out", progress)
             items, tpls = [items[k] for k in keep], [tpls[k] for k in keep]
         if len(items) < 2:  # the contrastive losses need another image as the negative
-            raise InputError(f"BRIDGE training: the {name} split needs at least 2 images (the negatives of each other), "
+            raise InputError(f"BRIDGE training: the {name} split needs at least 2 images (each other's negatives), "
                              f"has {len(items)}")
         if len(items) % cfg.batch_size == 1:
             note(f"{name}: the last batch would hold 1 image, which has no negatives: left out each epoch", progress)

@@ -3,7 +3,8 @@
 Templates (Sec. 4.1: BLIP captions): ``templates="captioner"`` (one generated caption per
 image, cached like at scoring time), a caption file (image id / file name -> caption), or
 ``"reference"``: the ground-truth caption T_i of the step is its own template (Sec. 3.3
-counts "N_i ... noun chunks in caption T_i"). Noun chunks come from the same rules as at
+counts "N_i ... noun chunks in caption T_i"; a drawn caption without a maskable chunk is drawn
+again among those with one, so that the image keeps pseudo-captions). Noun chunks come from the same rules as at
 scoring (:mod:`capeval.metrics.bridge.templates`); everything is written to
 ``templates.jsonl`` in the run folder and read back on resume.
 
@@ -129,6 +130,11 @@ class StepBuilder:
         for k, index in enumerate(indices):
             caps = self.items[index].captions
             c = rng.randrange(len(caps))
+            if self.reference and self.template != "none" and not self.replicas(index, c):
+                # a caption without a maskable chunk would leave the image without pseudo-captions,
+                # hence out of both weighted losses (N_i = 0): draw among the captions that have one
+                usable = [v for v in range(len(caps)) if self.replicas(index, v)]
+                c = rng.choice(usable) if usable else c
             captions.append(self.prompt + caps[c])
             if self.template == "none":
                 chosen = [tpl.prompt_replica(self.tok, self.us, context_length=self.context_length)]

@@ -13,11 +13,12 @@ embeddings t_i for L2, Eq. 6) and e(a, b) = exp(cos(a, b) / tau)::
 
 The positive is not in either denominator ("we also remove the positive item from the
 denominator of each loss component"); negatives of the first term weigh N_k, the second term
-N_i; the two terms are added. Without the positive in its denominator, the loss is not bounded
-below by 0: it falls below 0 once positives outweigh their negatives. (The supplementary writes the second denominator's pseudo-caption
-as t*_hk with h = 1..N_k: by its own notation t*_ij, the j-th of image i, that is t*_kh.) An image
-owning no pseudo-caption (N_k = 0) drops out of both terms. A batch in which fewer than two
-images own pseudo-captions has an empty denominator: an InputError.
+N_i; the two terms are added. Without the positive in its denominators the loss is not bounded
+below by 0: it turns negative once the positives outweigh their negatives. (The supplementary
+writes the second denominator's pseudo-caption as t*_hk with h = 1..N_k; by its own notation
+t*_ij, the j-th of image i, that is t*_kh.) An image owning no pseudo-caption (N_k = 0) drops
+out of both terms. A batch in which fewer than two images own pseudo-captions has an empty
+denominator: an InputError.
 
 ``weighting="capeval-v1"`` is capeval's reading before the supplementary was used (capeval
 0.1.0's training runs; kept to reproduce them), with s(a, b) = scale * cos(a, b):
