@@ -4,9 +4,11 @@ BRIDGE (Sarto et al. 2024, Sec. 3.3) trains with "a weighted version of the symm
 loss, where positive and negative items are weighted according to the number of noun chunks
 in each caption"; its supplementary material (Sec. A "Weighted Contrastive Loss", Eq. 5 for
 L1 and Eq. 6 for L2) gives the form that :func:`weighted_infonce` computes by default
-(``weighting="paper"``). For a batch of N images, image i owning N_i pseudo-captions t*_ij,
-M = sum_i N_i, targets x_i (image embeddings v_i for L1, Eq. 5; ground-truth caption
-embeddings t_i for L2, Eq. 6) and e(a, b) = exp(cos(a, b) / tau)::
+(``weighting="paper"``). For a batch of N images, image i owning N_i pseudo-captions t*_ij
+(N_i counts the pseudo-captions in the batch, as the sums over j = 1..N_i require: in training
+at most ``train_chunks`` = 2 of the caption's noun chunks, Sec. 4.1), M = sum_i N_i, targets
+x_i (image embeddings v_i for L1, Eq. 5; ground-truth caption embeddings t_i for L2, Eq. 6)
+and e(a, b) = exp(cos(a, b) / tau)::
 
     L = -1/M sum_i sum_j     log( e(x_i, t*_ij) / sum_{k != i} N_k e(x_k, t*_ij) )
         -1/M sum_i sum_j N_i log( e(x_i, t*_ij) / sum_{k != i} sum_h e(x_i, t*_kh) )
