@@ -66,9 +66,10 @@ def weighted_infonce(pseudo: torch.Tensor, targets: torch.Tensor, owner: torch.T
     counts = torch.bincount(owner, minlength=n)
     if weighting == "capeval-v1":
         return _capeval_v1(pseudo, targets, owner, scale, counts)
-    if int((counts > 0).sum()) < 2:
+    images = int((counts > 0).sum())
+    if images < 2:
         raise InputError("weighted_infonce: a batch needs pseudo-captions of at least two images (the negatives of "
-                         f"supplementary Eq. 5/6), got {int((counts > 0).sum())}")
+                         f"supplementary Eq. 5/6), got {images}")
     logits = scale * pseudo @ targets.T  # (M, N): cos(x_k, t*_m) / tau
     own = owner[:, None] == torch.arange(n, device=owner.device)[None, :]
     positive = logits.gather(1, owner[:, None])[:, 0]
