@@ -1,0 +1,1 @@
+"""pycocoevalcap 1.2's ``rouge``, without Java (see :mod:`capeval.compat.pycocoevalcap`)."""
