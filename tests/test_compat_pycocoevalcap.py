@@ -356,7 +356,7 @@ def test_import_is_light_and_install_is_explicit() -> None:
         "import pycocoevalcap.bleu.bleu\n"
         "assert COCOEvalCap is c.eval.COCOEvalCap and pycocoevalcap.bleu.bleu.Bleu is c.bleu.bleu.Bleu\n"
         "spec = importlib.util.find_spec('pycocoevalcap')  # METEOR still finds its resources\n"
-        "assert spec.submodule_search_locations == real.submodule_search_locations, spec\n"
+        "assert list(spec.submodule_search_locations) == list(real.submodule_search_locations), spec\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
