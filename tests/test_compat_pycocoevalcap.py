@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _reference import cached, require_java, require_module
+from _reference import cached, java_ptb, require_java, require_module
 
 ROOT = Path(__file__).resolve().parents[1]
 TIGHT = 1e-12
@@ -103,6 +103,23 @@ def test_bleu_rouge_cider_match_the_original(seed: int, capsys: pytest.CaptureFi
     one = {k: gts[k] for k in list(gts)[:1]}  # a single item (log N = 0)
     same(Cider().compute_score(one, {k: res[k] for k in one}), RefCider().compute_score(one, {k: res[k] for k in one}),
          TIGHT, "Cider single")  # fmt: skip
+
+
+def test_flickr8k_expert_in_chunks_and_workers_matches_the_original(expert_pairs) -> None:
+    """5,664 items (over 2,000: chunked, forked workers where there are several cores)."""
+    from pycocoevalcap.bleu.bleu import Bleu as RefBleu
+    from pycocoevalcap.cider.cider import Cider as RefCider
+    from pycocoevalcap.rouge.rouge import Rouge as RefRouge
+
+    from capeval.compat.pycocoevalcap.bleu.bleu import Bleu
+    from capeval.compat.pycocoevalcap.cider.cider import Cider
+    from capeval.compat.pycocoevalcap.rouge.rouge import Rouge
+
+    ids, cands, refs = expert_pairs
+    gts, res = java_ptb(ids, cands, refs)
+    same(Bleu().compute_score(gts, res, verbose=0), RefBleu().compute_score(gts, res, verbose=0), TIGHT, "Bleu")
+    same(Rouge().compute_score(gts, res), RefRouge().compute_score(gts, res), TIGHT, "Rouge")
+    same(Cider().compute_score(gts, res), RefCider().compute_score(gts, res), TIGHT, "Cider")
 
 
 def test_meteor_matches_the_java_original() -> None:
