@@ -61,17 +61,17 @@ class COCOEvalCap:
             (Spice(), "SPICE"),
         ]
         for scorer, method in scorers:
-            print("computing %s score..." % (scorer.method()))
+            print(f"computing {scorer.method()} score...")
             score, scores = scorer.compute_score(gts, res)
             if isinstance(method, list):
                 for sc, scs, m in zip(score, scores, method):
                     self.setEval(sc, m)
                     self.setImgToEvalImgs(scs, gts.keys(), m)
-                    print("%s: %0.3f" % (m, sc))
+                    print(f"{m}: {sc:0.3f}")
             else:
                 self.setEval(score, method)
                 self.setImgToEvalImgs(scores, gts.keys(), method)
-                print("%s: %0.3f" % (method, score))
+                print(f"{method}: {score:0.3f}")
         self.setEvalImgs()
 
     def setEval(self, score: Any, method: str) -> None:
