@@ -40,7 +40,7 @@ def same(ours, theirs, tol: float, where: str = "") -> None:
     assert type(ours) is type(theirs), f"{where}: {type(ours).__name__} vs {type(theirs).__name__}"
     if isinstance(theirs, np.ndarray):
         assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, where
-        np.testing.assert_allclose(ours, theirs, rtol=0, atol=tol, err_msg=where)
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=tol, err_msg=where)  # NaN == NaN here
     elif isinstance(theirs, (list, tuple)):
         assert len(ours) == len(theirs), where
         for k, (a, b) in enumerate(zip(ours, theirs)):
@@ -50,7 +50,7 @@ def same(ours, theirs, tol: float, where: str = "") -> None:
         for k in theirs:
             same(ours[k], theirs[k], tol, f"{where}[{k!r}]")
     elif isinstance(theirs, (float, np.floating)):
-        assert abs(ours - theirs) <= tol, f"{where}: {ours!r} vs {theirs!r}"
+        assert abs(ours - theirs) <= tol or (math.isnan(ours) and math.isnan(theirs)), f"{where}: {ours!r} vs {theirs!r}"
     else:
         assert ours == theirs, where
 
@@ -74,6 +74,8 @@ def _random_set(seed: int) -> tuple[dict, dict]:
     gts[c] = ["w1"]
     res[d] = [""]  # empty candidate (a punctuation-only caption after PTB)
     gts[e] = ["w2 w2 w2 w2", "", "w2"]  # an empty reference among others
+    f = ids[5]  # untokenised spacing: ROUGE-L splits on " " (empty tokens), BLEU/CIDEr on whitespace
+    gts[f], res[f] = ["w1  w2", " w1 w2 ", "w3\tw1"], ["w1  w2 "]
     return gts, res
 
 
@@ -100,6 +102,9 @@ def test_bleu_rouge_cider_match_the_original(seed: int, capsys: pytest.CaptureFi
     same(Rouge().calc_score(res[next(iter(gts))], gts[next(iter(gts))]),
          RefRouge().calc_score(res[next(iter(gts))], gts[next(iter(gts))]), TIGHT, "calc_score")  # fmt: skip
     same(Cider().compute_score(gts, res), RefCider().compute_score(gts, res), TIGHT, "Cider")
+    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):  # the empty set: NaN mean, as numpy gives
+        same(Rouge().compute_score({}, {}), RefRouge().compute_score({}, {}), TIGHT, "Rouge empty")
+    same(Bleu().compute_score({}, {}, verbose=0), RefBleu().compute_score({}, {}, verbose=0), TIGHT, "Bleu empty")
     one = {k: gts[k] for k in list(gts)[:1]}  # a single item (log N = 0)
     same(Cider().compute_score(one, {k: res[k] for k in one}), RefCider().compute_score(one, {k: res[k] for k in one}),
          TIGHT, "Cider single")  # fmt: skip
