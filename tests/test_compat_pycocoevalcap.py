@@ -215,6 +215,12 @@ def test_tokenizer_matches_the_java_original() -> None:
     theirs = cached("compat-ptb", [str(data)], run)
     ours = PTBTokenizer().tokenize(data)
     assert ours == theirs and list(ours) == list(theirs)
+    import pycocoevalcap.tokenizer.ptbtokenizer as ref
+
+    from capeval.compat.pycocoevalcap.tokenizer import ptbtokenizer
+    from capeval.tokenize import PUNCTUATIONS
+
+    assert ptbtokenizer.PUNCTUATIONS == ref.PUNCTUATIONS and set(ref.PUNCTUATIONS) == PUNCTUATIONS
 
 
 # --------------------------------------------------------------------------- the COCO flow

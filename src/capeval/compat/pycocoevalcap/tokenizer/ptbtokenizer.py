@@ -18,7 +18,8 @@ from typing import Any
 
 from capeval.compat.pycocoevalcap._common import CompatInputError
 
-#: the tokens pycocoevalcap removes after tokenisation
+#: the tokens pycocoevalcap removes after tokenisation: the original's public list (capeval's
+#: tokenizer holds the same tokens as :data:`capeval.tokenize.PUNCTUATIONS`, a frozenset)
 PUNCTUATIONS = ["''", "'", "``", "`", "-LRB-", "-RRB-", "-LCB-", "-RCB-", ".", "?", "!", ",", ":", "-", "--", "...", ";"]
 
 
