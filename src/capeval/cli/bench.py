@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("name at least one benchmark (capeval bench --list shows them)")
     if not args.metrics:
         raise InputError("--metrics is required, e.g. --metrics coco")
-    from capeval.api import check_options
+    from capeval.options import check_options
     from capeval.bench import run as bench_run
     from capeval.bench.report import render_html
     from capeval.cli.score import check_outputs, parse_options
