@@ -44,3 +44,16 @@ def test_every_docs_page_is_in_the_nav():
     listed = set(pages(nav))
     present = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
     assert listed == present
+
+
+def test_spice_page_names_the_categories_the_output_uses():
+    """The docs name SPICE's tuple categories as the result's extras (and SPICE's Java) do:
+    ``Cardinality``, not ``Count``."""
+    import re
+
+    from capeval.metrics.spice.tuples import CATEGORIES
+
+    text = (ROOT / "docs" / "metrics" / "spice.md").read_text(encoding="utf-8")
+    listed = re.search(r"per-category breakdown\n\((.*?)[:;]", text, re.S)
+    assert listed, "docs/metrics/spice.md must list the categories after 'per-category breakdown'"
+    assert {w.strip() for w in listed.group(1).split(",")} == set(CATEGORIES)
