@@ -85,3 +85,23 @@ def test_cli_list(capsys) -> None:
     assert main(["bench", "--list"]) == 0
     out = capsys.readouterr().out
     assert "pascal-50s" in out and "activitynet-foil" in out
+
+
+def test_cli_stdout_is_the_table_or_json_never_both(shared_data: Path, tmp_path: Path) -> None:
+    """`capeval bench ... > t.txt` is the human table; `... --json > r.json` is valid JSON (the
+    --out payload). Run as a process so that anything printed to stdout is caught."""
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "capeval.cli", "bench", "flickr8k-expert", "-m", "bleu-4",
+            "--data-root", str(shared_data), "--bootstrap", "20", "--quiet"]
+    table = subprocess.run(base, capture_output=True, text=True, cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert "kendall_tau_c" in table.stdout and "{" not in table.stdout
+    out = tmp_path / "r.json"
+    js = subprocess.run(base + ["--json", "--out", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    assert js.returncode == 0, js.stderr
+    payload = json.loads(js.stdout)
+    assert payload == json.loads(out.read_text())
+    rec = {(r["metric"], r["statistic"]): r for r in payload["results"]}
+    assert rec[("bleu-4", "kendall_tau_c")]["value"] == pytest.approx(30.8, abs=0.05)  # CLIPScore paper, Table 1

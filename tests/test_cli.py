@@ -96,6 +96,27 @@ def test_list_and_info(capsys):
     code, out, _ = run(capsys, "info")
     info = json.loads(out)
     assert code == 0 and "capeval" in info and "cache_dir" in info
+    assert "CAPEVAL_CACHE" in info["cache_dir_variable"] and "CAPEVAL_DATA" in info["data_root_variable"]
+    assert len(out.splitlines()) < 80  # a summary; the checkpoint table is behind --checkpoints
+    assert set(info["checkpoints"]) >= {"dir", "present", "known"}
+    code, out, _ = run(capsys, "info", "--checkpoints")
+    table = json.loads(out)
+    assert code == 0 and "openai/ViT-B-32" in table["entries"] and len(table["entries"]) == info["checkpoints"]["known"]
+    assert info["checkpoints"]["present"] == sorted(n for n, e in table["entries"].items() if e["present"])
+
+
+def test_info_extras_follow_their_requirements(monkeypatch):
+    """An extra is installed when every distribution it names is, through nested extras
+    (video = clip + av): without av, video is missing and clip is not."""
+    from capeval.cli import info
+
+    real = info._version
+    monkeypatch.setattr(info, "_version", lambda d: None if d == "av" else real(d))
+    extras = info.extras_installed()
+    if extras is None:
+        pytest.skip("capeval's metadata is not installed")
+    assert extras["video"] is False
+    assert extras["clip"] is (all(real(d) for d in ("torch", "pillow", "safetensors", "regex", "ftfy")))
 
 
 def test_progress_bar_goes_to_stderr(capsys, monkeypatch):

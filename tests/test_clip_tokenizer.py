@@ -296,13 +296,13 @@ def test_vocab_under_capeval_checkpoints_is_found_where_info_reports_it(tmp_path
     monkeypatch.delenv("CAPEVAL_CLIP_VOCAB", raising=False)
     monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CAPEVAL_CHECKPOINTS", str(tmp_path / "elsewhere"))
-    assert main(["info"]) == 0
-    entry = json.loads(capsys.readouterr().out)["checkpoints"]["entries"]["clip-vocab"]
+    assert main(["info", "--checkpoints"]) == 0
+    entry = json.loads(capsys.readouterr().out)["entries"]["clip-vocab"]
     assert entry["present"] is False
     target = tmp_path / "elsewhere" / "bpe_simple_vocab_16e6.txt.gz"
     assert entry["path"] == str(target)
     shutil.copyfile(real_vocab(), target.parent.mkdir(parents=True) or target)
-    assert main(["info"]) == 0
-    entry = json.loads(capsys.readouterr().out)["checkpoints"]["entries"]["clip-vocab"]
+    assert main(["info", "--checkpoints"]) == 0
+    entry = json.loads(capsys.readouterr().out)["entries"]["clip-vocab"]
     assert entry["present"] is True
     assert find_vocab() == target == type(target)(entry["path"])

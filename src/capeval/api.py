@@ -6,29 +6,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from capeval import registry
 from capeval.evaluator import Evaluator
-from capeval.options import check_options as _validate
+from capeval.options import check_options  # noqa: F401  (defined in capeval.options; capeval.api.check_options stays importable)
 from capeval.result import Report
-
-
-def check_options(
-    metrics: str | Iterable[str], options: Mapping[str, Mapping[str, Any]] | None = None, *, strict: bool = False
-) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    """Expand ``metrics`` and validate ``options`` before any heavy work.
-
-    Returns ``(canonical metric names, options keyed by canonical metric/group)``. Unknown
-    metrics, unknown or ill-typed options and unusable ``device`` values raise
-    :class:`~capeval.errors.CapevalError` subclasses with a one-line message. ``strict``:
-    also refuse options for registered metrics that are not computed (the CLI does; the
-    library ignores them, so one options mapping can serve several calls).
-    """
-    from capeval.devices import check_device
-
-    names = registry.expand(metrics)
-    checked = _validate(names, options, others="error" if strict else "ignore")
-    for opts in checked.values():
-        if "device" in opts:
-            opts["device"] = check_device(opts["device"])
-    return names, checked
 
 
 def load(name: str, **options: Any) -> Any:

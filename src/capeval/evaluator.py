@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from capeval import registry
 from capeval.errors import InputError
 from capeval.models.cache import ModelCache
-from capeval.options import SHARED, check_options, option_types
+from capeval.options import SHARED, option_types, validate_options
 from capeval.progress import progress_setting
 from capeval.result import MetricResult, Report
 from capeval.scorer import Batch
@@ -67,7 +67,7 @@ class Evaluator:
             if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
                 raise InputError(f"workers must be a positive integer, got {workers!r}")
             shared["workers"] = workers
-        checked = check_options(self.names, per_target, others="error" if strict else "ignore")
+        checked = validate_options(self.names, per_target, others="error" if strict else "ignore")
         for opts in checked.values():
             if "device" in opts:
                 opts["device"] = check_device(opts["device"])
@@ -86,7 +86,7 @@ class Evaluator:
             opts.update(checked.get(group, {}))
             for m in members:
                 opts.update(checked.get(m, {}))
-            check_options([members[0]], {members[0]: {k: v for k, v in opts.items() if k in shared}})
+            validate_options([members[0]], {members[0]: {k: v for k, v in opts.items() if k in shared}})
             self._groups.append((members, spec, opts))
         if unused:
             raise InputError(f"option {sorted(unused)[0]!r} is taken by none of the metrics {', '.join(self.names)}")

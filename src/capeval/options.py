@@ -15,6 +15,7 @@ import typing
 from typing import Any, Iterable, Mapping
 
 from capeval import registry
+from capeval.devices import check_device
 from capeval.errors import InputError
 from capeval.registry import MetricSpec
 
@@ -75,7 +76,27 @@ def _hint_text(hint: Any) -> str:
     return text or str(hint).replace("typing.", "")
 
 
-def check_options(names: Iterable[str], options: Any, others: str = "error") -> dict[str, dict[str, Any]]:
+def check_options(
+    metrics: str | Iterable[str], options: Mapping[str, Mapping[str, Any]] | None = None, *, strict: bool = False
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """Expand ``metrics`` and validate ``options`` before any heavy work.
+
+    Returns ``(canonical metric names, options keyed by canonical metric/group)``. Unknown
+    metrics, unknown or ill-typed options and unusable ``device`` values raise
+    :class:`~capeval.errors.CapevalError` subclasses with a one-line message. ``strict``:
+    also refuse options for registered metrics that are not computed (the CLI does; the
+    library ignores them, so one options mapping can serve several calls). Also importable
+    as ``capeval.api.check_options``, where it used to live.
+    """
+    names = registry.expand(metrics)
+    checked = validate_options(names, options, others="error" if strict else "ignore")
+    for opts in checked.values():
+        if "device" in opts:
+            opts["device"] = check_device(opts["device"])
+    return names, checked
+
+
+def validate_options(names: Iterable[str], options: Any, others: str = "error") -> dict[str, dict[str, Any]]:
     """Validate ``options`` ({metric, alias or group: {key: value}}) for the metrics ``names``.
 
     Returns the options keyed by canonical metric or group name. An unknown target, a

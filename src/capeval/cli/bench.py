@@ -24,6 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--videos", help="folder with the benchmark videos (video metrics)")
     p.add_argument("--out", "-o", metavar="OUT.json", help="write the results as JSON (atomically)")
     p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML report")
+    p.add_argument("--json", action="store_true", help="print the results as JSON (what --out writes) instead of "
+                   "the tables, so that stdout can be redirected to a .json file")
     p.add_argument("--seed", type=int, default=0, help="seed of reference draws and bootstrap (default 0)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for CIs and paired tests (0: none)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
@@ -61,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("name at least one benchmark (capeval bench --list shows them)")
     if not args.metrics:
         raise InputError("--metrics is required, e.g. --metrics coco")
-    from capeval.api import check_options
+    from capeval.options import check_options
     from capeval.bench import run as bench_run
     from capeval.bench.report import render_html
     from capeval.cli.score import check_outputs, parse_options
@@ -105,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
     if published:
         payload["published"] = published
     outputs = []
+    text = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
     if args.out:
-        outputs.append((args.out, json.dumps(payload, indent=2, ensure_ascii=False) + "\n"))
+        outputs.append((args.out, text))
     if args.html:
         import os
 
@@ -116,10 +119,12 @@ def run(args: argparse.Namespace) -> int:
             atomic_write_many(outputs)
         except OSError as exc:
             raise InputError(f"cannot write {exc.filename or 'the output files'}: {exc.strerror or exc}") from None
+    # stdout holds one thing, so that `capeval bench ... > file` is either the tables or JSON
+    if args.json:
+        sys.stdout.write(text)
+        return 0
     sys.stdout.write(result.table() + "\n")
     if published:
         sys.stdout.write("\n" + table(published) + "\n")
-    if not args.out:
-        sys.stdout.write(json.dumps({"results": payload["results"]}, indent=2) + "\n")
     return 0
 

@@ -132,7 +132,8 @@ def _report_error_items(report: Any, limit: int = 10) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from capeval import registry
-    from capeval.api import check_options, score
+    from capeval.api import score
+    from capeval.options import check_options
     from capeval.devices import check_device
     from capeval.io.captions import read_caption_file
     from capeval.progress import progress_setting

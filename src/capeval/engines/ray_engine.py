@@ -44,6 +44,7 @@ from capeval.engines.storage import ShardDir
 from capeval.engines.sources import DatasetSource, MemorySource, Shard, shard_digest, with_context
 from capeval.engines.worker import ShardWorker, text_groups
 from capeval.errors import CapevalError, InputError, ResourceError
+from capeval.options import check_options
 from capeval.result import Report
 
 #: items per shard by metric family (the smallest of the job's families wins): text metrics
@@ -98,7 +99,6 @@ def score_ray(
     ``resume``: keep the complete shards of an earlier run of the same job in ``out_dir``.
     """
     from capeval._optional import require
-    from capeval.api import check_options
     from capeval.io.inputs import prepare_text_inputs
 
     require("ray", "ray", "the Ray engine")

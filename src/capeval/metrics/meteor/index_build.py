@@ -2,7 +2,7 @@
 
 Reads the synonym tables, function words and non-breaking prefixes from
 ``meteor-1.5.jar`` (:mod:`.synonym_build`) and the paraphrase table
-(:mod:`.paraphrase_build`), writes the numpy arrays listed in :data:`.resources.ARRAYS`
+(:mod:`.paraphrase_build`), writes the numpy arrays listed in :data:`.index_format.ARRAYS`
 plus ``manifest.json`` into a temporary folder and publishes it with a rename.
 :mod:`.resources` checks and loads the result.
 
@@ -15,7 +15,6 @@ with one rename) and go through the lock when what they see is missing or broken
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -24,7 +23,6 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +30,17 @@ import numpy as np
 
 from capeval.errors import ResourceError
 from capeval.metrics.meteor.paraphrase_build import build_paraphrase
-from capeval.metrics.meteor.resources import (
+from capeval.metrics.meteor.index_format import (  # noqa: F401  (the locks stay importable from here)
     ARRAYS,
     FORMAT,
     TEXT_FILES,
+    build_lock,
     default_cache_dir,
     file_crc32,
+    opens,
     source_fingerprint,
     source_paths,
-    usable,
+    try_build_lock,
 )
 from capeval.metrics.meteor.string_groups import release_freed_memory
 from capeval.metrics.meteor.synonym_build import build_synonyms
@@ -51,49 +51,6 @@ _JAR_MEMBERS = {
     "exceptions": "synonym/english.exceptions",
     "nonbreaking": "nonbreaking/english.prefixes",
 }
-
-try:  # POSIX
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: builders may duplicate work; the rename keeps it safe
-    fcntl = None  # type: ignore[assignment]
-
-
-@contextlib.contextmanager
-def build_lock(index_dir: Path) -> Iterator[None]:
-    """Hold the exclusive lock of the builders of ``index_dir`` (waits for another builder)."""
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
-    if fcntl is None:  # pragma: no cover
-        yield
-        return
-    fd = os.open(index_dir.parent / f".{index_dir.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-@contextlib.contextmanager
-def try_build_lock(index_dir: Path) -> Iterator[bool]:
-    """The builders' lock if it is free right now (yields True), else yields False at once."""
-    if fcntl is None or not index_dir.parent.is_dir():  # pragma: no cover
-        yield False
-        return
-    try:
-        fd = os.open(index_dir.parent / f".{index_dir.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError:
-        yield False
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
-
 
 def prepare(cache_dir: str | os.PathLike[str] | None = None, force: bool = False, verbose: bool = False) -> Path:
     """Build (once) the memory-mappable METEOR 1.5 index and return its directory.
@@ -107,11 +64,11 @@ def prepare(cache_dir: str | os.PathLike[str] | None = None, force: bool = False
     """
     index_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     sources = source_paths()
-    if not force and usable(index_dir, sources)[0] is not None:
+    if not force and opens(index_dir, sources) is None:
         return index_dir
     log = (lambda msg: print(f"[capeval meteor] {msg}", file=sys.stderr)) if verbose else (lambda msg: None)
     with build_lock(index_dir):
-        if not force and usable(index_dir, sources)[0] is not None:
+        if not force and opens(index_dir, sources) is None:
             log(f"index at {index_dir} built by another process")
             return index_dir
         _remove_leftovers(index_dir)

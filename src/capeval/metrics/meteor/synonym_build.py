@@ -15,7 +15,7 @@ import re
 import numpy as np
 
 from capeval.errors import ResourceError
-from capeval.metrics.meteor.resources import LINE_BREAK
+from capeval.metrics.meteor.index_format import LINE_BREAK
 from capeval.metrics.meteor.string_table import padded, range_keys
 
 _JAVA_DELIMS = re.compile(r"[ \t\n\r\f]+")  # StringTokenizer defaults

@@ -35,7 +35,7 @@ from torch import nn
 from capeval.errors import InputError, ResourceError
 from capeval.models.clip import checkpoints as ck
 from capeval.models.clip.alpha_mask import MaskPreprocess, full_alpha, normalise_alpha
-from capeval.models.clip.backbone import ClipBackbone, describe_config, toy_tokenizer
+from capeval.models.clip.backbone_base import ClipBackbone, describe_config, toy_tokenizer
 from capeval.models.clip.model import ARCHITECTURES, CLIP, ClipConfig, clean_state_dict, get_config, infer_config, \
     init_random, load_weights
 from capeval.models.clip.preprocess import Preprocess
