@@ -21,7 +21,7 @@ from capeval.models.clip.lora import apply_lora, describe, has_lora
 from capeval.models.clip.model import ARCHITECTURES, CLIP, ClipConfig, build_model, clean_state_dict, get_config, infer_config
 from capeval.models.clip.preprocess import Preprocess
 from capeval.models.clip.tokenizer import ClipTokenizer, load_tokenizer, openai_vocab, train_bpe
-from capeval.errors import ResourceError
+from capeval.errors import InputError, ResourceError
 
 
 class ClipBackbone:
@@ -111,7 +111,7 @@ class ClipBackbone:
 
 
 # entries whose file is not a whole CLIP state dict (Alpha-CLIP files: capeval.models.clip.alpha)
-_NOT_CLIP = ("vocab", "alpha-clip")
+_NOT_CLIP = ("vocab", "alpha-clip", "hf-model")
 
 
 def _by_filename(path: Path) -> ck.Checkpoint | None:
@@ -141,6 +141,8 @@ def load_backbone(name_or_path: str | os.PathLike[str], device: str = "cpu", lor
         from capeval.models.clip.alpha import load_alpha_backbone  # imports this module: load it lazily
 
         return load_alpha_backbone(key, device=device, tokenizer=tokenizer, checkpoint_dir=checkpoint_dir)
+    if key in ck.CHECKPOINTS and ck.CHECKPOINTS[key].kind in _NOT_CLIP:
+        raise InputError(f"{key} is not a CLIP checkpoint (it is a {ck.CHECKPOINTS[key].kind} entry of the table)")
     if key in ck.CHECKPOINTS:
         entry = ck.get_checkpoint(key)
         path, digest = ck.resolve(entry, checkpoint_dir)
