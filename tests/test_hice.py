@@ -253,7 +253,7 @@ def bb():
 
 @pytest.fixture(scope="module")
 def parser():
-    require_module("spacy", "the default phrase parser is capeval's SPICE parser (spice extra)")
+    require_module("spacy", "the scorer tests' phrases come from capeval's SPICE parser (parser='spice', spice extra)")
     from capeval.metrics.hice.phrases import SpicePhrases
 
     p = SpicePhrases()
