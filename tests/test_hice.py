@@ -6,6 +6,7 @@ table and bad input."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 
@@ -168,6 +169,71 @@ def test_factual_parser_runs_a_tiny_random_t5():
     assert len(parser.signature_fields()["parser_sha256"]) == 16
 
 
+#: what the tiny FACTUAL model writes, token by token ("##" tokens join the previous word)
+FACT_OUTPUT = ["(", "man", ",", "v:ride", "##,", "horse", ")", "##(", "dog", "##)"]
+FACT_WORDS = ["<pad>", "</s>", "<unk>", *FACT_OUTPUT, "a", "the", "on", "grass", "Generate", "Scene", "Graph:"]
+
+
+def tiny_t5_folder(folder, seed=0):
+    """A tiny FACTUAL-shaped model saved as ``capeval download factual`` leaves it: a
+    T5ForConditionalGeneration (config + safetensors weights) and a word-level tokenizer
+    (tokenizer.json), built offline. Random weights (the encoder), except that the decoder is
+    set to map each token of FACT_OUTPUT to the next: it writes "( man, v:ride, horse )( dog)"
+    through the real generate/decode path."""
+    tf = require_module("transformers", "the FACTUAL parser runs through transformers")
+    tokenizers = require_module("tokenizers", "a word-level tokenizer for the tiny T5")
+    import torch
+
+    ids = {w: i for i, w in enumerate(FACT_WORDS)}
+    core = tokenizers.Tokenizer(tokenizers.models.WordLevel(ids, unk_token="<unk>"))
+    core.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    core.decoder = tokenizers.decoders.WordPiece(prefix="##")  # words joined by spaces, "##x" glued
+    tok = tf.PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+    d = 32
+    cfg = tf.T5Config(vocab_size=len(FACT_WORDS), d_model=d, d_kv=8, d_ff=d, num_layers=1, num_heads=2,
+                      feed_forward_proj="relu", decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    torch.manual_seed(seed)
+    model = tf.T5ForConditionalGeneration(cfg)
+    chain = [0] + [ids[w] for w in FACT_OUTPUT] + [1]  # decoder start -> ... -> </s>
+    with torch.no_grad():
+        # one-hot embeddings (tied to lm_head: the logits read the residual stream's coordinates);
+        # the decoder's attention outputs are zero, its feed-forward adds 10 x (next token) to
+        # the previous token, so the greedy and the beam answer is the chain
+        model.shared.weight.copy_(torch.eye(len(FACT_WORDS), d))
+        block = model.decoder.block[0]
+        block.layer[0].SelfAttention.o.weight.zero_()
+        block.layer[1].EncDecAttention.o.weight.zero_()
+        for norm in (block.layer[2].layer_norm, model.decoder.final_layer_norm):
+            norm.weight.fill_(1.0)
+        ff = block.layer[2].DenseReluDense
+        ff.wi.weight.copy_(torch.eye(d))
+        ff.wo.weight.zero_()
+        for prev, nxt in itertools.pairwise(chain):
+            ff.wo.weight[nxt, prev] = 10.0
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def t5_dir(tmp_path_factory):
+    return tiny_t5_folder(tmp_path_factory.mktemp("factual") / "flan-t5-base-VG-factual-sg")
+
+
+def test_factual_parser_loads_a_saved_folder(t5_dir):
+    from capeval.metrics.hice.factual import FactualParser
+
+    parser = FactualParser(str(t5_dir), beam_size=2, max_output_len=24)
+    caps = ["a man ride a horse", "a dog on the grass", "the horse"]
+    raw = parser.generate(caps)
+    assert raw == ["( man, v:ride, horse )( dog)"] * 3  # decoded with clean_up_tokenization_spaces
+    assert parser.phrases(caps) == [["man ride horse", "dog"]] * 3
+    sig = parser.signature_fields()
+    assert sig["parser"] == "factual-1" and sig["parser_model"] == str(t5_dir)
+    assert len(sig["parser_sha256"]) == 16 and int(sig["parser_sha256"], 16) >= 0
+
+
 # -- the scorer on the sample images --------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -188,7 +254,7 @@ def bb():
 
 @pytest.fixture(scope="module")
 def parser():
-    require_module("spacy", "the default phrase parser is capeval's SPICE parser (spice extra)")
+    require_module("spacy", "the scorer tests' phrases come from capeval's SPICE parser (parser='spice', spice extra)")
     from capeval.metrics.hice.phrases import SpicePhrases
 
     p = SpicePhrases()
@@ -328,6 +394,127 @@ def test_signature_records_every_choice(bb, parser, samples):
     assert "refs" not in rep["hice-s"].signature.to_dict()
 
 
+def _downloaded_factual(t5_dir, root):
+    """``root`` laid out as ``capeval download factual --dir root`` leaves it (the tiny model)."""
+    target = root / "factual" / "flan-t5-base-VG-factual-sg"
+    shutil.copytree(t5_dir, target)
+    return root
+
+
+def test_default_is_the_papers_factual_parser(bb, samples, t5_dir, tmp_path, monkeypatch):
+    """No parser option: the FACTUAL model from capeval's model folder; its phrases feed the
+    scores (against the independent recomputation) and the signature says so, with w=2.5 and
+    the crop mask geometry."""
+    from capeval.metrics.hice.factual import FactualParser
+    from capeval.metrics.hice.scorer import HiceScore
+
+    monkeypatch.setenv("CAPEVAL_CHECKPOINTS", str(_downloaded_factual(t5_dir, tmp_path / "models")))
+    s = HiceScore(backbone=bb, regions="grid")
+    assert isinstance(s.parser, FactualParser)
+    rep = s.score(samples["good_captions"], samples["refs"], images=SAMPLES / "images")
+    sig = rep["hice-s"].signature
+    text = str(sig)
+    assert "parser:factual-1" in text and "parser_model:lizhuang144/flan-t5-base-VG-factual-sg" in text
+    d = sig.to_dict()
+    assert d["w"] == 2.5 and d["mask_geometry"] == "crop" and d["parser_generate"] == "beams=5,in=64,out=128"
+    oracle_parser = FactualParser(str(t5_dir))
+    for i, cap in samples["good_captions"].items():
+        want = oracle(bb, oracle_parser, SAMPLES / "images" / f"{i}.jpg", cap, samples["refs"][i])
+        assert rep["hice-s"].items[i] == pytest.approx(want["hice-s"], abs=2e-5)
+        assert rep["ref-hice-s"].items[i] == pytest.approx(want["ref-hice-s"], abs=2e-5)
+        phrases = [p["text"] for p in rep["hice-s"].extras["explanations"][i]["phrases"]]
+        assert phrases == ["man ride horse", "dog"]  # what the tiny model writes, not the SPICE phrases
+    spice_sig = str(HiceScore(backbone=bb, regions="grid", parser=_FixedPhrases()).signature("hice-s"))
+    assert "parser:fixed" in spice_sig and "parser:factual" not in spice_sig
+
+
+class _FixedPhrases:
+    def phrases(self, captions):
+        return [["x"] for _ in captions]
+
+    def signature_fields(self):
+        return {"parser": "fixed"}
+
+
+def test_missing_factual_model_is_one_line_naming_download_and_spice(bb, tmp_path, monkeypatch):
+    from capeval.metrics.hice.factual import missing_message
+    from capeval.metrics.hice.scorer import HiceScore
+
+    monkeypatch.setenv("CAPEVAL_CHECKPOINTS", str(tmp_path / "empty"))
+    try:
+        HiceScore(backbone=bb, regions="grid")
+    except ResourceError as exc:
+        msg = str(exc)
+    else:  # this machine's Hugging Face cache holds the real model: the message is still checked below
+        msg = missing_message("lizhuang144/flan-t5-base-VG-factual-sg")
+    assert "\n" not in msg and "capeval download factual" in msg and "-O hice-s.parser=spice" in msg
+
+
+def test_capeval_download_factual_writes_a_checked_folder(t5_dir, tmp_path, monkeypatch, capsys):
+    from capeval.cli.main import main
+    from capeval.models import download as dl
+    from capeval.models.clip.checkpoints import read_state_dict, sha256_file
+
+    files = sorted(p.name for p in t5_dir.iterdir()) + ["tf_model.h5", "pytorch_model.bin", "sub/x.json"]
+    fetched: list[str] = []
+    monkeypatch.setattr(dl, "_hub_files", lambda repo: files if repo == "lizhuang144/flan-t5-base-VG-factual-sg" else [])
+
+    def fetch(repo, name, folder):
+        fetched.append(name)
+        shutil.copy(t5_dir / name, folder / name)
+
+    monkeypatch.setattr(dl, "_hub_fetch", fetch)
+    root = tmp_path / "models"
+    assert main(["download", "factual", "--dir", str(root)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    target = root / "factual" / "flan-t5-base-VG-factual-sg"
+    assert out["path"] == str(target) and out["sha256"] == sha256_file(target / "model.safetensors")
+    assert "model.safetensors" in fetched and "tf_model.h5" not in fetched and "pytorch_model.bin" not in fetched
+    assert read_state_dict(target / "model.safetensors")  # the weights as fetched
+    assert not [p for p in root.joinpath("factual").iterdir() if p.name.startswith(".")]  # no temporary left
+    assert main(["download", "--list", "--json", "--dir", str(root)]) == 0
+    entry = json.loads(capsys.readouterr().out)["entries"]["factual/flan-t5-base-VG-factual-sg"]
+    assert entry["present"] and entry["sha256"] is None and entry["kind"] == "hf-model"
+    # an HTML page instead of the weights: refused, nothing written
+    monkeypatch.setattr(dl, "_hub_fetch", lambda repo, name, folder: (folder / name).write_bytes(
+        b"<!DOCTYPE html><html>rate limited</html>" if name == "model.safetensors" else (t5_dir / name).read_bytes()))
+    other = tmp_path / "other"
+    assert main(["download", "factual", "--dir", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "nothing was written" in err and "HTML" in err.upper()
+    assert not (other / "factual" / "flan-t5-base-VG-factual-sg").exists()
+    assert not [p for p in (other / "factual").iterdir()]
+
+
+def test_cli_without_factual_weights_prints_one_line(samples, tmp_path):
+    """`capeval score -m hice-s` as a user runs it, with no FACTUAL model anywhere (empty model
+    folder and Hugging Face cache, offline): exit 2, one stderr line, no traceback."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    require_module("transformers", "the FACTUAL parser runs through transformers")
+    cands = tmp_path / "c.json"
+    cands.write_text(json.dumps(samples["good_captions"]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"),
+               CAPEVAL_CHECKPOINTS=str(tmp_path / "models"), HF_HOME=str(tmp_path / "hf"),
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.pop("HF_HUB_CACHE", None)
+    env.pop("TRANSFORMERS_CACHE", None)
+    proc = subprocess.run([sys.executable, "-m", "capeval.cli", "score", "-m", "hice-s", "-c", str(cands),
+                           "--images", str(SAMPLES / "images"), "-q"], capture_output=True, text=True, env=env,
+                          timeout=300, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0] == ("capeval: error: hice-s parser='factual': the FACTUAL model "
+                        "lizhuang144/flan-t5-base-VG-factual-sg is not on this machine: run `capeval download "
+                        "factual` once online, or score offline with the SPICE parser, -O hice-s.parser=spice "
+                        "(parser='spice' in Python; not the published pipeline)")
+
+
 def test_one_reference_makes_every_reference_mode_equal(bb, parser, samples):
     one = {i: r[:1] for i, r in samples["refs"].items()}
     runs = [scorer(bb, parser, metrics=("ref-hice-s",), refs=a, ref_phrases=b)
@@ -439,7 +626,7 @@ def test_cli_explain_writes_files_and_refuses_metrics_without_explanations(bb, p
     cands.write_text(json.dumps(samples["good_captions"]))
     out = tmp_path / "explain"
     code = main(["score", "-m", "hice-s", "-c", str(cands), "--images", str(SAMPLES / "images"), "-O",
-                 "hice-s.regions=grid", "--explain", str(out), "-q"])
+                 "hice-s.regions=grid", "-O", "hice-s.parser=spice", "--explain", str(out), "-q"])
     text, err = capsys.readouterr()
     assert code == 0, err
     assert sorted(p.name for p in out.iterdir()) == ["image1.json", "image1.png", "image2.json", "image2.png"]
@@ -526,9 +713,9 @@ def test_missing_spacy_names_the_extra(monkeypatch):
 @pytest.mark.slow
 def test_real_weights_when_present(samples, tmp_path):
     """The published pipeline (Alpha-CLIP ViT-L/14 over OpenAI's weights, SAM ViT-B through
-    transformers, SPICE phrases) on the sample images, when the user has the weights; not in CI
-    (no network, no weights there)."""
-    require_module("spacy", "HICE-S's default phrases come from SPICE's parser")
+    transformers, FACTUAL phrases) on the sample images, when the user has the weights; not in
+    CI (no network, no weights there)."""
+    require_module("transformers", "HICE-S's default phrases come from the FACTUAL parser")
     from capeval.errors import CapevalError
     from capeval.metrics.hice.scorer import HiceScore
 

@@ -158,6 +158,39 @@ def test_parse_first_integer(answer, score):
     assert parse.parse_answer(answer).score == score
 
 
+# issue 24: an echo of the scale followed by a full stop is still an echo
+@pytest.mark.parametrize("answer, score, clipped", [
+    ("Score: 85/100", 85.0, False),
+    ("between 0 and 100. 90", 90.0, False),
+    ("0 to 100.\nScore: 33", 33.0, False),
+    ("Rating: 150", 100.0, True),
+    ("Your rating must be between 0 and 100. 90", 90.0, False),
+    ("0-100. 42", 42.0, False),
+    ("0-100.5 is not a scale, 7", 0.0, False),  # "100.5" is a number: no echo, the first integer is 0
+    ("Score: 5.0 to 100", 5.0, False),  # "0 to 100" inside "5.0 to 100" is no echo
+])
+def test_parse_issue24_answer_shapes(answer, score, clipped):
+    got = parse.parse_answer(answer)
+    assert (got.score, got.clipped, got.error) == (score, clipped, None)
+
+
+def test_parse_unparsable_word_is_an_error_or_zero():
+    assert parse.parse_answer("eighty").score is None and parse.parse_answer("eighty").error
+    assert parse.parse_answer("eighty", unparsed="zero").score == 0.0
+
+
+@pytest.mark.parametrize("answer, score", [
+    # the reference code's get_digit_scores: re.findall("[0-9]+") -> first, as int, no clipping
+    ("between 0 and 100. 90", 0.0), ("Rating: 150", 150.0), ("Score: 85/100", 85.0), ("0-100. 42", 0.0),
+])
+def test_parse_reference_rule_is_the_first_integer(answer, score):
+    assert re.findall("[0-9]+", answer)[0] == str(int(score))  # the transcription of the reference
+    got = parse.parse_answer(answer, rule="reference")
+    assert got.score == score and not got.clipped
+    with pytest.raises(InputError, match="parse_rule"):
+        parse.parse_answer(answer, rule="official")
+
+
 def test_parse_no_number_is_an_error_unless_zero_asked():
     for answer in ("The caption is fine.", "", "Rate (0-100):"):
         p = parse.parse_answer(answer)
@@ -483,6 +516,27 @@ def test_server_scores_and_extras(server, tmp_path, image_dir):
     assert "backend:openai" in sig and "model:tiny-vlm" in sig and "rating_prompt:visce_2.txt@" in sig
 
 
+def test_server_issue24_answers_clipped_counted_and_reference_rule(server, tmp_path, image_dir):
+    answers = {"a": "Score: 85/100", "b": "between 0 and 100. 90", "c": "0 to 100.\nScore: 33",
+               "d": "Rating: 150", "e": "eighty", "f": "Your rating must be between 0 and 100. 90",
+               "g": "0-100. 42"}
+    server.script = {c: [("ok", a)] for c, a in answers.items()}
+    caps = {c: c for c in answers}
+    res = _server_scorer(server, tmp_path).score(caps, images=_images(image_dir, caps), skip_bad_items=True)["visce2"]
+    assert dict(res.items) == {"a": 85.0, "b": 90.0, "c": 33.0, "d": 100.0, "f": 90.0, "g": 42.0}
+    assert res.extras["clipped"] == {"d": "Rating: 150"} and res.extras["n_clipped"] == 1
+    assert res.skipped == ("e",) and res.extras["errors"]["e"]["answer"] == "eighty"
+    assert "parse:first-int,scale-echo-removed,clip[0,100]" in str(res.signature)
+    zero = _server_scorer(server, tmp_path, unparsed="zero").score(caps, images=_images(image_dir, caps))["visce2"]
+    assert zero.items["e"] == 0.0 and "e" in zero.extras["errors"]
+    ref = _server_scorer(server, tmp_path, parse_rule="reference").score(
+        caps, images=_images(image_dir, caps), skip_bad_items=True)["visce2"]
+    assert dict(ref.items) == {"a": 85.0, "b": 0.0, "c": 0.0, "d": 150.0, "f": 0.0, "g": 0.0}
+    assert ref.extras["n_clipped"] == 0 and "parse:first-int(reference)" in str(ref.signature)
+    with pytest.raises(InputError, match="parse_rule"):
+        _server_scorer(server, tmp_path, parse_rule="first")
+
+
 def test_server_retries_transient_failures(server, tmp_path, image_dir):
     server.script = {"slow": [("sleep", 1.5, "61"), ("ok", "62")], "busy": [("status", 429), ("ok", "70")],
                      "err": [("status", 500), ("status", 503), ("ok", "80")],
@@ -656,6 +710,87 @@ def test_evaluator_routes_and_validates_options(server, tmp_path, image_dir, mon
     assert out["visce2"].items["x"] == 50.0
     with pytest.raises(InputError, match="no option 'temprature'"):
         capeval.Evaluator("visce2", options={"visce2": {"temprature": 0.2}}, strict=True)
+
+
+def _decode_data_url(url):
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    head, b64 = url.split(",", 1)
+    with Image.open(io.BytesIO(base64.b64decode(b64))) as im:
+        return head, np.asarray(im.convert("RGB"))
+
+
+def _expand2square_transcribed(pil, mean):
+    """LLaVA mm_utils.expand2square as its paper code writes it, with the processor's mean colour."""
+    from PIL import Image
+
+    fill = tuple(int(x * 255) for x in mean)
+    w, h = pil.size
+    if w == h:
+        return pil
+    if w > h:
+        out = Image.new(pil.mode, (w, w), fill)
+        out.paste(pil, (0, (w - h) // 2))
+        return out
+    out = Image.new(pil.mode, (h, h), fill)
+    out.paste(pil, ((h - w) // 2, 0))
+    return out
+
+
+def test_both_backends_send_the_same_pixels(tiny_llava, server, tmp_path, image_dir, monkeypatch):
+    """The server receives exactly the padded image the transformers backend gives its processor."""
+    import numpy as np
+    import transformers as tf
+    from PIL import Image
+
+    model, proc = tiny_llava
+    mean = proc.image_processor.image_mean
+    assert [int(x * 255) for x in mean] == [122, 116, 104]  # CLIP's mean, as LLaVA-1.5's processor
+    seen: list = []
+    original = tf.LlavaProcessor.__call__
+
+    def spy(self, *args, **kwargs):
+        seen.extend(np.asarray(im) for im in kwargs["images"])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(tf.LlavaProcessor, "__call__", spy)
+    rng = np.random.default_rng(7)
+    noisy = image_dir / "noisy.png"
+    Image.fromarray(rng.integers(0, 256, (13, 21, 3), dtype=np.uint8)).save(noisy)
+    files = [image_dir / "img0.png", image_dir / "img1.png", image_dir / "img2.png", noisy]
+    backend = _transformers_backend(model, proc, batch_size=1, max_new_tokens=2)
+    backend.generate([Request(str(k), f, "p") for k, f in enumerate(files)], lambda i, a: None)
+    assert len(seen) == len(files)
+    _server_scorer(server, tmp_path, metrics=("visce2-vanilla",)).score(
+        {str(k): "cap" for k in range(len(files))}, images={str(k): f for k, f in enumerate(files)})
+    sent = {}
+    for body in server.bodies:
+        head, arr = _decode_data_url(body["messages"][0]["content"][0]["image_url"]["url"])
+        sent[arr.tobytes() + str(arr.shape).encode()] = (head, arr)
+    for k, f in enumerate(files):
+        with Image.open(f) as im:
+            want = np.asarray(_expand2square_transcribed(im.convert("RGB"), mean))
+        assert np.array_equal(seen[k], want)
+        assert want.tobytes() + str(want.shape).encode() in sent  # pixel-identical on the wire
+        assert want.shape[0] == want.shape[1]
+    assert tuple(seen[0][0, 0]) == (122, 116, 104)  # 40x30: a padded top row
+    # pad_to_square=False sends the file's bytes as they are
+    server.bodies.clear()
+    _server_scorer(server, tmp_path, metrics=("visce2-vanilla",), pad_to_square=False, cache=None).score(
+        {"0": "cap"}, images={"0": files[0]})
+    import base64
+
+    url = server.bodies[0]["messages"][0]["content"][0]["image_url"]["url"]
+    assert base64.b64decode(url.split(",", 1)[1]) == files[0].read_bytes()
+    sig_pad = str(_server_scorer(server, tmp_path).signature("visce2"))
+    sig_raw = str(_server_scorer(server, tmp_path, pad_to_square=False).signature("visce2"))
+    assert "pad_to_square:clip-mean(122,116,104)" in sig_pad and "pad_to_square:False" in sig_raw
+    with pytest.raises(InputError, match="pad_to_square"):
+        _server_scorer(server, tmp_path, pad_to_square="yes")
 
 
 def test_llava_loaded_from_a_local_folder_and_shared(tmp_path, image_dir):

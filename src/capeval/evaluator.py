@@ -95,6 +95,9 @@ class Evaluator:
 
     def _build(self, spec: registry.MetricSpec, members: list[str], opts: dict[str, Any]) -> Any:
         cls = spec.factory_class()
+        preflight = getattr(cls, "preflight", None)
+        if preflight is not None:  # cheap checks (a missing model) before the backbone is loaded
+            preflight(opts)
         default = getattr(cls, "default_backbone", None)
         if default is not None:
             name = opts.get("backbone") or default

@@ -151,7 +151,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # the paper has no w; 2.5 is the scale of its reported numbers and of its 0.5 thresholds
     # (capeval.metrics.hice.explain); regions: SAM through transformers (the paper's MobileSAMv2
     # has no package: regions=mobilesamv2 when installed, regions=grid without weights)
-    "hice-s": {"backbone": "alpha-clip/ViT-L-14-grit20m", "w": 2.5, "regions": "sam"},
+    "hice-s": {"backbone": "alpha-clip/ViT-L-14-grit20m", "w": 2.5, "regions": "sam", "parser": "factual"},
 }
 
 _CLIP_FAMILIES = (
@@ -190,14 +190,14 @@ def _clip_specs() -> list[MetricSpec]:
 
 def _hice_specs() -> list[MetricSpec]:
     d = DEFAULTS["hice-s"]
-    setup = f"{d['backbone']}, regions={d['regions']}, SPICE-parser phrases, w={d['w']}"
+    setup = f"{d['backbone']}, regions={d['regions']}, FACTUAL-parser phrases, w={d['w']}"
     factory = "capeval.metrics.hice.scorer:HiceScore"
     return [
         MetricSpec(
             name="hice-s", factory=factory, group="hice", needs=frozenset({"images"}), accepts=_IMAGE_IN,
             range=(0.0, "w"), extra="clip", reference=_HICE, aliases=_aliases("hice-s"),
             description=f"HICE-S: w*hMean(global image-caption cos, local region-phrase P/R); {setup}; "
-                        "higher is better (default phrase parser needs the spice extra)",
+                        "higher is better (phrases: `capeval download factual`, or -O hice-s.parser=spice offline)",
         ),
         MetricSpec(
             name="ref-hice-s", factory=factory, group="hice", needs=frozenset({"images", "references"}),

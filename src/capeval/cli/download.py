@@ -11,10 +11,11 @@ from urllib.parse import urlparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("download", help="download CLIP/PAC-S checkpoints and the CLIP vocabulary",
+    p = sub.add_parser("download", help="download CLIP/PAC-S/Alpha-CLIP checkpoints, the FACTUAL parser and the CLIP vocabulary",
                        description="Download model files named in capeval's checkpoint table, verifying them.")
     p.add_argument("names", nargs="*", metavar="NAME",
-                   help="checkpoint names (see --list); 'spice': CoreNLP 3.6.0 for spice-java (sha256-checked)")
+                   help="checkpoint names (see --list); 'spice': CoreNLP 3.6.0 for spice-java (sha256-checked); "
+                        "'factual': hice-s's FACTUAL phrase parser (a Hugging Face hub folder)")
     p.add_argument("--dir", help="target folder (default: $CAPEVAL_CHECKPOINTS or <cache>/clip)")
     p.add_argument("--list", action="store_true", help="show the checkpoint table and which files are present")
     p.add_argument("--json", action="store_true", help="with --list: the table as JSON")
@@ -65,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
             paths = download_corenlp(args.dir, args.force)
             print(json.dumps({"name": "spice", "paths": [str(p) for p in paths]}))
             continue
+        if name.lower() == "factual":  # short name of the FACTUAL parser's entry
+            from capeval.models.clip.checkpoints import FACTUAL_HUB, by_hub
+
+            name = by_hub(FACTUAL_HUB).name  # type: ignore[union-attr]
         path, digest = download(name, args.dir, args.force)
         print(json.dumps({"name": name, "path": str(path), "sha256": digest}))
         sys.stdout.flush()

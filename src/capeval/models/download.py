@@ -4,6 +4,12 @@ verify them and write them atomically; ``capeval download`` is a front end to :f
 Verification, one rule for all entries: a published sha256 must match; an entry without one
 is accepted only when the file is a readable state dict (not an HTML page, an empty or a
 truncated file). The architecture is checked when the checkpoint is loaded.
+
+``hf-model`` entries (the FACTUAL parser) are Hugging Face hub repositories: their config,
+tokenizer files and one weights file (safetensors preferred) are fetched with
+``huggingface_hub`` into a temporary folder, checked by the same rule (readable config, a
+tokenizer, weights a readable state dict) and moved into place; the sha256 reported is the
+weights file's.
 """
 
 from __future__ import annotations
@@ -82,6 +88,8 @@ def download(name: str, directory: str | os.PathLike[str] | None = None, force: 
 
     entry = ck.get_checkpoint(name)
     target = ck.local_path(entry, directory)
+    if entry.kind == "hf-model":
+        return download_hub_folder(entry, target, force)
     validate = validator(entry)
     if target.is_file() and not force:
         got = ck.sha256_file(target)
@@ -106,3 +114,102 @@ def download(name: str, directory: str | os.PathLike[str] | None = None, force: 
             errors.append(f"{url}: {type(exc).__name__}: {exc}")
     raise ResourceError(f"could not download {name} ({'; '.join(errors)}); download {entry.filename} "
                         f"by hand and put it at {target}")
+
+
+# -- hub folders (kind hf-model) ------------------------------------------------------------
+
+#: weights files of a transformers checkpoint, in order of preference (one is fetched)
+HUB_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+#: other files fetched: config and tokenizer (spiece.model, tokenizer.json, ...)
+HUB_SUFFIXES = (".json", ".model", ".txt")
+
+
+def _hub_files(repo: str) -> list[str]:
+    """File names of hub repository ``repo`` (one network call; patched in tests)."""
+    from huggingface_hub import HfApi
+
+    return list(HfApi().list_repo_files(repo))
+
+
+def _hub_fetch(repo: str, filename: str, folder: Path) -> None:
+    """Fetch ``filename`` of ``repo`` into ``folder`` (patched in tests)."""
+    from huggingface_hub import hf_hub_download
+
+    hf_hub_download(repo, filename, local_dir=str(folder))
+
+
+def hub_selection(files: list[str]) -> list[str]:
+    """The files to fetch: top-level config/tokenizer files and the preferred weights file."""
+    top = [f for f in files if "/" not in f]
+    weights = next((w for w in HUB_WEIGHTS if w in top), None)
+    return [f for f in top if f.endswith(HUB_SUFFIXES)] + ([weights] if weights else [])
+
+
+def check_hub_folder(folder: Path) -> Path:
+    """The weights file of a transformers checkpoint folder; ResourceError when the folder is
+    not one (no config, no tokenizer, no weights or unreadable weights)."""
+    import json
+
+    from capeval.errors import ResourceError
+    from capeval.models.clip.checkpoints import read_state_dict
+
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ResourceError(f"{folder}: no readable config.json ({type(exc).__name__})") from None
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise ResourceError(f"{folder}/config.json is not a transformers config (no model_type)")
+    if not any((folder / t).is_file() for t in ("tokenizer.json", "spiece.model", "tokenizer_config.json")):
+        raise ResourceError(f"{folder}: no tokenizer files (tokenizer.json or spiece.model)")
+    weights = next((folder / w for w in HUB_WEIGHTS if (folder / w).is_file()), None)
+    if weights is None:
+        raise ResourceError(f"{folder}: no weights file ({' or '.join(HUB_WEIGHTS)})")
+    read_state_dict(weights, trusted=False)
+    return weights
+
+
+def download_hub_folder(entry: Any, target: Path, force: bool = False) -> tuple[Path, str]:
+    """Fetch hub repository ``entry.hub`` into folder ``target`` (atomically: a temporary
+    folder, checked, then renamed); returns ``(target, sha256 of the weights file)``."""
+    import shutil
+
+    from capeval.errors import ResourceError
+    from capeval.models.clip.checkpoints import sha256_file
+
+    if target.is_dir() and not force:
+        try:
+            return target, sha256_file(check_hub_folder(target))
+        except ResourceError as exc:  # a broken earlier download: fetch it again
+            print(f"capeval: {exc}; downloading it again", file=sys.stderr)
+    from capeval._optional import require
+
+    require("huggingface_hub", purpose=f"capeval download {entry.name}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent))
+    try:
+        try:
+            names = hub_selection(_hub_files(entry.hub))
+            if not names:
+                raise ResourceError(f"{entry.hub} on the hub has no config/tokenizer/weights files")
+            for name in names:
+                _hub_fetch(entry.hub, name, tmp)
+        except ResourceError:
+            raise
+        except Exception as exc:  # network and hub errors come in many types
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ResourceError(f"could not download {entry.name} from https://huggingface.co/{entry.hub} "
+                                f"({type(exc).__name__}: {first[:160]}); nothing was written") from None
+        shutil.rmtree(tmp / ".cache", ignore_errors=True)  # huggingface_hub's download metadata
+        try:
+            weights = check_hub_folder(tmp)
+        except ResourceError as exc:
+            raise ResourceError(str(exc).replace(str(tmp), f"the download of {entry.name}") +
+                                "; nothing was written") from None
+        digest = sha256_file(weights)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+        return target, digest
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

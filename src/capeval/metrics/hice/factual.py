@@ -79,21 +79,25 @@ class FactualParser:
     """Caption -> phrases with a FACTUAL flan-t5 model (loaded by hub name or folder, or given).
 
     ``model``/``tokenizer``: loaded objects (tests, custom fine-tunes); otherwise
-    ``AutoModelForSeq2SeqLM`` / ``AutoTokenizer`` ``from_pretrained(checkpoint)``, read from the
-    local Hugging Face cache when offline. Each distinct caption is generated once per parser.
+    ``AutoModelForSeq2SeqLM`` / ``AutoTokenizer`` ``from_pretrained`` of (:func:`locate`) a
+    folder, the folder ``capeval download factual`` wrote for a hub name of the checkpoint
+    table, or the hub name itself (the Hugging Face cache). Each distinct caption is generated
+    once per parser.
     """
 
     name = "factual"
 
     def __init__(self, checkpoint: str | os.PathLike[str] = DEFAULT_CHECKPOINT, *, model: Any = None,
                  tokenizer: Any = None, device: str = "cpu", beam_size: int = 5, max_input_len: int = 64,
-                 max_output_len: int = 128, batch_size: int = 32):
+                 max_output_len: int = 128, batch_size: int = 32,
+                 checkpoint_dir: str | os.PathLike[str] | None = None):
         self.checkpoint = os.fspath(checkpoint)
         self.device = device
         self.beam_size, self.batch_size = int(beam_size), int(batch_size)
         self.max_input_len, self.max_output_len = int(max_input_len), int(max_output_len)
-        self.model = model if model is not None else _load(self.checkpoint, "model")
-        self.tokenizer = tokenizer if tokenizer is not None else _load(self.checkpoint, "tokenizer")
+        source = locate(self.checkpoint, checkpoint_dir) if model is None or tokenizer is None else self.checkpoint
+        self.model = model if model is not None else _load(self.checkpoint, source, "model")
+        self.tokenizer = tokenizer if tokenizer is not None else _load(self.checkpoint, source, "tokenizer")
         if hasattr(self.model, "to"):
             self.model = self.model.to(device)
         if hasattr(self.model, "eval"):
@@ -133,19 +137,69 @@ class FactualParser:
         return [fact_phrases(parse_facts(t)) for t in self.generate(captions)]
 
 
-def _load(name: str, what: str) -> Any:
+def locate(checkpoint: str, directory: str | os.PathLike[str] | None = None) -> str:
+    """Where to load ``checkpoint`` from: an existing folder as it is; a hub name of the
+    checkpoint table from capeval's model folder (``directory``, default ``$CAPEVAL_CHECKPOINTS``
+    or the cache) when ``capeval download`` put it there;
+    otherwise the hub name (transformers reads the Hugging Face cache)."""
+    if os.path.isdir(os.path.expanduser(checkpoint)):
+        return os.path.expanduser(checkpoint)
+    from capeval.models.clip.checkpoints import by_hub, local_path
+
+    entry = by_hub(checkpoint)
+    if entry is not None and entry.present(directory):
+        return str(local_path(entry, directory))
+    return checkpoint
+
+
+def missing_message(name: str) -> str:
+    """The one-line error of a FACTUAL model that is not on this machine."""
+    from capeval.models.clip.checkpoints import by_hub
+
+    entry = by_hub(name)
+    how = ("run `capeval download factual` once online" if entry is not None else
+           "download it once online (it is then read from the Hugging Face cache) or give a folder saved "
+           "with save_pretrained")
+    return (f"hice-s parser='factual': the FACTUAL model {name} is not on this machine: {how}, or score "
+            "offline with the SPICE parser, -O hice-s.parser=spice (parser='spice' in Python; not the "
+            "published pipeline)")
+
+
+def check_available(name: str, directory: str | os.PathLike[str] | None = None) -> None:
+    """Raise the one-line :func:`missing_message` unless the model ``name`` can be loaded:
+    a folder, capeval's downloaded copy, or a config transformers finds (the Hugging Face
+    cache; only the small config is read)."""
+    source = locate(name, directory)
+    if os.path.isdir(source):
+        return
     from capeval._optional import require
 
     tf = require("transformers", purpose="hice-s parser='factual'")
     try:
+        tf.AutoConfig.from_pretrained(source)
+    except OSError:
+        raise ResourceError(missing_message(name)) from None
+    except ValueError as exc:  # found, but not a config transformers reads
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ResourceError(f"hice-s parser='factual': {name} is not a transformers model ({first[:200]})") from None
+
+
+def _load(name: str, source: str, what: str) -> Any:
+    from capeval._optional import require
+
+    tf = require("transformers", purpose="hice-s parser='factual'")
+    local = os.path.isdir(source)
+    try:
         if what == "model":
-            return tf.AutoModelForSeq2SeqLM.from_pretrained(name)
-        return tf.AutoTokenizer.from_pretrained(name)
+            return tf.AutoModelForSeq2SeqLM.from_pretrained(source)
+        return tf.AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError, KeyError, TypeError) as exc:
+        if not local and isinstance(exc, OSError):  # not in the cache, offline or unreachable
+            raise ResourceError(missing_message(name)) from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ResourceError(f"FACTUAL parser {name!r}: cannot load its {what} ({first}); download it once online "
-                            "(it is then read from the Hugging Face cache) or give a folder saved with "
-                            "save_pretrained") from exc
+        raise ResourceError(f"hice-s parser='factual': cannot load the {what} of the FACTUAL model {name} from "
+                            f"{source} ({first[:200]}); run `capeval download factual --force`, or score with "
+                            "-O hice-s.parser=spice") from None
 
 
 def _fingerprint(model: Any) -> str:

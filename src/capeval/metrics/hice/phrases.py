@@ -4,15 +4,19 @@ A *phrase parser* turns captions into short texts, one per fact, that the Alpha-
 tower embeds (f_{C,m} = C_t(r_{C,m})). Anything with ``phrases(captions) -> list[list[str]]``
 and ``signature_fields() -> dict`` works; two are built in:
 
-- ``"spice"`` (default, offline): capeval's SPICE scene-graph parser (spaCy, no Java;
+- ``"factual"`` (default): the paper's choice (Zeng et al. 2024, Sec. 4.1: "TextGraphParser",
+  FACTUAL [26]), the FACTUAL flan-t5 parser ``lizhuang144/flan-t5-base-VG-factual-sg``
+  (:mod:`capeval.metrics.hice.factual`); needs transformers and the model's weights
+  (``capeval download factual``; missing weights are a one-line error naming the command
+  and the offline alternative).
+- ``"spice"`` (offline, no weights): capeval's SPICE scene-graph parser (spaCy, no Java;
   :mod:`capeval.metrics.spice.parser`), raw captions PTB-tokenised first. Its
   :meth:`~capeval.metrics.spice.caption_graph.CaptionGraph.phrases` gives ``"man ride horse"``
   per relation, ``"brown horse"`` per attribute and, with ``objects="unrelated"`` (default),
   the objects that are in no relation or attribute, so "a dog." still has a phrase.
   ``objects="none"`` keeps relations and attributes only (closest to the paper's triples);
-  ``"all"`` adds every object. Needs the ``spice`` extra.
-- ``"factual"``: the paper's choice, the FACTUAL flan-t5 parser by hub name
-  (:mod:`capeval.metrics.hice.factual`); needs transformers and the model's weights.
+  ``"all"`` adds every object. Needs the ``spice`` extra. Its phrases are not the paper's, so
+  its scores are not HICE-S as published (the signature says ``parser:spacy-...``).
 
 :func:`phrases_or_caption` applies the "no phrase" rule: a caption without any phrase is
 its own single phrase.
@@ -47,8 +51,8 @@ class SpicePhrases:
 
         if objects not in OBJECT_MODES:
             raise InputError(f"hice-s option phrase_objects={objects!r}: use one of {', '.join(OBJECT_MODES)}")
-        require("spacy", extra="spice", purpose="hice-s's default phrase parser (parser='spice'; "
-                "parser='factual' uses transformers instead)")
+        require("spacy", extra="spice", purpose="hice-s parser='spice' (the default parser='factual' uses "
+                "transformers instead)")
         from capeval.metrics.spice.parser import DEFAULT_MODEL, SceneGraphParser
 
         self.parser = SceneGraphParser(spacy_model or DEFAULT_MODEL, tokenize=True)
@@ -62,9 +66,9 @@ class SpicePhrases:
         return [g.phrases(self.objects) for g in self.parser.scene_graphs(list(captions))]
 
 
-def make_parser(parser: Any = "spice", model: str | None = None, objects: str = "unrelated",
-                device: str = "cpu") -> Any:
-    """A phrase parser by name (``"spice"``, ``"factual"``) or a given object with ``phrases``.
+def make_parser(parser: Any = "factual", model: str | None = None, objects: str = "unrelated",
+                device: str = "cpu", checkpoint_dir: str | None = None) -> Any:
+    """A phrase parser by name (``"factual"``, the default, or ``"spice"``) or a given object with ``phrases``.
 
     ``model``: the spaCy pipeline (``"spice"``, default ``en_core_web_sm``) or the FACTUAL
     checkpoint (``"factual"``, default ``lizhuang144/flan-t5-base-VG-factual-sg``).
@@ -80,7 +84,7 @@ def make_parser(parser: Any = "spice", model: str | None = None, objects: str = 
     if key == "factual":
         from capeval.metrics.hice.factual import DEFAULT_CHECKPOINT, FactualParser
 
-        return FactualParser(model or DEFAULT_CHECKPOINT, device=device)
+        return FactualParser(model or DEFAULT_CHECKPOINT, device=device, checkpoint_dir=checkpoint_dir)
     raise InputError(f"hice-s option parser={parser!r}: use one of {', '.join(PARSERS)}")
 
 

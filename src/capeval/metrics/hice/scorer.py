@@ -25,8 +25,12 @@ Choices where the paper is silent (all options, all in the signature):
   SAM's own everything-mode defaults) because the paper's MobileSAMv2 has no package and no
   hub weights (``regions="mobilesamv2"`` runs it when installed); ``"grid"`` is a no-weights
   fallback whose scores are not HICE-S as published. ``region_options`` go to the backend.
-- Phrases: ``parser="spice"`` (capeval's SPICE scene-graph parser, offline) by default;
-  ``"factual"`` is the paper's FACTUAL flan-t5 parser (``parser_model`` = hub name).
+- Phrases: ``parser="factual"`` (default), the paper's FACTUAL flan-t5 parser (Sec. 4.1,
+  ``parser_model`` = hub name or folder, default ``lizhuang144/flan-t5-base-VG-factual-sg``,
+  fetched by ``capeval download factual``); ``"spice"`` (capeval's SPICE scene-graph parser,
+  offline, no weights) is an option whose scores are not HICE-S as published.
+- Alpha-CLIP masks: ``crop`` geometry (the mask resized and centre-cropped as the image; in
+  the signature with the backbone), see :mod:`capeval.models.clip.alpha_mask`.
 System score: mean of item scores. Extras: ``parts`` (every part, on the w scale), counters,
 and with ``explanations=True`` (default) per-item ``explanations`` (schema in :mod:`.explain`); with
 ``explain_dir`` (or :meth:`HiceScore.explain`) each item's ``<id>.json`` and ``<id>.png`` are
@@ -67,7 +71,7 @@ class HiceScore(ScorerBase):
 
     def __init__(self, metrics: Sequence[str] | None = None, backbone: Any = None, device: str = "cpu",
                  regions: Any = DEFAULTS["hice-s"]["regions"], region_options: dict[str, Any] | None = None,
-                 max_regions: int | None = None, parser: Any = "spice", parser_model: str | None = None,
+                 max_regions: int | None = None, parser: Any = DEFAULTS["hice-s"]["parser"], parser_model: str | None = None,
                  phrase_objects: str = "unrelated", refs: str = "max", ref_phrases: str = "pool",
                  w: float = DEFAULTS["hice-s"]["w"], prompt: str = "", incorrect_below: float = 0.5,
                  unmentioned_below: float = 0.5, explanations: bool = True, explain_dir: str | None = None,
@@ -89,6 +93,8 @@ class HiceScore(ScorerBase):
         self.incorrect_below, self.unmentioned_below = float(incorrect_below), float(unmentioned_below)
         self.explanations, self.explain_dir = bool(explanations), explain_dir
         self.text_batch_size, self.cache = text_batch_size, cache
+        # the parser first: a missing FACTUAL model is reported before Alpha-CLIP and SAM load
+        self.parser = make_parser(parser, parser_model, phrase_objects, device, checkpoint_dir)
         if backbone is None or isinstance(backbone, (str, os.PathLike)):
             from capeval.models.clip.backbone import load_backbone
 
@@ -100,8 +106,17 @@ class HiceScore(ScorerBase):
         self.regions = self._region_backend(regions, dict(region_options or {}), device)
         self.embedder = RegionEmbedder(backbone, self.regions, batch_size, cache, max_regions)
         self.max_regions = max_regions
-        self.parser = make_parser(parser, parser_model, phrase_objects, device)
         self._signatures: dict[tuple[str, str], Signature] = {}
+
+    @classmethod
+    def preflight(cls, options: Mapping[str, Any]) -> None:
+        """Before any model loads: the default FACTUAL parser's model must be on this machine
+        (one-line :class:`ResourceError` naming ``capeval download factual`` and ``parser=spice``)."""
+        parser = options.get("parser", DEFAULTS["hice-s"]["parser"])
+        if isinstance(parser, str) and parser.strip().lower() == "factual":
+            from capeval.metrics.hice.factual import DEFAULT_CHECKPOINT, check_available
+
+            check_available(options.get("parser_model") or DEFAULT_CHECKPOINT, options.get("checkpoint_dir"))
 
     def _region_backend(self, regions: Any, options: dict[str, Any], device: str) -> Any:
         if not isinstance(regions, str):

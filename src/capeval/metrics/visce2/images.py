@@ -3,6 +3,12 @@
 An image is a file path, a PIL image or an HxW(xC) uint8 array. Its identity for the cache is
 the sha256 of the file's bytes (paths) or of mode, size and pixels (in-memory images), so a
 renamed or copied file keeps its cached visual context.
+
+LLaVA-1.5 (``image_aspect_ratio: pad``) centres each image on a square canvas filled with its
+image processor's mean colour before the CLIP preprocessing (LLaVA ``mm_utils.py``
+``expand2square``, called with ``tuple(int(x * 255) for x in image_processor.image_mean)``):
+:func:`expand_to_square` and :func:`mean_fill`. Both backends apply it by default, so a
+server receives the pixels LLaVA's own preprocessing sees.
 """
 
 from __future__ import annotations
@@ -90,8 +96,53 @@ def to_pil(image: Any, item: str) -> Any:
     raise InputError(f"item {item!r}: unsupported image type {type(image).__name__}", item)
 
 
-def data_url(image: Any, item: str) -> str:
-    """``data:<mime>;base64,...``: JPEG/PNG/GIF files as they are, anything else re-encoded as PNG."""
+#: CLIP's image mean (OpenAI ``clip.py``), the mean of LLaVA-1.5's CLIP-ViT-L/14-336 processor
+CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+
+
+def mean_fill(image_mean: Sequence[float] | None = None) -> tuple[int, ...]:
+    """LLaVA's padding colour: ``tuple(int(x * 255) for x in image_mean)`` (truncation, not rounding)."""
+    return tuple(int(x * 255) for x in (CLIP_MEAN if image_mean is None else image_mean))
+
+
+def expand_to_square(image: Any, fill: tuple[int, ...]) -> Any:
+    """The image centred on a square canvas of ``fill`` colour (LLaVA's ``expand2square``:
+    offset ``(side - w) // 2`` / ``(side - h) // 2``); a square image is returned unchanged."""
+    from PIL import Image
+
+    w, h = image.size
+    if w == h:
+        return image
+    side = max(w, h)
+    canvas = Image.new(image.mode, (side, side), fill)
+    canvas.paste(image, ((side - w) // 2, (side - h) // 2))
+    return canvas
+
+
+def _is_square(image: Any) -> bool | None:
+    """Whether an in-memory image is square (None for files: they are decoded to know)."""
+    size = getattr(image, "size", None)
+    if isinstance(size, tuple) and len(size) == 2:
+        return size[0] == size[1]
+    shape = getattr(image, "shape", None)
+    if isinstance(shape, tuple) and len(shape) >= 2:
+        return shape[0] == shape[1]
+    return None
+
+
+def data_url(image: Any, item: str, pad_fill: tuple[int, ...] | None = None) -> str:
+    """``data:<mime>;base64,...``: JPEG/PNG/GIF files as they are, anything else re-encoded as PNG.
+
+    ``pad_fill``: a non-square image is first padded to a square of that colour
+    (:func:`expand_to_square` of the decoded RGB image) and sent as lossless PNG; square
+    images are sent as they are.
+    """
+    if pad_fill is not None and _is_square(image) is not True:
+        pil = to_pil(image, item)
+        if pil.size[0] != pil.size[1]:
+            buf = io.BytesIO()
+            expand_to_square(pil, pad_fill).save(buf, format="PNG")
+            return f"data:image/png;base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
     if isinstance(image, (str, os.PathLike, bytes, bytearray)):
         data = bytes(image) if isinstance(image, (bytes, bytearray)) else read_bytes(image, item)
         for magic, mime in _MAGIC:

@@ -1,13 +1,15 @@
 """From a VLM's answer to a VisCE2 score.
 
 Maeda et al. 2024 (Sec. 3): the score is the first integer in the answer, after removing the
-canonical phrases the model sometimes echoes. capeval removes echoes of the scale
-(``0-100``, ``(0-100)``, ``0 to 100``, ``0 and 100``, with any dash) and takes the first
-integer of what is left, clipped to [0, 100]. The reference code
-(``src/data/capeval_dataset.py``, ``get_digit_scores``) takes the first ``[0-9]+`` with no
-echo removal and no clipping, and turns an answer without a number into 0 silently; here such
-an answer is an error item (``unparsed="error"``) unless the reference's 0 is asked for
-(``unparsed="zero"``, the item is still listed).
+canonical phrases the model sometimes echoes. ``rule="paper"`` (default) removes echoes of the
+scale (``0-100``, ``(0-100)``, ``0 to 100``, ``0 and 100``, with any dash, also when a full
+stop follows: "between 0 and 100. 90" -> 90) and takes the first integer of what is left,
+clipped to [0, 100] (capeval's choice: the paper's range; a clipped answer is flagged). The
+reference code (``src/data/capeval_dataset.py``, ``get_digit_scores``) takes the first
+``[0-9]+`` with no echo removal and no clipping: ``rule="reference"`` (the scorer's
+``parse_rule``). An answer without a
+number is 0 there, silently; here it is an error item (``unparsed="error"``) unless the
+reference's 0 is asked for (``unparsed="zero"``, the item is still listed).
 
 Optionally, from a server's token log-probabilities, the probability-weighted expected score
 over the candidate integers at the position of the chosen number (renormalised over the
@@ -24,11 +26,15 @@ from typing import Any, Sequence
 from capeval.errors import InputError
 
 #: echoes of the 0-100 scale: "0-100", "(0-100)", "0 to 100", "between 0 and 100" (digits not
-#: part of a longer number: "80-100" is not an echo)
-SCALE_ECHO = re.compile(r"\(?(?<![\d.])0\s*(?:-|\u2013|\u2014|to|and)\s*100(?![\d.])\)?", re.IGNORECASE)
+#: part of a longer number: "80-100", "5.0 to 100" and "0-100.5" are not echoes; a full stop ending the
+#: sentence is not part of a number: "0-100. 42" is an echo, then 42)
+SCALE_ECHO = re.compile(r"\(?(?<!\d)(?<!\d\.)0\s*(?:-|\u2013|\u2014|to|and)\s*100(?!\d|\.\d)\)?", re.IGNORECASE)
 _INT = re.compile(r"\d+")
 LOW, HIGH = 0.0, 100.0
 UNPARSED = ("error", "zero")
+#: "paper": echoes removed, first integer, clipped (Sec. 3); "reference": get_digit_scores' first [0-9]+
+RULES = ("paper", "reference")
+SIGNATURES = {"paper": "first-int,scale-echo-removed,clip[0,100]", "reference": "first-int(reference)"}
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,7 @@ class Parsed:
     score: float | None
     span: tuple[int, int] | None
     error: str | None = None
+    clipped: bool = False  # the integer was outside [0, 100] and was clipped
 
 
 def echo_spans(answer: str) -> list[tuple[int, int]]:
@@ -45,22 +52,28 @@ def echo_spans(answer: str) -> list[tuple[int, int]]:
     return [m.span() for m in SCALE_ECHO.finditer(answer)]
 
 
-def parse_answer(answer: str, unparsed: str = "error") -> Parsed:
-    """First integer of ``answer`` outside scale echoes, clipped to [0, 100].
+def parse_answer(answer: str, unparsed: str = "error", rule: str = "paper") -> Parsed:
+    """The score of ``answer``: with ``rule="paper"`` the first integer outside scale echoes,
+    clipped to [0, 100]; with ``rule="reference"`` the first integer, as it is.
 
     ``unparsed="error"``: no number -> ``Parsed(None, None, "no number in the answer")``;
     ``"zero"``: the reference's 0 (``error`` still says why).
     """
     if unparsed not in UNPARSED:
         raise InputError(f"visce2 option unparsed: expected one of {', '.join(UNPARSED)}, got {unparsed!r}")
+    if rule not in RULES:
+        raise InputError(f"visce2 option parse_rule: expected one of {', '.join(RULES)}, got {rule!r}")
     if not isinstance(answer, str):
         raise TypeError(f"answer must be a string, got {type(answer).__name__}")
-    echoes = echo_spans(answer)
+    echoes = echo_spans(answer) if rule == "paper" else []
     for m in _INT.finditer(answer):
         if any(a <= m.start() < b for a, b in echoes):
             continue
-        value = min(max(float(int(m.group(0))), LOW), HIGH)
-        return Parsed(value, m.span())
+        raw = float(int(m.group(0)))
+        if rule == "reference":
+            return Parsed(raw, m.span())
+        value = min(max(raw, LOW), HIGH)
+        return Parsed(value, m.span(), clipped=value != raw)
     if not answer.strip():
         why = "empty answer"
     else:

@@ -6,8 +6,10 @@ Visual Context Extraction, arXiv 2402.17969) asks a vision-language model two th
 1. per image, a structured *visual context* (objects, their features, their relationships);
 2. per caption, given image + context + candidate, a rating from 0 to 100.
 
-Item score = the first integer of the rating answer outside echoes of the scale, clipped to
-[0, 100] (:mod:`.parse`); system score = mean of item scores; higher is better. The ablations
+Item score = the first integer of the rating answer outside echoes of the scale (the paper's
+Sec. 3), clipped to [0, 100] (capeval's choice; clipped answers in ``extras["clipped"]`` and
+``extras["n_clipped"]``); ``parse_rule="reference"`` takes the reference code's first integer
+with neither (:mod:`.parse`); system score = mean of item scores; higher is better. The ablations
 replace the context by nothing (``-vanilla``), the references (``-ref``) or a free
 description generated in step 1 (``-desc``). Prompts: :mod:`.prompts`; backends:
 :mod:`.backends`; the on-disk cache of every generation: :mod:`.cache`.
@@ -71,6 +73,10 @@ class VisCE2(ScorerBase):
     a folder, or None. ``contexts`` / ``descriptions``: JSON files of precomputed step-1
     texts keyed by item id, image file name or image sha256. ``unparsed``: ``"error"`` or
     ``"zero"``. ``score_mode``: ``"first-integer"`` or ``"expected"`` (servers with logprobs).
+    ``parse_rule``: ``"paper"`` (echoes removed, clipped) or ``"reference"`` (first integer).
+    ``pad_to_square`` (default True, both backends): the image padded to a square of the CLIP
+    mean colour as LLaVA-1.5's ``expand2square``, so a server sees what LLaVA's own
+    preprocessing sees; False sends the image as it is (signature ``pad_to_square``).
     """
 
     produces: ClassVar[tuple[str, ...]] = tuple(prompts.VARIANTS)
@@ -81,10 +87,20 @@ class VisCE2(ScorerBase):
                  timeout: float = 120.0, max_retries: int = 5, retry_backoff: float = 1.0, temperature: float = 0.0,
                  seed: int | None = 0, max_new_tokens: int = 1024, cache: bool | str | os.PathLike[str] | None = True,
                  contexts: str | os.PathLike[str] | None = None, descriptions: str | os.PathLike[str] | None = None,
-                 unparsed: str = "error", score_mode: str = "first-integer", top_logprobs: int = 20):
+                 unparsed: str = "error", score_mode: str = "first-integer", top_logprobs: int = 20,
+                 parse_rule: str = "paper", pad_to_square: bool | None = None):
         self.metrics = self._select(metrics)
         if unparsed not in parse.UNPARSED:
             raise InputError(f"visce2 option unparsed: expected one of {', '.join(parse.UNPARSED)}, got {unparsed!r}")
+        if parse_rule not in parse.RULES:
+            raise InputError(f"visce2 option parse_rule: expected one of {', '.join(parse.RULES)}, got {parse_rule!r}")
+        if pad_to_square is not None and not isinstance(pad_to_square, bool):
+            raise InputError(f"visce2 option pad_to_square: expected true or false, got {pad_to_square!r}")
+        if pad_to_square is not None and not isinstance(backend, str):
+            raise InputError("visce2 option pad_to_square applies to backend='transformers' or 'openai', "
+                             "not to a backend object")
+        pad = True if pad_to_square is None else pad_to_square
+        self.parse_rule = parse_rule
         if score_mode not in SCORE_MODES:
             raise InputError(f"visce2 option score_mode: expected one of {', '.join(SCORE_MODES)}, got {score_mode!r}")
         self.unparsed = unparsed
@@ -112,14 +128,14 @@ class VisCE2(ScorerBase):
 
                 backend = TransformersLlava(model, device=device, dtype=dtype, quantization=quantization,
                                             revision=revision, batch_size=batch_size, temperature=temperature,
-                                            seed=seed, max_new_tokens=max_new_tokens)
+                                            seed=seed, max_new_tokens=max_new_tokens, pad_to_square=pad)
             else:
                 from capeval.metrics.visce2.backends.openai_compat import OpenAICompat
 
                 backend = OpenAICompat(model, base_url=base_url, api_key=api_key, concurrency=concurrency,
                                        timeout=timeout, max_retries=max_retries, retry_backoff=retry_backoff,
                                        temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                                       top_logprobs=top_logprobs)
+                                       top_logprobs=top_logprobs, pad_to_square=pad)
         elif not all(hasattr(backend, a) for a in ("generate", "identity", "decoding", "signature")):
             raise InputError(f"visce2 option backend: {type(backend).__name__} is not a backend "
                              "(needs generate, identity, decoding, signature)")
@@ -254,12 +270,15 @@ class VisCE2(ScorerBase):
         raw: dict[str, str] = {}
         errors: dict[str, dict[str, str]] = {}
         first_int: dict[str, float] = {}
+        clipped: dict[str, str] = {}
         fallback = 0
         for i in good:
             record = answers[rendered[(metric, i)]]
             text = record["answer"]
             raw[i] = text
-            parsed = parse.parse_answer(text, self.unparsed)
+            parsed = parse.parse_answer(text, self.unparsed, self.parse_rule)
+            if parsed.clipped:
+                clipped[i] = text
             if parsed.error is not None:
                 errors[i] = {"answer": text, "error": parsed.error}
             if parsed.score is None:
@@ -273,7 +292,8 @@ class VisCE2(ScorerBase):
                 else:
                     value = expected
             items[i] = value
-        extras: dict[str, Any] = {"answers": raw, "errors": errors, "n_errors": len(errors), **counters}
+        extras: dict[str, Any] = {"answers": raw, "errors": errors, "n_errors": len(errors),
+                                  "clipped": clipped, "n_clipped": len(clipped), **counters}
         kind = prompts.variant(metric).step1_kind
         if kind:
             extras[f"{kind}s"] = {i: step1[kind][digests[i]] for i in good}
@@ -298,7 +318,7 @@ class VisCE2(ScorerBase):
         if refs is not None and prompts.variant(metric).needs_references:
             n = [len(r) for r in refs.values()]
             params["nrefs"] = str(min(n)) if min(n) == max(n) else f"{min(n)}-{max(n)}"
-        params["parse"] = "first-int,scale-echo-removed,clip[0,100]"
+        params["parse"] = parse.SIGNATURES[self.parse_rule]
         params["unparsed"] = self.unparsed
         params["score"] = self.score_mode
         if self.score_mode == "expected":

@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from capeval.errors import ResourceError
+from capeval.errors import InputError, ResourceError
 from capeval.models.clip import checkpoints as ck
 from capeval.models.clip.alpha import load_alpha_backbone
 from capeval.models.clip.backbone_base import (  # noqa: F401  (importable from here, as before)
@@ -31,7 +31,7 @@ from capeval.models.clip.tokenizer import ClipTokenizer, load_tokenizer
 
 
 # entries whose file is not a whole CLIP state dict (Alpha-CLIP files: capeval.models.clip.alpha)
-_NOT_CLIP = ("vocab", "alpha-clip")
+_NOT_CLIP = ("vocab", "alpha-clip", "hf-model")
 
 
 def _by_filename(path: Path) -> ck.Checkpoint | None:
@@ -59,6 +59,8 @@ def load_backbone(name_or_path: str | os.PathLike[str], device: str = "cpu", lor
     entry: ck.Checkpoint | None
     if key in ck.CHECKPOINTS and ck.CHECKPOINTS[key].kind == "alpha-clip":
         return load_alpha_backbone(key, device=device, tokenizer=tokenizer, checkpoint_dir=checkpoint_dir)
+    if key in ck.CHECKPOINTS and ck.CHECKPOINTS[key].kind in _NOT_CLIP:
+        raise InputError(f"{key} is not a CLIP checkpoint (it is a {ck.CHECKPOINTS[key].kind} entry of the table)")
     if key in ck.CHECKPOINTS:
         entry = ck.get_checkpoint(key)
         path, digest = ck.resolve(entry, checkpoint_dir)

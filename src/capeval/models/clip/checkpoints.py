@@ -18,6 +18,13 @@ Sources (checked by reading the reference code):
   OpenXLab and Google Drive; ``base`` names the OpenAI checkpoint they are loaded over
   (:mod:`capeval.models.clip.alpha`). File names are OpenXLab's. No sha256 published -> None.
 
+- FACTUAL (Li et al., Findings of ACL 2023; zhuang-li/FactualSceneGraph README): the textual
+  scene-graph parser HICE-S takes its phrases from (Zeng et al. 2024, Sec. 4.1), the flan-t5
+  model ``lizhuang144/flan-t5-base-VG-factual-sg`` on the Hugging Face hub. Kind ``hf-model``:
+  a folder (config, weights, tokenizer) fetched from the hub into ``<folder>/factual/``, not
+  one file. No sha256 published -> None; the parser records the sha256 of the loaded weights
+  in the signature (``parser_sha256``).
+
 A PAC-S/PAC-S++ file is a dict whose ``state_dict`` holds the whole fine-tuned model (every
 key: pacscore loads it with ``load_state_dict(strict=True)``, and PAC-S++ files carry the
 LoRA factors next to the frozen base weights); ``base`` still names the base checkpoint,
@@ -43,11 +50,15 @@ from capeval.hashing import file_digest
 _OPENAI = "https://openaipublic.azureedge.net/clip/models"
 _PACS_DRIVE_FOLDER = "https://drive.google.com/drive/folders/15Da_nh7CYv8xfryIdETG6dPFSqcBiqpd"
 _PACPP = "https://ailb-web.ing.unimore.it/publicfiles/pac++"
+FACTUAL_HUB = "lizhuang144/flan-t5-base-VG-factual-sg"
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """One entry of the table. ``kind``: openai | open_clip | pacs | pacs++ | alpha-clip | vocab."""
+    """One entry of the table. ``kind``: openai | open_clip | pacs | pacs++ | alpha-clip | vocab | hf-model.
+
+    ``hf-model`` entries are Hugging Face hub repositories (``hub``), downloaded as a folder
+    named ``filename``."""
 
     name: str
     arch: str
@@ -59,11 +70,20 @@ class Checkpoint:
     activation: str = "quick_gelu"
     base: str | None = None  # checkpoint whose weights the fine-tuned file is applied to
     note: str = ""
+    hub: str | None = None  # hf-model: the hub repository id
 
     def to_dict(self) -> dict[str, Any]:
-        return {"arch": self.arch, "kind": self.kind, "file": self.filename, "urls": list(self.urls),
-                "sha256": self.sha256, "base": self.base, "activation": self.activation,
-                "preprocess": self.preprocess.signature(), "note": self.note}
+        out = {"arch": self.arch, "kind": self.kind, "file": self.filename, "urls": list(self.urls),
+               "sha256": self.sha256, "base": self.base, "activation": self.activation,
+               "preprocess": self.preprocess.signature(), "note": self.note}
+        if self.hub:
+            out["hub"] = self.hub
+        return out
+
+    def present(self, directory: str | os.PathLike[str] | None = None) -> bool:
+        """Whether the file (or, for ``hf-model``, the folder with its config) is in ``directory``."""
+        path = local_path(self, directory)
+        return (path / "config.json").is_file() if self.kind == "hf-model" else path.is_file()
 
 
 def _openai(arch: str, sha: str, size: int = 224) -> Checkpoint:
@@ -129,6 +149,12 @@ CHECKPOINTS: dict[str, Checkpoint] = {
         _alpha("ViT-B-16", "grit1m-mim", "clip_b16_grit+mim_fultune_4xe.pth", "11iDlSAYI_BAi1A_Qz6LTWYHNgPe-UY7I"),
         _alpha("ViT-L-14", "grit1m-mim", "clip_l14_grit+mim_fultune_6xe.pth", "1JfzOTvjf0tqBtKWwpBJtjYxdHi-06dbk"),
         Checkpoint(
+            f"factual/{FACTUAL_HUB.split('/')[1]}", "flan-t5-base", "hf-model", FACTUAL_HUB.split("/")[1],
+            (f"https://huggingface.co/{FACTUAL_HUB}",), None, hub=FACTUAL_HUB,
+            note="FACTUAL textual scene-graph parser (Li et al. 2023), HICE-S's phrase parser; a hub folder; "
+            "sha256 not published (the weights' sha256 is recorded in the hice-s signature)",
+        ),
+        Checkpoint(
             "clip-vocab", "", "vocab", "bpe_simple_vocab_16e6.txt.gz",
             ("https://github.com/openai/CLIP/raw/main/clip/bpe_simple_vocab_16e6.txt.gz",
              "https://raw.githubusercontent.com/mlfoundations/open_clip/v2.24.0/src/open_clip/bpe_simple_vocab_16e6.txt.gz"),
@@ -153,6 +179,11 @@ def checkpoint_dir() -> Path:
     from capeval.paths import cache_dir
 
     return cache_dir() / "clip"
+
+
+def by_hub(repo: str) -> Checkpoint | None:
+    """The ``hf-model`` entry of a hub repository id, if the table has one."""
+    return next((c for c in CHECKPOINTS.values() if c.hub == repo), None)
 
 
 def local_path(ckpt: Checkpoint, directory: str | os.PathLike[str] | None = None) -> Path:
@@ -328,6 +359,6 @@ def checkpoint_info(directory: str | os.PathLike[str] | None = None) -> dict[str
     for name, ckpt in CHECKPOINTS.items():
         path = local_path(ckpt, directory)
         entry = ckpt.to_dict()
-        entry.update({"path": str(path), "present": path.is_file()})
+        entry.update({"path": str(path), "present": ckpt.present(directory)})
         out["entries"][name] = entry
     return out

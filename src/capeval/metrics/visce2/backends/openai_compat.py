@@ -4,6 +4,13 @@ Each request is one user message: the image as a base64 data URL, then the rende
 text (the reference puts ``<image>`` before the text); the server applies its model's chat
 template. Standard library only (``urllib`` + threads).
 
+- image: by default (``pad_to_square=True``) a non-square image is padded to a square of
+  CLIP's mean colour, (122, 116, 104), as LLaVA-1.5's ``expand2square`` does before its
+  processor (a server that gives the raw image to the llava-hf processor resizes and
+  centre-crops it, cutting its edges off), and sent as PNG: the pixels the transformers
+  backend feeds its processor.
+  ``pad_to_square=False`` sends the file as it is (e.g. for LLaVA-1.6 servers, whose
+  any-resolution preprocessing takes the raw image). Recorded in the signature.
 - base URL: option, else ``$CAPEVAL_VISCE2_BASE_URL``, ``$OPENAI_BASE_URL``, else
   ``http://localhost:8000/v1`` (vLLM's default; Ollama: ``http://localhost:11434/v1``);
 - model: option, else ``$CAPEVAL_VISCE2_MODEL``, else the server's only model (``GET /models``);
@@ -31,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 from capeval.errors import InputError, ResourceError
 from capeval.metrics.visce2.backends import Answer, Request
-from capeval.metrics.visce2.images import data_url
+from capeval.metrics.visce2.images import data_url, mean_fill
 
 DEFAULT_BASE_URL = "http://localhost:8000/v1"
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -75,7 +82,8 @@ class OpenAICompat:
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None, api_key: str | None = None,
                  concurrency: int = 4, timeout: float = 120.0, max_retries: int = 5, retry_backoff: float = 1.0,
-                 temperature: float = 0.0, seed: int | None = 0, max_new_tokens: int = 1024, top_logprobs: int = 20):
+                 temperature: float = 0.0, seed: int | None = 0, max_new_tokens: int = 1024, top_logprobs: int = 20,
+                 pad_to_square: bool = True):
         env = os.environ
         self.base_url = (base_url or env.get("CAPEVAL_VISCE2_BASE_URL") or env.get("OPENAI_BASE_URL")
                          or DEFAULT_BASE_URL).rstrip("/")
@@ -99,12 +107,15 @@ class OpenAICompat:
         self.seed = seed
         self.max_new_tokens = max_new_tokens
         self.top_logprobs = top_logprobs
+        self.pad_to_square = bool(pad_to_square)
+        self.pad_fill = mean_fill() if self.pad_to_square else None
         self.requests_sent = 0  # HTTP attempts, retries included (for benchmarks and tests)
         self._lock = threading.Lock()
 
     # -- identity ------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
-        return {"backend": self.name, "base_url": self.base_url, "model": self.resolve_model(), "template": "server-chat"}
+        return {"backend": self.name, "base_url": self.base_url, "model": self.resolve_model(), "template": "server-chat",
+                "pad_to_square": f"clip-mean{self.pad_fill}".replace(" ", "") if self.pad_fill else False}
 
     def decoding(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "seed": self.seed, "max_new_tokens": self.max_new_tokens}
@@ -169,7 +180,7 @@ class OpenAICompat:
         body: dict[str, Any] = {
             "model": model,
             "messages": [{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": data_url(req.image, req.item)}},
+                {"type": "image_url", "image_url": {"url": data_url(req.image, req.item, self.pad_fill)}},
                 {"type": "text", "text": req.prompt},
             ]}],
             "temperature": self.temperature,

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 from capeval.errors import InputError, ResourceError
 from capeval.metrics.visce2 import prompts
 from capeval.metrics.visce2.backends import Answer, Request
-from capeval.metrics.visce2.images import to_pil
+from capeval.metrics.visce2.images import expand_to_square, mean_fill, to_pil
 
 DEFAULT_MODEL = "llava-hf/llava-1.5-13b-hf"  # the paper's LLaVA-1.5-13B
 #: short names and the reference's model ids -> their llava-hf ports
@@ -60,19 +60,6 @@ class Loaded:
         self.processor = processor
         self.model_type = getattr(model.config, "model_type", "llava")
         self.commit = commit
-
-
-def expand_to_square(image: Any, fill: tuple[int, ...]) -> Any:
-    """The image centred on a square canvas of ``fill`` colour (LLaVA-1.5's ``pad`` aspect ratio)."""
-    from PIL import Image
-
-    w, h = image.size
-    if w == h:
-        return image
-    side = max(w, h)
-    canvas = Image.new(image.mode, (side, side), fill)
-    canvas.paste(image, ((side - w) // 2, (side - h) // 2))
-    return canvas
 
 
 class TransformersLlava:
@@ -197,8 +184,7 @@ class TransformersLlava:
         tok = proc.tokenizer
         images = [to_pil(r.image, r.item) for r in reqs]
         if self.pad_to_square and loaded.model_type == "llava":
-            mean = getattr(proc.image_processor, "image_mean", None) or (0.0, 0.0, 0.0)
-            fill = tuple(int(x * 255) for x in mean)
+            fill = mean_fill(getattr(proc.image_processor, "image_mean", None) or (0.0, 0.0, 0.0))
             images = [expand_to_square(im, fill) for im in images]
         image_token = getattr(proc, "image_token", "<image>")
         image_token_id = getattr(proc, "image_token_id", None)
