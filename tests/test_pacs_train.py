@@ -346,10 +346,16 @@ def test_diffusers_pipeline_end_to_end(tmp_path):
     StableDiffusionPipeline(vae=vae, text_encoder=te, tokenizer=tok, unet=unet, scheduler=DDIMScheduler(),
                             safety_checker=None, feature_extractor=None,
                             requires_safety_checker=False).save_pretrained(tmp_path / "sd")
-    t2i = DiffusersTextToImage(str(tmp_path / "sd"), steps=2, size=16)
+    # the journal's safety checker is the default: a model without one is refused unless it is off
+    with pytest.raises(Exception, match="has no safety checker"):
+        DiffusersTextToImage(str(tmp_path / "sd"), steps=2, size=16)
+    t2i = DiffusersTextToImage(str(tmp_path / "sd"), steps=2, size=16, safety_checker=False)
+    assert t2i.provenance["safety_checker"] is False
     items = synthetic_items()[:2]
     counts = generate_positives(items, tmp_path / "pos", text_to_image=t2i, batch_size=3, progress=False)
     assert counts == {"captions": 0, "images": 4, "skipped": 0}
+    prov = json.loads((tmp_path / "pos" / "provenance-000-of-001.json").read_text())
+    assert prov["text_to_image"]["safety_checker"] is False
     pos = read_positives(tmp_path / "pos")
     alone = t2i.generate([items[1].captions[1]], [json.loads(
         (tmp_path / "pos" / "positives-000-of-001.jsonl").read_text().splitlines()[-1])["seed"]])[0]

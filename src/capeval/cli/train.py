@@ -74,6 +74,8 @@ def _add_pacs(sub: Any) -> None:
     g.add_argument("--steps", type=int, default=50)
     g.add_argument("--guidance", type=float, default=7.5)
     g.add_argument("--size", type=int, default=512)
+    g.add_argument("--no-safety-checker", dest="safety_checker", action="store_false",
+                   help="skip the model's NSFW safety checker (the PAC-S++ journal used it; recorded)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--batch-size", type=int, default=8)
     g.add_argument("--device", default="cpu")
@@ -117,7 +119,7 @@ def run_pacs_generate(args: argparse.Namespace) -> int:
         captioner = load_captioner(args.captioner or DEFAULT_CAPTIONER, device=args.device)
     if args.what in ("both", "images"):
         t2i = DiffusersTextToImage(args.t2i or DEFAULT_T2I, args.revision, args.steps, args.guidance, args.size,
-                                   args.device)
+                                   args.device, safety_checker=args.safety_checker)
     counts = generate_positives(items, args.output, captioner=captioner, text_to_image=t2i, shard=shard,
                                 seed=args.seed, batch_size=args.batch_size, progress=False if args.quiet else None)
     print(json.dumps(counts))

@@ -50,20 +50,33 @@ def image_seed(seed: int, image_id: str, caption_index: int) -> int:
 
 
 class DiffusersTextToImage:
-    """Stable Diffusion through diffusers' ``StableDiffusionPipeline`` (settings recorded in ``provenance``)."""
+    """Stable Diffusion through diffusers' ``StableDiffusionPipeline`` (settings recorded in ``provenance``).
+
+    ``safety_checker`` (default on): the model's own safety checker runs on every image (a flagged
+    image comes back black), as the PAC-S++ journal (Sec. 4.1, "Positive Image-Text
+    Generation": "we utilize a safety checker module to minimize the probability of explicit
+    images") and diffusers' default do; a model without one is an error unless it is off.
+    Recorded as ``safety_checker`` in the provenance. (The journal also disables invisible
+    watermarking: ``StableDiffusionPipeline`` adds none.)
+    """
 
     def __init__(self, model: str = DEFAULT_T2I, revision: str | None = None, steps: int = 50,
-                 guidance: float = 7.5, size: int = 512, device: str = "cpu", dtype: str = "float32"):
+                 guidance: float = 7.5, size: int = 512, device: str = "cpu", dtype: str = "float32",
+                 safety_checker: bool = True):
         diffusers = require("diffusers", purpose="generated positive images")
         import torch
 
+        off = {} if safety_checker else {"safety_checker": None, "requires_safety_checker": False}
         self.pipe = diffusers.StableDiffusionPipeline.from_pretrained(
-            model, revision=revision, torch_dtype=getattr(torch, dtype), safety_checker=None).to(device)
+            model, revision=revision, torch_dtype=getattr(torch, dtype), **off).to(device)
+        if safety_checker and getattr(self.pipe, "safety_checker", None) is None:
+            raise InputError(f"text-to-image model {model} has no safety checker, which the PAC-S++ journal used: "
+                             "use a model that ships one, or turn it off (--no-safety-checker)")
         self.pipe.set_progress_bar_config(disable=True)
         self.device = device
         self.provenance = {"model": model, "revision": revision, "steps": steps, "guidance": guidance,
-                           "size": size, "dtype": dtype, "diffusers": diffusers.__version__,
-                           "scheduler": type(self.pipe.scheduler).__name__}
+                           "size": size, "dtype": dtype, "safety_checker": bool(safety_checker),
+                           "diffusers": diffusers.__version__, "scheduler": type(self.pipe.scheduler).__name__}
 
     def generate(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[Any]:
         import torch
