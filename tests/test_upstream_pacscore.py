@@ -246,3 +246,32 @@ def test_pacscore_source_itself(checkpoint, tmp_path):
     d = _diff(_capeval(path, real_vocab(), "effective", px), _encode(model, px))
     print(f"PAC-S++ effective vs pacscore's own code: max|diff| {d:.2e}")
     assert d < TOL
+
+
+def test_initial_lora_factors_are_pacscores(upstream):
+    """q/k/v: pacscore's ``MultiheadAttention._reset_parameters`` draws A and B with
+    ``xavier_uniform_`` (Glorot: U(+-sqrt(6 / (fan_in + fan_out)))); out_proj / MLP / conv1:
+    ``loralib`` (A ~ U(+-1/sqrt(fan_in)), B = 0), checked against ``loralib.Linear`` itself."""
+    from capeval.models.clip.backbone import random_backbone
+    from capeval.train.pacs_lora import add_lora
+
+    model = random_backbone("tiny").model
+    deltas = {d._capeval[0]: d for d in add_lora(model, R, 1.0)}
+    width = model.transformer.resblocks[0].mlp.c_fc.weight.shape[1]
+    reference = upstream.loralib.Linear(width, 4 * width, r=R)
+    ref_bound = float(reference.lora_A.abs().max())
+    for stem, d in deltas.items():
+        a, b = d.lora_A.detach(), d.lora_B.detach()
+        if stem.endswith("in_proj_weight_"):
+            (r, fan_in), (fan_out, _) = a.shape, b.shape
+            for x, bound in ((a, math.sqrt(6 / (r + fan_in))), (b, math.sqrt(6 / (fan_out + r)))):
+                assert float(x.abs().max()) <= bound and float(x.abs().max()) > 0.5 * bound, stem
+        else:
+            assert torch.count_nonzero(b) == 0 and torch.count_nonzero(reference.lora_B) == 0, stem
+            assert float(a.abs().max()) <= 1 / math.sqrt(a.shape[1]), stem
+    # loralib's bound for the same fan-in as the MLP's c_fc (1/sqrt(width)) is the one used above
+    assert 0.5 / math.sqrt(width) < ref_bound <= 1 / math.sqrt(width)
+    fc = deltas["transformer.resblocks.0.mlp.c_fc."].lora_A.detach()
+    assert fc.shape == reference.lora_A.shape and float(fc.abs().max()) > 0.5 / math.sqrt(width)
+    zeros = add_lora(random_backbone("tiny").model, R, 1.0, qkv_init="zeros")
+    assert all(torch.count_nonzero(d.lora_B) == 0 for d in zeros)

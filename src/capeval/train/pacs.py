@@ -79,7 +79,7 @@ class PacsObjective(nn.Module):
         self.clip, self.tokenizer, self.cfg = clip, tokenizer, cfg
         self.lambda_v, self.lambda_t = cfg.lambdas
         if cfg.mode == "pacs++":
-            add_lora(clip, cfg.lora_rank, cfg.lora_alpha, cfg.lora_targets, cfg.seed)
+            add_lora(clip, cfg.lora_rank, cfg.lora_alpha, cfg.lora_targets, cfg.seed, cfg.lora_qkv_init)
         else:
             train_projections(clip)
 

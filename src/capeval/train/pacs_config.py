@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from capeval.errors import InputError
 from capeval.train.config import runtime_problems
-from capeval.train.pacs_lora import TARGETS
+from capeval.train.pacs_lora import QKV_INITS, TARGETS
 
 MODE_LAMBDAS = {"pacs": (0.05, 0.1), "pacs++": (0.1, 0.001)}
 
@@ -38,6 +38,7 @@ class PacsTrainConfig:
     lora_rank: int = 4
     lora_alpha: float = 1.0
     lora_targets: list[str] = field(default_factory=lambda: list(TARGETS))
+    lora_qkv_init: str = "xavier"          # xavier: pacscore's attention layer | zeros: B = 0 (starts at CLIP)
     # loss: L = L(V,T) + lambda_v L(V',T) + lambda_t L(V,T')
     lambda_v: float | None = None          # None: 0.05 (pacs) / 0.1 (pacs++)
     lambda_t: float | None = None          # None: 0.1 (pacs) / 0.001 (pacs++)
@@ -79,6 +80,8 @@ class PacsTrainConfig:
             problems.append("lr must be > 0")
         if self.batch_size % self.grad_accum:
             problems.append(f"batch_size {self.batch_size} must be a multiple of grad_accum {self.grad_accum}")
+        if self.lora_qkv_init not in QKV_INITS:
+            problems.append(f"lora_qkv_init={self.lora_qkv_init!r} ({' or '.join(QKV_INITS)})")
         bad = sorted(set(self.lora_targets) - set(TARGETS))
         if bad:
             problems.append(f"lora_targets {bad} (known: {', '.join(TARGETS)})")

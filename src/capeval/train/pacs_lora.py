@@ -8,9 +8,15 @@ patch-embedding ``visual.conv1``, in both towers; alpha 1 (scaling alpha / r), d
 the released files and pacscore's ``custom_loralib`` (:mod:`capeval.models.clip.lora`).
 
 Each target weight becomes ``W + s * (B @ A).view(W.shape) - offset`` (a
-``torch.nn.utils.parametrize`` parametrization; same maths as a separate LoRA branch). A
-(r, in) ~ kaiming-uniform, B (out, r) = 0, as loralib; conv1 uses loralib's Conv2d shapes
-A (r*k, 3*k), B (width*k, r*k).
+``torch.nn.utils.parametrize`` parametrization; same maths as a separate LoRA branch); conv1
+uses loralib's Conv2d shapes A (r*k, 3*k), B (width*k, r*k). Initial factors as pacscore's
+layers (``models/custom_loralib/layers.py``, which ``models/clip_lora/model.py`` builds with
+``lora=4`` before loading CLIP's weights with ``strict=False``, so the factors keep their
+initial values): out_proj, MLP and conv1 (``Linear`` / ``Conv2d``, loralib's) A ~
+kaiming-uniform(a=sqrt 5), B = 0; the attention's q/k/v (``MultiheadAttention._reset_parameters``)
+A and B both ~ xavier-uniform, so q/k/v start at W + s B A, not at CLIP's W. ``qkv_init="zeros"``
+(an option, not the official code) gives q/k/v loralib's initialisation too: training starts
+exactly at CLIP.
 
 Export layout (what pacscore loads with ``strict=True`` and capeval's ``load_backbone`` reads):
 every base key, plus ``<layer>.lora_A/B`` (attention q/k/v: ``attn.in_proj_weight_lora_A/B``).
@@ -36,19 +42,31 @@ from torch.nn.utils import parametrize
 from capeval.errors import InputError, ResourceError
 
 TARGETS = ("attn", "attn_out", "mlp", "conv1")  # attn = q/k/v (in_proj_weight), attn_out = out_proj
+QKV_INITS = ("xavier", "zeros")  # pacscore's attention layer | loralib's (B = 0)
 PROJECTIONS = ("visual.proj", "text_projection")
 
 
 class LoraDelta(nn.Module):
     """Parametrization ``W -> W + scaling * (B @ A).view(W.shape) - offset``."""
 
-    def __init__(self, shape: torch.Size, rank: int, scaling: float, fan_in: int, fan_out: int, seed: int):
+    def __init__(self, shape: torch.Size, rank: int, scaling: float, fan_in: int, fan_out: int, seed: int,
+                 xavier: bool = False):
+        """A (rank, fan_in), B (fan_out, rank); ``xavier``: both ~ U(+-sqrt(6 / (rows + columns)))
+        (Glorot; pacscore's attention q/k/v), else A ~ U(+-1/sqrt(fan_in)) (kaiming_uniform_ with
+        a=sqrt(5), loralib) and B = 0."""
         super().__init__()
         self.shape, self.scaling = tuple(shape), scaling
         gen = torch.Generator().manual_seed(seed)
-        bound = 1.0 / math.sqrt(fan_in)  # kaiming_uniform_(a=sqrt(5)) as loralib
-        self.lora_A = nn.Parameter((torch.rand(rank, fan_in, generator=gen) * 2 - 1) * bound)
-        self.lora_B = nn.Parameter(torch.zeros(fan_out, rank))
+
+        def uniform(rows: int, cols: int, bound: float) -> torch.Tensor:
+            return (torch.rand(rows, cols, generator=gen) * 2 - 1) * bound
+
+        if xavier:
+            self.lora_A = nn.Parameter(uniform(rank, fan_in, math.sqrt(6.0 / (rank + fan_in))))
+            self.lora_B = nn.Parameter(uniform(fan_out, rank, math.sqrt(6.0 / (fan_out + rank))))
+        else:
+            self.lora_A = nn.Parameter(uniform(rank, fan_in, 1.0 / math.sqrt(fan_in)))
+            self.lora_B = nn.Parameter(torch.zeros(fan_out, rank))
         self.register_buffer("offset", torch.zeros(()), persistent=False)
 
     def delta(self) -> torch.Tensor:
@@ -81,10 +99,13 @@ def _layers(model: nn.Module, targets: Iterable[str]) -> list[tuple[str, nn.Modu
 
 
 def add_lora(model: nn.Module, rank: int = 4, alpha: float = 1.0, targets: Iterable[str] = TARGETS,
-             seed: int = 0) -> list[LoraDelta]:
-    """Freeze ``model`` and parametrize its targets with LoRA factors (the only trainable tensors)."""
+             seed: int = 0, qkv_init: str = "xavier") -> list[LoraDelta]:
+    """Freeze ``model`` and parametrize its targets with LoRA factors (the only trainable tensors);
+    ``qkv_init``: the q/k/v factors' initialisation (module docstring)."""
     if rank < 1:
         raise InputError(f"LoRA rank must be >= 1, got {rank}")
+    if qkv_init not in QKV_INITS:
+        raise InputError(f"LoRA qkv_init={qkv_init!r} (known: {', '.join(QKV_INITS)})")
     model.requires_grad_(False)
     deltas = []
     for n, (stem, module, pname, group) in enumerate(_layers(model, targets)):
@@ -93,7 +114,8 @@ def add_lora(model: nn.Module, rank: int = 4, alpha: float = 1.0, targets: Itera
             k = w.shape[-1]
             delta = LoraDelta(w.shape, rank * k, alpha / rank, w.shape[1] * k, w.shape[0] * k, seed + n)
         else:
-            delta = LoraDelta(w.shape, rank, alpha / rank, w.shape[1], w.shape[0], seed + n)
+            xavier = qkv_init == "xavier" and pname == "in_proj_weight"
+            delta = LoraDelta(w.shape, rank, alpha / rank, w.shape[1], w.shape[0], seed + n, xavier)
         delta.to(w.device)
         parametrize.register_parametrization(module, pname, delta, unsafe=True)
         module.parametrizations[pname].original.requires_grad_(False)
