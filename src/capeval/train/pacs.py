@@ -15,6 +15,16 @@ steps; stop after ``patience_steps`` steps without improvement (1,500 in the jou
 Files in ``output_dir``: ``best.safetensors`` / ``best.pth`` (released layout, loadable
 with ``--backbone``), ``last.safetensors``, ``state.pt`` (optimizer, counters: resume),
 ``metrics.csv``, ``config.yaml``, ``run.json`` (config hash, data hashes).
+
+Several processes (``accelerate launch`` / ``torchrun``): ``batch_size`` stays the global batch
+(images per optimizer step, ``batch_size / grad_accum`` per micro-batch). Each process encodes
+its contiguous part of every global micro-batch (:meth:`Runner.local_slice`; parts differ by at
+most one, an empty part encodes one image and keeps none of it) and the embeddings are gathered
+over the processes with gradient into the local rows (:meth:`Runner.gather`), so the negatives
+are the whole global micro-batch, as on one process and as pacscore's all-gather-with-gradient
+helper suggests the authors trained. Every process then holds the global loss L and backpropagates
+``world_size * L``: DDP's gradient average is exactly the one-process gradient
+(tests/test_pacs_distributed.py).
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ import hashlib
 import json
 import os
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +88,8 @@ class PacsObjective(nn.Module):
         super().__init__()
         self.clip, self.tokenizer, self.cfg = clip, tokenizer, cfg
         self.lambda_v, self.lambda_t = cfg.lambdas
+        # Runner.gather on several processes: batches then carry "global" (the global batch's size)
+        self.gather: Callable[[torch.Tensor, int], torch.Tensor] | None = None
         if cfg.mode == "pacs++":
             add_lora(clip, cfg.lora_rank, cfg.lora_alpha, cfg.lora_targets, cfg.seed, cfg.lora_qkv_init)
         else:
@@ -93,15 +105,42 @@ class PacsObjective(nn.Module):
         return self.clip.encode_text(ids, eot)
 
     def forward(self, batch: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        """The loss terms of ``batch``; with ``self.gather`` and ``batch["global"]``: of the global batch
+        (``batch["idle"]``: this process's part is empty and ``batch`` a placeholder item)."""
         dev = batch["v"].device
         n = len(batch["v"])
         use_v = self.lambda_v > 0 and batch["v_gen"].numel() > 0
         # one image pass for real and generated images (same weights, one kernel launch)
         images = self.clip.encode_image(torch.cat([batch["v"], batch["v_gen"]]) if use_v else batch["v"])
-        use_t = self.lambda_t > 0 and any(batch["t_gen"])
+        # "use_t": the trainer's decision, the same on every process (a part's captions may all be "")
+        use_t = self.lambda_t > 0 and batch.get("use_t", any(batch["t_gen"]))
         texts = self.text(list(batch["t"]) + (list(batch["t_gen"]) if use_t else []), dev)
-        return pacs_loss(images[:n], texts[:n], images[n:] if use_v else None, texts[n:] if use_t else None,
-                         self.scale().to(dev), self.lambda_v, self.lambda_t)
+        views = [images[:n], texts[:n]] + ([images[n:]] if use_v else []) + ([texts[n:]] if use_t else [])
+        if self.gather is not None and "global" in batch:
+            keep = 0 if batch.get("idle") else n
+            # one collective for all views: (n, views, D), every view in CLIP's embedding width
+            views = list(self.gather(torch.stack([x.float() for x in views], 1)[:keep], batch["global"]).unbind(1))
+        v, t, *rest = views
+        v_gen = rest.pop(0) if use_v else None
+        t_gen = rest.pop(0) if use_t else None
+        return pacs_loss(v, t, v_gen, t_gen, self.scale().to(dev), self.lambda_v, self.lambda_t)
+
+
+def global_batches(order: Sequence[int], size: int) -> list[list[int]]:
+    """``order`` cut into consecutive batches of ``size`` (the last one may be smaller)."""
+    return [list(order[k : k + size]) for k in range(0, len(order), size)]
+
+
+def local_batches(dataset: Any, batches: Sequence[Sequence[int]], runner: Any, workers: int, use_t: bool
+                  ) -> Iterator[dict[str, Any]]:
+    """This process's part of each global batch, loaded, on the device, with ``global`` / ``idle`` /
+    ``use_t`` for :meth:`PacsObjective.forward` (an empty part loads the batch's first item)."""
+    parts = [list(b)[runner.local_slice(len(b))] for b in batches]
+    loader = torch.utils.data.DataLoader(dataset, batch_sampler=[p or list(b)[:1] for p, b in zip(parts, batches)],
+                                         num_workers=workers, collate_fn=collate)
+    for b, part, batch in zip(batches, parts, loader):
+        batch = {n: (x.to(runner.device) if torch.is_tensor(x) else x) for n, x in batch.items()}
+        yield {**batch, "global": len(b), "idle": not part, "use_t": use_t}
 
 
 def config_hash(cfg: PacsTrainConfig) -> str:
@@ -262,14 +301,12 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
         elapsed, history = state["elapsed"], list(state["history"])
     datasets = {name: PacsDataset(items, positives, backbone.preprocess, lv > 0, lt > 0, cfg.seed)
                 for name, items in (("train", train_items), ("val", val_items)) if items}
-    gen = torch.Generator().manual_seed(cfg.seed)
-    loaders = {name: torch.utils.data.DataLoader(ds, batch_size=cfg.micro_batch, shuffle=name == "train",
-                                                 generator=gen if name == "train" else None,
-                                                 num_workers=cfg.workers, collate_fn=collate)
-               for name, ds in datasets.items()}
+    gen = torch.Generator()
+    # every process draws the same global micro-batches and loads its own part of each
+    val_batches = global_batches(range(len(val_items)), cfg.micro_batch)
     core = objective  # accelerate may wrap it (DDP); export reads the plain module
-    objective, optimizer, *prepared = runner.prepare(objective, optimizer, *loaders.values())
-    loaders = dict(zip(loaders, prepared))
+    core.gather = runner.gather
+    objective, optimizer = runner.prepare(objective, optimizer)
     run.mkdir(parents=True, exist_ok=True)
     meta = {"capeval_version": __version__, "mode": cfg.mode, "config_hash": config_hash(cfg),
             "data": {"train": items_hash(train_items), "val": items_hash(val_items) if val_items else None,
@@ -303,16 +340,16 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
         bar.update(step)
         while epoch < cfg.max_epochs and stopped == "max_epochs":
             datasets["train"].set_epoch(epoch)
-            gen.manual_seed(cfg.seed + epoch)  # the same order after a resume
+            gen.manual_seed(cfg.seed + epoch)  # the same order after a resume, on every process
+            order = torch.randperm(len(datasets["train"]), generator=gen).tolist()
             objective.train()
             micro = 0
-            for k, batch in enumerate(loaders["train"]):
-                if k < skip * cfg.grad_accum:
-                    continue
-                batch = {n: (x.to(runner.device) if torch.is_tensor(x) else x) for n, x in batch.items()}
+            batches = global_batches(order, cfg.micro_batch)[skip * cfg.grad_accum :]
+            for batch in local_batches(datasets["train"], batches, runner, cfg.workers, lt > 0):
                 with runner.autocast():
                     out = objective(batch)
-                runner.backward(out["loss"] / cfg.grad_accum)
+                # out is the global micro-batch's loss on every process (module docstring)
+                runner.backward(out["loss"] * runner.world_size / cfg.grad_accum)
                 micro += 1
                 if micro % cfg.grad_accum:
                     continue
@@ -324,8 +361,9 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
                 bar.update(1)
                 if step % cfg.log_every == 0:
                     log.log(step, epoch + 1, "train", **{n: float(out[n].detach()) for n in LOSS_FIELDS}, lr=cfg.lr)
-                if "val" in loaders and step % cfg.val_every == 0:
-                    val = evaluate(objective, loaders["val"], runner)
+                if "val" in datasets and step % cfg.val_every == 0:
+                    val = evaluate(objective, local_batches(datasets["val"], val_batches, runner, cfg.workers,
+                                                            lt > 0), runner)
                     log.log(step, epoch + 1, "val", **val)
                     history.append({"step": step, "train_loss": float(out["loss"].detach()),
                                     **{f"val_{n}": x for n, x in val.items()}})
@@ -348,19 +386,20 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
 
 
 @torch.no_grad()
-def evaluate(objective: PacsObjective, loader: Any, runner: Any) -> dict[str, float]:
-    """Mean validation loss terms over ``loader`` (weighted by batch size; fixed caption draws)."""
+def evaluate(objective: PacsObjective, batches: Iterator[Mapping[str, Any]], runner: Any) -> dict[str, float]:
+    """Mean validation loss terms over the global ``batches`` (:func:`local_batches`), weighted by
+    their sizes (fixed caption draws)."""
     was = objective.training
     objective.eval()
     sums = {k: 0.0 for k in LOSS_FIELDS}
     count = 0
-    for batch in loader:
-        batch = {n: (x.to(runner.device) if torch.is_tensor(x) else x) for n, x in batch.items()}
+    for batch in batches:
         with runner.autocast():
             out = objective(batch)
-        for k in LOSS_FIELDS:
-            sums[k] += runner.mean(out[k]) * len(batch["v"])
-        count += len(batch["v"])
+        size = batch.get("global", len(batch["v"]))
+        for k in LOSS_FIELDS:  # the global batch's loss on every process; the mean keeps them bit-equal
+            sums[k] += runner.mean(out[k]) * size
+        count += size
     objective.train(was)
     return {k: v / max(count, 1) for k, v in sums.items()}
 

@@ -46,8 +46,8 @@ class PacsTrainConfig:
     # optimisation
     lr: float = 1e-4
     weight_decay: float = 0.01
-    batch_size: int = 256                  # images per optimizer step
-    grad_accum: int = 1                    # micro-batches per step (negatives: within a micro-batch)
+    batch_size: int = 256                  # images per optimizer step, over all processes
+    grad_accum: int = 1                    # micro-batches per step (negatives: the whole global micro-batch)
     max_epochs: int = 30
     max_steps: int | None = None
     val_every: int = 100                   # steps between validations

@@ -7,7 +7,9 @@ command was started on several processes; ``yes``; ``no``) and ``mixed_precision
 ``bf16``, ``fp16``). Several processes come from a launcher (``accelerate launch`` or
 ``torchrun``; the launcher's ``WORLD_SIZE`` tells them apart): the model is wrapped in
 DistributedDataParallel by :meth:`Runner.prepare`, gradients are averaged over the processes
-and :meth:`Runner.sum` adds a value over them.
+and :meth:`Runner.sum` adds a value over them. A global batch is split by :meth:`Runner.local_slice`;
+:meth:`Runner.gather` puts the processes' parts of a per-item tensor back together (contrastive
+losses whose negatives are the whole global batch).
 """
 
 from __future__ import annotations
@@ -129,6 +131,35 @@ class Runner:
         yield
         if self.is_main:
             self.wait_for_everyone()
+
+    def part_sizes(self, n: int) -> list[int]:
+        """The sizes of every process's :meth:`local_slice` of ``n`` items, in rank order."""
+        return [(r + 1) * n // self.world_size - r * n // self.world_size for r in range(self.world_size)]
+
+    def gather(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        """This process's rows ``x`` (its :meth:`local_slice` of ``n`` items) and every other
+        process's, concatenated in rank order: the global batch's (n, ...) tensor on every process.
+
+        Gradient flows into ``x`` only (the other processes' rows are copies). A loss computed
+        from gathered tensors is therefore the global batch's loss L on every process, and its
+        gradient here is dL/dx_r J_r, this process's rows' share of the full gradient
+        sum_r dL/dx_r J_r. DistributedDataParallel averages the processes' gradients, so each
+        process backpropagates ``world_size * L``: the average is then exactly the one-process
+        gradient of L (tests/test_pacs_distributed.py). Parts may differ in size or be empty.
+        """
+        if self.world_size == 1:
+            return x
+        import torch.distributed as dist
+
+        sizes = self.part_sizes(n)
+        if len(x) != sizes[self.rank]:
+            raise ValueError(f"process {self.rank} holds {len(x)} rows of {n}, its part is {sizes[self.rank]}")
+        # all_gather needs equal shapes: pad every part to the largest
+        padded = x.detach().new_zeros((max(sizes), *x.shape[1:]))
+        padded[: len(x)] = x.detach()
+        parts = [torch.empty_like(padded) for _ in range(self.world_size)]
+        dist.all_gather(parts, padded)
+        return torch.cat([x if r == self.rank else part[:size] for r, (part, size) in enumerate(zip(parts, sizes))])
 
     def local_slice(self, n: int) -> slice:
         """This process's contiguous part of ``n`` items: sizes differ by at most one, may be empty."""
