@@ -90,7 +90,8 @@ def run_pacs(args: argparse.Namespace) -> int:
 
     result = run_trainer(args, PacsTrainConfig, lambda cfg, progress: train_pacs(
         cfg, resume=args.resume, dry_run=args.dry_run, progress=progress))
-    if result is None:
+    # None: --print-config; not the main process of a multi-process run: the main one reports
+    if result is None or not getattr(result, "is_main", True):
         return 0
     if args.dry_run:
         print(json.dumps(result, indent=2))

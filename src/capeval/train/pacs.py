@@ -241,6 +241,7 @@ class TrainResult:
     best_val: float | None
     stopped: str
     history: list[dict[str, Any]]
+    is_main: bool = True  # False on the other processes of a multi-process run
 
 
 def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: Any = None,
@@ -382,7 +383,7 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
     log.close()
     best_path = run / "best.safetensors"
     return TrainResult(run, best_path if best_path.exists() else None, run / "last.safetensors", step, best,
-                       stopped, history)
+                       stopped, history, runner.is_main)
 
 
 @torch.no_grad()
