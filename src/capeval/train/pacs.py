@@ -65,7 +65,7 @@ from capeval.train.pacs_lora import (
     import_state,
     train_projections,
 )
-from capeval.train.runner import Runner, atomic_torch_save
+from capeval.train.runner import Runner, atomic_torch_save, launched_processes
 
 LOSS_FIELDS = ("loss", "l_vt", "l_gv_t", "l_v_gt")
 
@@ -171,24 +171,26 @@ def export(objective: PacsObjective, folder: Path, stem: str, meta: Mapping[str,
 
 
 def plan(cfg: PacsTrainConfig, n_train: int, clip_config: Any = None, trainable: int | None = None,
-         total: int | None = None) -> dict[str, Any]:
+         total: int | None = None, processes: int = 1) -> dict[str, Any]:
     """Steps per epoch, maximum steps, and a rough GPU memory estimate (GiB) for ``--dry-run``.
 
     Memory: fp32 weights, gradients + 2 AdamW moments for the trainable part, and
     activations ~ 12 floats per token x width x layer (attention, MLP 4x, norms) per image
-    / text pass, kept for backward (PAC-S keeps only the projections' inputs).
+    / text pass, kept for backward (PAC-S keeps only the projections' inputs); per process, each
+    encoding its part of a global micro-batch (``processes``: the launcher's count).
     """
     steps_per_epoch = -(-n_train // cfg.batch_size)
     max_steps = steps_per_epoch * cfg.max_epochs if cfg.max_steps is None else min(cfg.max_steps, steps_per_epoch *
                                                                                   cfg.max_epochs)
     out = {"mode": cfg.mode, "lambda_v": cfg.lambdas[0], "lambda_t": cfg.lambdas[1], "train_images": n_train,
            "batch_size": cfg.batch_size, "micro_batch": cfg.micro_batch, "grad_accum": cfg.grad_accum,
+           "processes": processes,
            "steps_per_epoch": steps_per_epoch, "max_steps": max_steps, "val_every": cfg.val_every,
            "patience_steps": cfg.patience_steps}
     if clip_config is not None and total is not None:
         c = clip_config
         tokens_img = (c.image_size // c.patch_size) ** 2 + 1
-        mb = cfg.micro_batch
+        mb = -(-cfg.micro_batch // processes)  # the largest part of a global micro-batch
         n_img = mb * (2 if cfg.lambdas[0] else 1)
         n_txt = mb * (2 if cfg.lambdas[1] else 1)
         act = 12 * (n_img * tokens_img * c.vision_width * c.vision_layers + n_txt * 32 * c.text_width * c.text_layers)
@@ -278,12 +280,14 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
     if dry_run and backbone is None:
         clip = _shape_only_model(cfg.backbone)
         counts = describe_trainable(PacsObjective(clip, None, cfg).clip)
-        return plan(cfg, len(train_items), clip.config, counts["trainable"], counts["parameters"])
+        return plan(cfg, len(train_items), clip.config, counts["trainable"], counts["parameters"],
+                    launched_processes())
     if backbone is None:
         backbone = load_training_backbone(cfg.backbone, cfg.seed)
     objective = PacsObjective(backbone.model, backbone.tokenizer, cfg)
     counts = describe_trainable(objective.clip)
-    the_plan = plan(cfg, len(train_items), objective.clip.config, counts["trainable"], counts["parameters"])
+    the_plan = plan(cfg, len(train_items), objective.clip.config, counts["trainable"], counts["parameters"],
+                    launched_processes())
     if dry_run:
         return the_plan
     runner = Runner(cfg)
