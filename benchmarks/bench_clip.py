@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from _peers import missing, skipped
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -213,7 +214,10 @@ def main() -> int:
         print(f"(a) RefPAC-S: capeval {t_ours:.1f}s, reference way {t_ref:.1f}s -> {t_ref / t_ours:.2f}x faster; "
               f"max |diff| per item {diff:.2e}", flush=True)
 
-    if "b" not in skip:
+    peer = missing("torchmetrics", "transformers") if "b" not in skip else None
+    if peer:
+        results["b"] = skipped("(b) CLIP-S vs torchmetrics", peer)
+    elif "b" not in skip:
         from capeval.models.clip.export_hf import export_hf
 
         hf_dir = export_hf(bb, tmp / "openai-random-vit-b-32")  # torchmetrics wants 'openai' in the path

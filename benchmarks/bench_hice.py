@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from _peers import missing, skipped  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -73,7 +75,9 @@ def main() -> int:
           f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'stage':14} {'n':>6} {'unit':9} {'time':>11}  {'rate':>9}")
 
-    if "segment" in stages:
+    if "segment" in stages and missing("transformers"):
+        skipped(f"{'segment':14}", "transformers")
+    elif "segment" in stages:
         import transformers as tf
 
         from capeval.models.regions import region_backend
@@ -112,6 +116,8 @@ def main() -> int:
     texts += [r for refs in json.loads((SAMPLES / "refs.json").read_text()).values() for r in refs]
     parser = None
     try:
+        if missing("spacy"):
+            raise ModuleNotFoundError("spacy not installed")
         parser = SpicePhrases()
         t = time.perf_counter()
         parser.phrases(texts)

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from _peers import missing, skipped
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
@@ -35,11 +37,8 @@ def main() -> int:
     ap.add_argument("--json", help="write the numbers here")
     args = ap.parse_args()
 
-    import ray
-
     import capeval
     from capeval.bench.flickr8k import expert_pairs
-    from capeval.engines.ray_engine import score_ray
 
     data = Path(os.environ.get("CAPEVAL_DATA", ROOT.parent / "shared" / "data"))
     ids, cands, refs = expert_pairs(data)
@@ -62,37 +61,45 @@ def main() -> int:
     auto_s, _ = best(lambda: capeval.score(cands, refs, args.metrics))
     row = {"items": len(ids), "metrics": args.metrics, "shard": args.shard, "cpus": os.cpu_count(),
            "in_process_s": local_s, "in_process_default_workers_s": auto_s}
-    for workers in (1, 2):
-        t = time.perf_counter()
-        # as score_ray's own local instance: one CPU slot beyond the actors' (Ray Data's tasks)
-        ray.init(num_cpus=workers + 1, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        row[f"ray_init_{workers}_s"] = time.perf_counter() - t
-        try:
-            secs, rep = best(lambda w=workers: score_ray(cands, refs, args.metrics, num_workers=w, batch_size=args.shard))
-            if workers == 2:  # the same items from a Parquet item table, read as a Ray dataset
-                import tempfile
+    peer = missing("ray", "pyarrow")
+    if peer:
+        row["ray"] = skipped("ray rows", peer)
+    else:
+        import ray
 
-                import pyarrow as pa
-                import pyarrow.parquet as pq
+        from capeval.engines.ray_engine import score_ray
 
-                with tempfile.TemporaryDirectory() as tmp:
-                    table = Path(tmp) / "items.parquet"
-                    pq.write_table(pa.Table.from_pylist(
-                        [{"id": i, "candidate": cands[i], "references": refs[i]} for i in ids]), table)
-                    tsecs, trep = best(lambda: score_ray(items=str(table), metrics=args.metrics, num_workers=2,
-                                                         batch_size=args.shard))
-                row["ray_2w_items_parquet_s"] = tsecs
-                row["ray_2w_items_parquet_identical"] = all(
-                    trep[m].system == local[m].system and dict(trep[m].items) == dict(local[m].items) for m in local)
-        finally:
-            ray.shutdown()
-        same = all(rep[m].system == local[m].system and dict(rep[m].items) == dict(local[m].items) for m in local)
-        row[f"ray_{workers}w_s"] = secs
-        row[f"ray_{workers}w_identical"] = same
-    row["speedup_2w_over_1w"] = row["ray_1w_s"] / row["ray_2w_s"]
-    row["ratio_items_table_vs_mappings_2w"] = row["ray_2w_items_parquet_s"] / row["ray_2w_s"]
-    row["overhead_1w_vs_in_process_s"] = row["ray_1w_s"] - local_s
-    row["ratio_1w_vs_in_process"] = row["ray_1w_s"] / local_s
+        for workers in (1, 2):
+            t = time.perf_counter()
+            # as score_ray's own local instance: one CPU slot beyond the actors' (Ray Data's tasks)
+            ray.init(num_cpus=workers + 1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            row[f"ray_init_{workers}_s"] = time.perf_counter() - t
+            try:
+                secs, rep = best(lambda w=workers: score_ray(cands, refs, args.metrics, num_workers=w, batch_size=args.shard))
+                if workers == 2:  # the same items from a Parquet item table, read as a Ray dataset
+                    import tempfile
+
+                    import pyarrow as pa
+                    import pyarrow.parquet as pq
+
+                    with tempfile.TemporaryDirectory() as tmp:
+                        table = Path(tmp) / "items.parquet"
+                        pq.write_table(pa.Table.from_pylist(
+                            [{"id": i, "candidate": cands[i], "references": refs[i]} for i in ids]), table)
+                        tsecs, trep = best(lambda: score_ray(items=str(table), metrics=args.metrics, num_workers=2,
+                                                             batch_size=args.shard))
+                    row["ray_2w_items_parquet_s"] = tsecs
+                    row["ray_2w_items_parquet_identical"] = all(
+                        trep[m].system == local[m].system and dict(trep[m].items) == dict(local[m].items) for m in local)
+            finally:
+                ray.shutdown()
+            same = all(rep[m].system == local[m].system and dict(rep[m].items) == dict(local[m].items) for m in local)
+            row[f"ray_{workers}w_s"] = secs
+            row[f"ray_{workers}w_identical"] = same
+        row["speedup_2w_over_1w"] = row["ray_1w_s"] / row["ray_2w_s"]
+        row["ratio_items_table_vs_mappings_2w"] = row["ray_2w_items_parquet_s"] / row["ray_2w_s"]
+        row["overhead_1w_vs_in_process_s"] = row["ray_1w_s"] - local_s
+        row["ratio_1w_vs_in_process"] = row["ray_1w_s"] / local_s
     for k, v in row.items():
         print(f"{k:32s} {v:.3f}" if isinstance(v, float) else f"{k:32s} {v}")
     if args.json:

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _peers import missing, skipped
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -94,17 +95,21 @@ def main() -> int:
         results[label] = timed(step, data)
         print(f"capeval.Reward {label:24s} {results[label]:9.0f} captions/s", flush=True)
 
-    from pycocoevalcap.cider.cider import Cider
+    peer = missing("pycocoevalcap")
+    if peer:
+        results["pycocoevalcap Cider per batch"] = skipped("pycocoevalcap Cider (CIDEr-D) per batch", peer)
+    else:
+        from pycocoevalcap.cider.cider import Cider
 
-    scorer = Cider()
+        scorer = Cider()
 
-    def coco_step(d):
-        res = {k: [c.lower()] for k, c in enumerate(d["captions"])}
-        gts = {k: [r.lower() for r in d["refs"][i]] for k, i in enumerate(d["image_ids"])}
-        return scorer.compute_score(gts, res)
+        def coco_step(d):
+            res = {k: [c.lower()] for k, c in enumerate(d["captions"])}
+            gts = {k: [r.lower() for r in d["refs"][i]] for k, i in enumerate(d["image_ids"])}
+            return scorer.compute_score(gts, res)
 
-    results["pycocoevalcap Cider per batch"] = timed(coco_step, data)
-    print(f"pycocoevalcap Cider (CIDEr-D) per batch {results['pycocoevalcap Cider per batch']:9.0f} captions/s")
+        results["pycocoevalcap Cider per batch"] = timed(coco_step, data)
+        print(f"pycocoevalcap Cider (CIDEr-D) per batch {results['pycocoevalcap Cider per batch']:9.0f} captions/s")
     info = {"batch": f"{args.images}x{args.beam}", "threads": torch.get_num_threads(), "tokenizer": tokenizer,
             "backbone": "ViT-B-32 (random)", "captions_per_s": results}
     if args.json:

@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _peers import missing, skipped
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
@@ -275,14 +277,10 @@ def main() -> int:
     if not Path("/proc/self/smaps_rollup").exists():
         print("bench_scale: needs Linux /proc (smaps_rollup) to sample the process tree's memory", file=sys.stderr)
         return 2
-    java = not args.skip_java and shutil.which("java") is not None
-    if java:
-        try:
-            import pycocoevalcap  # noqa: F401
-        except ImportError:
-            java = False
-    if not args.skip_java and not java:
-        print("bench_scale: java or pycocoevalcap missing: pycocoevalcap columns skipped", file=sys.stderr)
+    peer = None if args.skip_java else missing("pycocoevalcap", "java")
+    java = not args.skip_java and peer is None
+    if peer:
+        skipped("pycocoevalcap columns", peer)
     from capeval.bench.flickr8k import expert_pairs
 
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; times: median wall of whole processes")

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from _peers import missing, skipped  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -76,6 +78,9 @@ def main() -> int:
           f"system {report['spice'].system:.4f})")
 
     if args.skip_java:
+        return 0
+    if missing("java"):
+        skipped(f"{'spice-java':<12}", "java")
         return 0
     from capeval.errors import CapevalError
     from capeval.metrics.spice.java import SpiceJava

@@ -29,6 +29,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _peers import missing, skipped  # noqa: E402
 
 CANDIDATES = {
     "demo": "A person is frying a pan of eggs that are colored pink and green.",
@@ -95,6 +98,9 @@ def main() -> int:
     ap.add_argument("--data", default=os.environ.get("CAPEVAL_DATA", str(HERE.parents[1] / "shared" / "data")))
     ap.add_argument("--seed", type=int, default=0, help="seed of the random ViT-B/32 weights")
     args = ap.parse_args()
+    if missing("clip"):  # every row compares with OpenAI's model code (clip-anytorch)
+        skipped("fp16 vs fp32", "clip-anytorch")
+        return 0
     sample = Path(args.data) / "samples" / "video" / "Bfyp0C02sko_000248_000258.mp4"
     if not sample.exists():
         print(f"sample video not found: {sample}; pass --data", file=sys.stderr)
