@@ -431,7 +431,9 @@ def test_stale_or_corrupt_index_is_detected(meteor: Meteor15, tmp_path: Path) ->
 
 
 def test_missing_pycocoevalcap_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(meteor_resources.importlib.util, "find_spec", lambda name: None)
+    from capeval.metrics.meteor import index_format
+
+    monkeypatch.setattr(index_format.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ResourceError, match=r"pip install pycocoevalcap==1\.2"):
         meteor_resources.source_paths()
 
