@@ -48,6 +48,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(metrics that explain their scores: hice-s, ref-hice-s)")
     p.add_argument("--skip-bad-items", action="store_true", help="record unusable items as skipped instead of failing")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.add_argument("--max-json-bytes", metavar="N", help="largest .json input read whole, in bytes (range 1 to 2**40; "
+                   "default 268435456 = 256 MiB, or $CAPEVAL_MAX_JSON_BYTES); JSONL/CSV/TSV are streamed")
+    p.add_argument("--max-line-bytes", metavar="N", help="longest line of a .jsonl/.csv/.tsv input, in bytes (range "
+                   "1024 to 2**31-1; default 16777216 = 16 MiB, or $CAPEVAL_MAX_LINE_BYTES)")
     from capeval.engines.dispatch import add_engine_arguments
 
     add_engine_arguments(p)
@@ -130,6 +134,19 @@ def _report_error_items(report: Any, limit: int = 10) -> None:
             sys.stderr.write(f"capeval: {r.metric}: item {item!r}: {msg}{shown}\n")
 
 
+def _set_read_limits(args: argparse.Namespace) -> None:
+    """``--max-json-bytes`` / ``--max-line-bytes``: checked against their ranges, then set as the
+    environment variables :mod:`capeval.io.reading` reads (so every reader of the job sees them)."""
+    import os
+
+    from capeval.io.reading import LIMITS, check_limit
+
+    for name in ("max_json_bytes", "max_line_bytes"):
+        value = getattr(args, name, None)
+        if value is not None:
+            os.environ[LIMITS[name][0]] = str(check_limit(name, value, "--" + name.replace("_", "-")))
+
+
 def run(args: argparse.Namespace) -> int:
     from capeval import registry
     from capeval.api import score
@@ -138,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
     from capeval.io.captions import read_caption_file
     from capeval.progress import progress_setting
 
-    # everything cheap is checked first: names, options, device, output paths, then inputs
+    # everything cheap is checked first: limits, names, options, device, output paths, then inputs
+    _set_read_limits(args)
     names = registry.expand(args.metrics)
     options = parse_options(args.option)
     if args.device:

@@ -3,33 +3,16 @@
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from capeval.errors import InputError
-
-
-def _read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"file not found: {path}") from None
-    except IsADirectoryError:
-        raise InputError(f"expected a file, got a directory: {path}") from None
-    except OSError as exc:  # permissions, a broken mount, ...
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise InputError(
-            f"{path}: not valid UTF-8 (byte {exc.start}, line {line}); re-encode the file as UTF-8"
-        ) from None
+from capeval.io.reading import iter_lines, max_line_bytes, read_json_text
 
 
 # ``image_id``/``video_id`` come before ``id``: in COCO files ``id`` numbers the annotation
@@ -131,24 +114,59 @@ def _loads(text: str, path: Path, line_offset: int | None = None) -> Any:
         ) from None
 
 
-def _read_csv(text: str, path: Path, dialect: str) -> list[dict[str, str]]:
-    reader = csv.reader(io.StringIO(text), dialect=dialect)
-    header = next(reader, None)
-    if header is None:
+def csv_records(path: Path, dialect: str) -> Iterator[tuple[int, list[str]]]:
+    """``(line where the record starts, fields)`` of a CSV/TSV file, streamed (header included).
+
+    Quoting is strict: a quote left open until the end of the file (which would swallow
+    every following row into one field) or text after a closing quote is an error naming
+    the line where the record, and so the quote, began. A field may be as long as a line
+    (:func:`~capeval.io.reading.max_line_bytes`).
+    """
+    limit = max_line_bytes()
+    if csv.field_size_limit() < limit:  # the csv module's 131,072 characters would refuse long captions
+        csv.field_size_limit(limit)
+    reader = csv.reader(iter_lines(path), dialect=dialect, strict=True)
+    start = 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            msg = str(exc)
+            if "end of data" in msg:
+                msg = "a quoted field opened in this row is never closed (the file ends inside it)"
+            elif "field limit" in msg:
+                msg = f"a field is longer than {csv.field_size_limit():,} characters (CAPEVAL_MAX_LINE_BYTES)"
+            else:
+                msg = f"bad quoting ({msg}); a field with a quote must be quoted whole, its quotes doubled"
+            raise InputError(f"{path}, line {start}: {msg}") from None
+        yield start, row
+        start = reader.line_num + 1
+
+
+def _read_csv(path: Path, dialect: str) -> Iterator[dict[str, str]]:
+    records = csv_records(path, dialect)
+    first = next(records, None)
+    if first is None:
         raise InputError(f"{path}: empty {path.suffix[1:].upper()} file")
-    header = [h.strip() for h in header]
+    header = [h.strip() for h in first[1]]
     sep = "tab" if dialect == "excel-tab" else "comma"
-    rows = []
-    for row in reader:
+    for line, row in records:
         if not row:  # blank line
             continue
         if len(row) != len(header):
             raise InputError(
-                f"{path}, line {reader.line_num}: {len(row)} field(s), but the header has {len(header)} "
+                f"{path}, line {line}: {len(row)} field(s), but the header has {len(header)} "
                 f"({', '.join(header)}); a caption containing a {sep} must be quoted"
             )
-        rows.append(dict(zip(header, row)))
-    return rows
+        yield dict(zip(header, row))
+
+
+def _jsonl_records(path: Path) -> Iterator[tuple[int, Any]]:
+    for lineno, line in enumerate(iter_lines(path), 1):
+        if line.strip():
+            yield lineno, _loads(line, path, lineno)
 
 
 def read_captions(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
@@ -176,18 +194,13 @@ def read_caption_file(path: str | os.PathLike[str], kind: str) -> CaptionFile:
     path = Path(path)
     if kind not in ("candidates", "references"):
         raise ValueError(kind)
-    text = _read_text(path)
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        records = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                records.append((lineno, _loads(line, path, lineno)))
-        return _from_records(records, kind, path, "JSONL records", "line")
+        return _from_records(_jsonl_records(path), kind, path, "JSONL records", "line")
     if suffix in (".csv", ".tsv"):
-        rows = _read_csv(text, path, "excel-tab" if suffix == ".tsv" else "excel")
-        return _from_records(list(enumerate(rows, 2)), kind, path, suffix[1:].upper(), "row")
-    obj = _loads(text, path)
+        rows = _read_csv(path, "excel-tab" if suffix == ".tsv" else "excel")
+        return _from_records(enumerate(rows, 2), kind, path, suffix[1:].upper(), "row")
+    obj = _loads(read_json_text(path), path)
     if isinstance(obj, dict) and isinstance(obj.get("annotations"), list):
         return _from_records(list(enumerate(obj["annotations"], 1)), kind, path, "COCO annotations file",
                              "annotation")
@@ -202,7 +215,7 @@ def read_caption_file(path: str | os.PathLike[str], kind: str) -> CaptionFile:
     raise InputError(f"{path}: expected a JSON object {{id: ...}} or a list of records, got {type(obj).__name__}")
 
 
-def _from_records(records: list[tuple[int, Any]], kind: str, path: Path, layout: str, unit: str) -> CaptionFile:
+def _from_records(records: Iterable[tuple[int, Any]], kind: str, path: Path, layout: str, unit: str) -> CaptionFile:
     out: dict[str, Any] = {}
     n_caps = 0
     for n, row in records:

@@ -22,12 +22,10 @@ them shard by shard, so one table gives the same items on a laptop and on a clus
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,7 +178,7 @@ def items_from_rows(rows: Iterable[Mapping[str, Any]], source: str, first_row: i
     return out
 
 
-def _read_rows(path: Path, fmt: str) -> list[dict[str, Any]]:
+def _read_rows(path: Path, fmt: str) -> Iterable[Any]:
     if fmt == "parquet":
         from capeval._optional import require
 
@@ -193,27 +191,13 @@ def _read_rows(path: Path, fmt: str) -> list[dict[str, Any]]:
             raise InputError(f"file not found: {path}") from None
         except Exception as exc:  # pyarrow raises several types for a broken file
             raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
-    from capeval.io.captions import _read_text
-
-    text = _read_text(path)
     if fmt in ("csv", "tsv"):
-        reader = csv.DictReader(io.StringIO(text), dialect="excel-tab" if fmt == "tsv" else "excel")
-        rows = []
-        for row in reader:
-            if None in row or any(v is None for v in row.values()):
-                raise InputError(f"{path}, line {reader.line_num}: the number of fields differs from the header's; "
-                                 "a caption containing the separator must be quoted")
-            rows.append({k.strip(): v for k, v in row.items()})
-        return rows
+        return _csv_rows(path, fmt)
     if fmt == "jsonl":
-        rows = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}, line {lineno}: not valid JSON ({exc.msg})") from None
-        return rows
+        return _jsonl_rows(path)
+    from capeval.io.reading import read_json_text
+
+    text = read_json_text(path)
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -221,6 +205,40 @@ def _read_rows(path: Path, fmt: str) -> list[dict[str, Any]]:
     if not isinstance(obj, list):
         raise InputError(f"{path}: an items table in JSON is a list of rows [{{\"id\": ..., \"candidate\": ...}}]")
     return obj
+
+
+def _csv_rows(path: Path, fmt: str) -> Iterator[dict[str, Any]]:
+    """The rows of a CSV/TSV table, streamed (quoting strict, see :func:`capeval.io.captions.csv_records`)."""
+    from capeval.io.captions import csv_records
+
+    records = csv_records(path, "excel-tab" if fmt == "tsv" else "excel")
+    first = next(records, None)
+    header = [h.strip() for h in first[1]] if first is not None else []
+    for line, row in records:
+        if not row:  # a blank line
+            continue
+        if len(row) != len(header):
+            raise InputError(f"{path}, line {line}: the number of fields differs from the header's; "
+                             "a caption containing the separator must be quoted")
+        yield dict(zip(header, row))
+
+
+def _jsonl_rows(path: Path) -> Iterator[Any]:
+    from capeval.io.reading import iter_lines
+
+    for lineno, line in enumerate(iter_lines(path), 1):
+        if line.strip():
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}, line {lineno}: not valid JSON ({exc.msg})") from None
+
+
+def _objects(rows: Iterable[Any], path: Path) -> Iterator[dict[str, Any]]:
+    for n, row in enumerate(rows, 1):
+        if not isinstance(row, dict):
+            raise InputError(f"{path}, row {n}: expected an object, got {type(row).__name__}")
+        yield row
 
 
 def table_files(names: Iterable[str]) -> list[str]:
@@ -259,11 +277,8 @@ def read_items(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]])
             raise InputError(f"{p}: remote item tables are read by the Ray engine (--engine ray); "
                              "download the file for the local engine")
         path = Path(str(p)[len("file://"):] if str(p).startswith("file://") else p)
-        rows = _read_rows(path, table_format(path))
-        for n, row in enumerate(rows, 1):
-            if not isinstance(row, dict):
-                raise InputError(f"{path}, row {n}: expected an object, got {type(row).__name__}")
-        part = items_from_rows(rows, str(path), 1, seen if len(paths) == 1 else None)
+        part = items_from_rows(_objects(_read_rows(path, table_format(path)), path), str(path), 1,
+                               seen if len(paths) == 1 else None)
         dup = next((i for i in part.candidates if i in items.candidates), None)
         if dup is not None:
             raise InputError(f"{path}: item {dup!r} appears in an earlier items file too", dup)
