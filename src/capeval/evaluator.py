@@ -157,6 +157,29 @@ class Evaluator:
                     results[m] = report[m]
         return Report({m: results[m] for m in self.names})
 
+    def streamable(self) -> bool:
+        """Whether every metric is a text metric of one tokenizer, so :meth:`score_stream` can run."""
+        from capeval.metrics.text import TextScorer
+
+        scorers = [self.scorers[members[0]] for members, _, _ in self._groups]
+        return (all(spec.needs == frozenset({"references"}) for _, spec, _ in self._groups)
+                and all(isinstance(s, TextScorer) for s in scorers) and len({s.tokenizer for s in scorers}) == 1)
+
+    def score_stream(self, stream: Any, progress: bool | None = None) -> Report:
+        """Score a :class:`~capeval.io.text_stream.TextStream`: items read from files twice, a
+        chunk at a time, never all held (a million items in about 1 GB); the results equal
+        :meth:`score`'s on the same items. Needs :meth:`streamable`."""
+        from capeval.metrics.text import score_text_stream
+
+        if not self.streamable():
+            raise InputError(f"{', '.join(self.names)}: only text metrics of one tokenizer can score a stream")
+        progress = self.progress if progress is None else progress
+        scorers = [self.scorers[members[0]] for members, _, _ in self._groups]
+        with progress_setting(progress):
+            results = score_text_stream(scorers, stream.ids, sorted(stream.ref_counts), stream.items,
+                                        progress=progress)
+        return Report({m: results[m] for m in self.names})
+
     def _text_scorers(self, batch: Batch) -> dict[str, list[Any]]:
         """Text scorers that can share one pass over ``batch``, by tokenizer (none without references)."""
         out: dict[str, list[Any]] = {}

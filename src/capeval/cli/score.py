@@ -185,6 +185,10 @@ def run(args: argparse.Namespace) -> int:
         return _run_items(args, names, options, engine_options, progress)
     if not args.candidates:
         raise InputError("give the candidates (-c FILE) or an items table (--items FILE)")
+    if args.engine == "local" and args.references and not (args.images or args.videos or args.skip_bad_items):
+        streamed = _run_stream(args, names, options, progress)
+        if streamed is not None:
+            return streamed
     files = [read_caption_file(args.candidates, "candidates")]
     if args.references:
         files.append(read_caption_file(args.references, "references"))
@@ -213,6 +217,35 @@ def run(args: argparse.Namespace) -> int:
             **inputs,
         )
     return _finish(args, report, {f.kind: f.to_dict() for f in files})
+
+
+def _run_stream(args: argparse.Namespace, names: list[str], options: dict[str, dict[str, Any]],
+                progress: bool | None) -> int | None:
+    """Text metrics on JSONL/CSV/TSV files: items streamed (:mod:`capeval.io.text_stream`), not
+    held in memory; None when the metrics or the files need the in-memory path."""
+    from capeval import registry
+    from capeval.metrics.text import TextScorer
+
+    if not all(registry.get(n).needs == frozenset({"references"}) for n in names) or not all(
+        issubclass(registry.get(n).factory_class(), TextScorer) for n in names
+    ):
+        return None
+    from capeval.evaluator import Evaluator
+    from capeval.io.text_stream import stream_caption_files
+    from capeval.progress import progress_setting
+
+    stream = stream_caption_files(args.candidates, args.references)
+    if stream is None:
+        return None
+    with progress_setting(progress):
+        evaluator = Evaluator(names, options=options, progress=progress)
+        if not evaluator.streamable():
+            return None
+        if not args.quiet:
+            for f in stream.files:
+                sys.stderr.write(f"capeval: {f.kind}: {f.describe()} from {f.path}\n")
+        report = evaluator.score_stream(stream, progress=progress)
+    return _finish(args, report, {f.kind: f.to_dict() for f in stream.files})
 
 
 def _run_items(args: argparse.Namespace, names: list[str], options: dict[str, dict[str, Any]],

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -70,6 +71,13 @@ def _score_local(candidates: Any, references: Any, metrics: Any, options: Any, p
     from capeval.io.items import read_items
     from capeval.io.uris import fetch_media
 
+    if not inputs.get("skip_bad_items") and evaluator.streamable():
+        from capeval.io.text_stream import stream_item_tables
+
+        # tables of ids, candidates and references: streamed, never all in memory
+        stream = stream_item_tables([items] if isinstance(items, (str, os.PathLike)) else list(items))
+        if stream is not None:
+            return evaluator.score_stream(stream, progress=progress)
     table = read_items(items)
     if not table.candidates:
         raise InputError(f"{_names(items)}: no items")

@@ -194,12 +194,9 @@ def read_caption_file(path: str | os.PathLike[str], kind: str) -> CaptionFile:
     path = Path(path)
     if kind not in ("candidates", "references"):
         raise ValueError(kind)
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        return _from_records(_jsonl_records(path), kind, path, "JSONL records", "line")
-    if suffix in (".csv", ".tsv"):
-        rows = _read_csv(path, "excel-tab" if suffix == ".tsv" else "excel")
-        return _from_records(enumerate(rows, 2), kind, path, suffix[1:].upper(), "row")
+    streamed = file_records(path)
+    if streamed is not None:
+        return _from_records(streamed[0], kind, path, *streamed[1:])
     obj = _loads(read_json_text(path), path)
     if isinstance(obj, dict) and isinstance(obj.get("annotations"), list):
         return _from_records(list(enumerate(obj["annotations"], 1)), kind, path, "COCO annotations file",
@@ -215,16 +212,32 @@ def read_caption_file(path: str | os.PathLike[str], kind: str) -> CaptionFile:
     raise InputError(f"{path}: expected a JSON object {{id: ...}} or a list of records, got {type(obj).__name__}")
 
 
-def _from_records(records: Iterable[tuple[int, Any]], kind: str, path: Path, layout: str, unit: str) -> CaptionFile:
-    out: dict[str, Any] = {}
-    n_caps = 0
+def record_values(records: Iterable[tuple[int, Any]], kind: str, path: Path, unit: str) -> Iterator[tuple[str, Any, str]]:
+    """``(id, caption or references as given, where)`` of each record (``(number, row)``), in order."""
+    keys = _CAND_KEYS if kind == "candidates" else _REF_KEYS
+    what = "caption" if kind == "candidates" else "reference"
     for n, row in records:
         where = f"{unit} {n}"
         if not isinstance(row, dict):
             raise InputError(f"{path}, {where}: expected an object, got {type(row).__name__}")
-        item = str(_pick(row, _ID_KEYS, path, where, "id"))
+        yield str(_pick(row, _ID_KEYS, path, where, "id")), _pick(row, keys, path, where, what), where
+
+
+def file_records(path: Path) -> tuple[Iterator[tuple[int, Any]], str, str] | None:
+    """``(records, layout, unit)`` of a file read record by record (JSONL, CSV, TSV), else None."""
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return _jsonl_records(path), "JSONL records", "line"
+    if suffix in (".csv", ".tsv"):
+        return enumerate(_read_csv(path, "excel-tab" if suffix == ".tsv" else "excel"), 2), suffix[1:].upper(), "row"
+    return None
+
+
+def _from_records(records: Iterable[tuple[int, Any]], kind: str, path: Path, layout: str, unit: str) -> CaptionFile:
+    out: dict[str, Any] = {}
+    n_caps = 0
+    for item, value, where in record_values(records, kind, path, unit):
         if kind == "candidates":
-            value = _pick(row, _CAND_KEYS, path, where, "caption")
             if item in out:
                 hint = (" (this is a COCO annotations file, i.e. references; pass it with --references)"
                         if layout.startswith("COCO annotations") else "")
@@ -232,7 +245,6 @@ def _from_records(records: Iterable[tuple[int, Any]], kind: str, path: Path, lay
             out[item] = value
             n_caps += 1
         else:
-            value = _pick(row, _REF_KEYS, path, where, "reference")
             refs = out.setdefault(item, [])
             if isinstance(value, list):
                 refs.extend(value)

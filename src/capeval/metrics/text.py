@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import gc
 import math
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import Any, ClassVar, Mapping, Sequence
 
 from capeval.errors import InputError
@@ -209,8 +212,6 @@ def _score_text(
     references: Mapping[Any, Any] | None,
     progress: bool | None,
 ) -> dict[str, MetricResult]:
-    from capeval.metrics.workers import map_tasks, resolve_workers, spans
-
     tokenizers = {s.tokenizer for s in scorers}
     if len(tokenizers) != 1:
         raise InputError(f"score_text needs one tokenizer, got {sorted(tokenizers)}")
@@ -218,6 +219,83 @@ def _score_text(
     cands, refs = prepare_text_inputs(candidates, references, needs_references=True)
     assert refs is not None
     ids = list(cands)
+
+    def tasks(with_candidates: bool, work: list[tuple[int, int]]) -> Iterator[tuple]:
+        return (span_texts(ids, cands if with_candidates else None, refs, a, b) for a, b in work)
+
+    return _score_spans(scorers, tokenizer, ids, sorted({len(refs[i]) for i in ids}), tasks, progress)
+
+
+def score_text_stream(
+    scorers: Sequence[TextScorer],
+    ids: list[str],
+    ref_counts: Sequence[int],
+    items: Callable[[], Iterable[tuple[str, str, list[str]]]],
+    *,
+    progress: bool | None = False,
+) -> dict[str, MetricResult]:
+    """:func:`score_text` on items read twice from a stream instead of held in memory.
+
+    ``ids``: the item ids in order; ``ref_counts``: the distinct numbers of references per
+    item (the signature's ``nrefs``); ``items()``: a fresh iterator of ``(id, candidate,
+    [references])`` in that order, already validated (as :func:`prepare_text_inputs` would).
+    It is read once for the corpus statistics (when a metric needs them) and once to score,
+    each time a chunk plus the :data:`~capeval.tokenize.CONTEXT_CAPTIONS` items after it at
+    a time; the chunks, their tokenisation context and so the results are those of
+    :func:`score_text` on the same items, bit for bit.
+    """
+    tokenizers = {s.tokenizer for s in scorers}
+    if len(tokenizers) != 1:
+        raise InputError(f"score_text needs one tokenizer, got {sorted(tokenizers)}")
+
+    def tasks(with_candidates: bool, work: list[tuple[int, int]]) -> Iterator[tuple]:
+        return _stream_spans(ids, items(), with_candidates, work)
+
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _score_spans(scorers, tokenizers.pop(), ids, sorted(set(ref_counts)), tasks, progress)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _stream_spans(ids: list[str], items: Iterable[tuple[str, str, list[str]]], with_candidates: bool,
+                  work: list[tuple[int, int]]) -> Iterator[tuple]:
+    """:func:`span_texts` of each span of ``work``, from a stream of items (a window of a span
+    and its context at a time)."""
+    from capeval.tokenize import CONTEXT_CAPTIONS
+
+    window: deque[tuple[str, str, list[str]]] = deque()
+    stream = iter(items)
+    for a, b in work:
+        while len(window) < b - a + CONTEXT_CAPTIONS:
+            nxt = next(stream, None)
+            if nxt is None:
+                break
+            window.append(nxt)
+        span = [window.popleft() for _ in range(min(b - a, len(window)))]
+        if len(span) != b - a or any(item[0] != ids[k] for k, item in enumerate(span, a)):
+            raise InputError("the input files changed while being scored (read twice: once for the corpus "
+                             "statistics, once to score)")
+        after = list(islice(window, CONTEXT_CAPTIONS))
+        hyps = [c for _, c, _ in span] if with_candidates else None
+        next_hyps = [c for _, c, _ in after] if with_candidates else []
+        yield hyps, [r for _, _, r in span], next_hyps, [x for _, _, r in after for x in r][:CONTEXT_CAPTIONS]
+
+
+def _score_spans(
+    scorers: Sequence[TextScorer],
+    tokenizer: str,
+    ids: list[str],
+    counts: list[int],
+    tasks: Callable[[bool, list[tuple[int, int]]], Iterator[tuple]],
+    progress: bool | None,
+) -> dict[str, MetricResult]:
+    """The chunked pipeline over ``ids``; ``tasks(with_candidates, spans)``: the
+    :func:`span_texts` of each span (candidates None without ``with_candidates``)."""
+    from capeval.metrics.workers import map_tasks, resolve_workers, spans
+
     n_items = len(ids)
     sizes = [s.chunk_size for s in scorers if s.chunk_size]
     chunk = min(sizes) if sizes else DEFAULT_CHUNK
@@ -231,7 +309,6 @@ def _score_text(
         warm_up()  # once here rather than in every worker
     work = spans(n_items, chunk)
     recycle = max(1, RECYCLE_ITEMS // chunk)
-    counts = sorted({len(refs[i]) for i in ids})
     nrefs = "0" if not counts else str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     label = "/".join(m for s in scorers for m in s.metrics)[:24]
 
@@ -246,9 +323,8 @@ def _score_text(
             _, rs = tokenize_texts(tokenizer, *task)
             return corpus.part(rs)
 
-        tasks = (span_texts(ids, None, refs, a, b) for a, b in work)
         with make_progress(n_items, "references", progress) as bar:
-            for part in map_tasks(count, tasks, workers, recycle):
+            for part in map_tasks(count, tasks(False, work), workers, recycle):
                 corpus.add_part(part)
                 bar.update(part.n_items)
 
@@ -259,8 +335,7 @@ def _score_text(
 
     parts: list[list[Any]] = [[] for _ in scorers]
     with make_progress(n_items, label, progress) as bar:
-        tasks = (span_texts(ids, cands, refs, a, b) for a, b in work)
-        for done, outs in map_tasks(job, tasks, workers, recycle):
+        for done, outs in map_tasks(job, tasks(True, work), workers, recycle):
             for k, out in enumerate(outs):
                 parts[k].append(out)
             bar.update(done)
