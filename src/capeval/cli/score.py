@@ -139,12 +139,13 @@ def _set_read_limits(args: argparse.Namespace) -> None:
     environment variables :mod:`capeval.io.reading` reads (so every reader of the job sees them)."""
     import os
 
-    from capeval.io.reading import LIMITS, check_limit
+    from capeval.io.reading import LIMITS, check_limit, max_json_bytes, max_line_bytes
 
     for name in ("max_json_bytes", "max_line_bytes"):
         value = getattr(args, name, None)
         if value is not None:
             os.environ[LIMITS[name][0]] = str(check_limit(name, value, "--" + name.replace("_", "-")))
+    max_json_bytes(), max_line_bytes()  # a bad environment variable is refused before any work too
 
 
 def run(args: argparse.Namespace) -> int:
