@@ -91,8 +91,8 @@ def read_json_text(path: Path) -> str:
     """The text of a JSON document, refused unread when larger than :func:`max_json_bytes`.
 
     A regular file is judged by its size; anything else (a device, a FIFO) is read up to
-    the limit and refused beyond it. A document that does not start with an object or a
-    list (e.g. zero bytes) is refused after its first block.
+    the limit and refused beyond it. A document starting with a control character (e.g.
+    zero bytes) is refused after its first block.
     """
     limit = max_json_bytes()
     f, info = open_input(path)
@@ -103,7 +103,7 @@ def read_json_text(path: Path) -> str:
         try:
             head = f.read(min(limit + 1, 65536))
             start = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:1]
-            if head and start and start not in b"{[":
+            if start and start[0] < 0x20:  # binary (zero bytes, /dev/zero): not worth reading further
                 raise InputError(f"{path}: invalid JSON at line 1 (expected an object {{...}} or a list [...], "
                                  f"found byte {start!r})")
             data = head + f.read(limit + 1 - len(head)) if len(head) <= limit else head
