@@ -54,11 +54,9 @@ def write_jsonl(folder: Path, n: int, data: Path) -> tuple[Path, Path]:
     cands, refs = scaled(*leave_one_out(data), n)
     c, r = folder / "cands.jsonl", folder / "refs.jsonl"
     with open(c, "w", encoding="utf-8") as f:
-        for i, text in cands.items():
-            f.write(json.dumps({"image_id": i, "caption": text}) + "\n")
+        f.writelines(json.dumps({"image_id": i, "caption": text}) + "\n" for i, text in cands.items())
     with open(r, "w", encoding="utf-8") as f:
-        for i, texts in refs.items():
-            f.write(json.dumps({"image_id": i, "references": texts}) + "\n")
+        f.writelines(json.dumps({"image_id": i, "references": texts}) + "\n" for i, texts in refs.items())
     return c, r
 
 
@@ -81,7 +79,8 @@ def main() -> int:
                 c, r = (Path(p) for p in args.files.split(","))
             else:
                 c, r = write_jsonl(folder, args.items, Path(args.data))
-            n = sum(1 for _ in open(c, "rb"))
+            with open(c, "rb") as f:
+                n = sum(1 for _ in f)
             extra = ["--per-item", str(folder / "per_item.json")] if args.per_item else []
             res = run([*cli, "-m", "coco-ngram", "-c", str(c), "-r", str(r), *extra], env)
             print(f"JSONL job, {n:,} items, coco-ngram, local engine{', --per-item' if extra else ''}: rc {res['rc']}, "

@@ -89,11 +89,20 @@ def stream_caption_files(candidates: str | Path, references: str | Path) -> Text
 def stream_item_tables(paths: list[str]) -> TextStream | None:
     """A :class:`TextStream` of local JSONL/CSV/TSV item tables with only id, candidate and
     references columns (every row with references), or None (read them whole)."""
-    from capeval.io.items import ID_COLUMNS, _files, _first, _objects, _read_rows, format_of
+    from capeval.io.items import (
+        ID_COLUMNS,
+        _files,
+        _first,
+        _objects,
+        _read_rows,
+        format_of,
+    )
+
+    from capeval.errors import InputError
 
     try:
         files = [Path(str(f)) for p in paths for f in _files(p)]
-    except Exception:
+    except (InputError, OSError):  # the in-memory reader says what is wrong
         return None
     if not files or any(format_of(f) not in ("jsonl", "csv", "tsv") or not f.is_file() for f in files):
         return None
@@ -104,8 +113,8 @@ def stream_item_tables(paths: list[str]) -> TextStream | None:
             for row in _objects(_read_rows(f, format_of(f)), f):  # type: ignore[arg-type]
                 yield f, _first(row, ID_COLUMNS), _first(row, ("candidate", "caption")), row
 
-    from capeval.io.items import _id_text, _references
     from capeval.errors import InputError
+    from capeval.io.items import _id_text, _references
 
     def parsed(row: dict[str, Any], raw_refs: Any) -> list[str] | None:
         try:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import gc
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 from capeval.errors import InputError
 from capeval.io.inputs import prepare_text_inputs
