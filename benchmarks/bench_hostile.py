@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_scale import _pss, _tree, leave_one_out, scaled  # noqa: E402
+from bench_scale import _pss, _tree, leave_one_out, scaled
 
 
 def run(cmd: list[str], env: dict[str, str]) -> dict:

@@ -35,7 +35,7 @@ def _cli(args: list[str], cwd: Path, env: dict[str, str] | None = None, address_
     out, err = cwd / "_stdout", cwd / "_stderr"
     with open(out, "wb") as o, open(err, "wb") as e:
         proc = subprocess.Popen([sys.executable, "-m", "capeval.cli", *args], cwd=cwd, stdout=o, stderr=e,
-                                env=full_env, preexec_fn=limit)
+                                env=full_env, preexec_fn=limit)  # noqa: PLW1509 - no threads here
         try:
             proc.wait(timeout=300)
         except subprocess.TimeoutExpired:

@@ -89,16 +89,8 @@ def stream_caption_files(candidates: str | Path, references: str | Path) -> Text
 def stream_item_tables(paths: list[str]) -> TextStream | None:
     """A :class:`TextStream` of local JSONL/CSV/TSV item tables with only id, candidate and
     references columns (every row with references), or None (read them whole)."""
-    from capeval.io.items import (
-        ID_COLUMNS,
-        _files,
-        _first,
-        _objects,
-        _read_rows,
-        format_of,
-    )
-
     from capeval.errors import InputError
+    from capeval.io.items import ID_COLUMNS, _files, _first, _id_text, _objects, _read_rows, _references, format_of
 
     try:
         files = [Path(str(f)) for p in paths for f in _files(p)]
@@ -108,15 +100,12 @@ def stream_item_tables(paths: list[str]) -> TextStream | None:
         return None
     allowed = {*ID_COLUMNS, "candidate", "caption", "references"}
 
-    def rows() -> Iterator[tuple[str, Any, Any, dict[str, Any]]]:
+    def rows() -> Iterator[tuple[Path, Any, Any, dict[str, Any]]]:
         for f in files:
             for row in _objects(_read_rows(f, format_of(f)), f):  # type: ignore[arg-type]
                 yield f, _first(row, ID_COLUMNS), _first(row, ("candidate", "caption")), row
 
-    from capeval.errors import InputError
-    from capeval.io.items import _id_text, _references
-
-    def parsed(row: dict[str, Any], raw_refs: Any) -> list[str] | None:
+    def parsed(raw_refs: Any) -> list[str] | None:
         try:
             return _references(raw_refs, "")
         except InputError:
@@ -126,7 +115,7 @@ def stream_item_tables(paths: list[str]) -> TextStream | None:
     seen: set[str] = set()
     counts: set[int] = set()
     for _, raw_id, cand, row in rows():
-        refs = parsed(row, _first(row, ("references",)))
+        refs = parsed(_first(row, ("references",)))
         if raw_id is None or not isinstance(cand, str) or set(row) - allowed or refs is None:
             return None
         item = _id_text(raw_id)
@@ -141,6 +130,6 @@ def stream_item_tables(paths: list[str]) -> TextStream | None:
 
     def items() -> Iterator[tuple[str, str, list[str]]]:
         for _, raw_id, cand, row in rows():
-            yield _id_text(raw_id), cand, parsed(row, _first(row, ("references",)))  # type: ignore[misc]
+            yield _id_text(raw_id), cand, parsed(_first(row, ("references",)))  # type: ignore[misc]
 
     return TextStream(ids, counts, items)
