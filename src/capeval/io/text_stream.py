@@ -90,7 +90,16 @@ def stream_item_tables(paths: list[str]) -> TextStream | None:
     """A :class:`TextStream` of local JSONL/CSV/TSV item tables with only id, candidate and
     references columns (every row with references), or None (read them whole)."""
     from capeval.errors import InputError
-    from capeval.io.items import ID_COLUMNS, _files, _first, _id_text, _objects, _read_rows, _references, format_of
+    from capeval.io.items import (
+        ID_COLUMNS,
+        _files,
+        _first,
+        _id_text,
+        _objects,
+        _read_rows,
+        _references,
+        format_of,
+    )
 
     try:
         files = [Path(str(f)) for p in paths for f in _files(p)]
