@@ -89,17 +89,17 @@ def main() -> int:
             if res["rc"]:
                 print("    " + res["err"])
         if 2 in parts:
-            print(f"{'input':<28} {'rc':>3} {'wall':>7} {'PSS':>7}  stderr")
+            print(f"{'input':<28} {'rc':>3} {'wall':>7} {'PSS':>7} {'maxrss':>7}  stderr (PSS: sampled, 50 ms)")
             for suffix in (".json", ".jsonl", ".csv"):
                 path = folder / f"zeros{suffix}"
                 subprocess.run(["truncate", "-s", "2G", str(path)], check=True)
                 res = run([*cli, "-m", "bleu-1", "-c", str(path)], env)
-                print(f"{'2 GB ' + suffix:<28} {res['rc']:>3} {res['wall']:>6.2f}s {res['pss']:>5.0f}MB  {res['err']}",
-                      flush=True)
+                print(f"{'2 GB ' + suffix:<28} {res['rc']:>3} {res['wall']:>6.2f}s {res['pss']:>5.0f}MB "
+                      f"{res['maxrss']:>5.0f}MB  {res['err']}", flush=True)
                 path.unlink()
             res = run([*cli, "-m", "bleu-1", "-c", "/dev/zero"], env)
-            print(f"{'-c /dev/zero':<28} {res['rc']:>3} {res['wall']:>6.2f}s {res['pss']:>5.0f}MB  {res['err']}",
-                  flush=True)
+            print(f"{'-c /dev/zero':<28} {res['rc']:>3} {res['wall']:>6.2f}s {res['pss']:>5.0f}MB "
+                  f"{res['maxrss']:>5.0f}MB  {res['err']}", flush=True)
     return 0
 
 

@@ -106,7 +106,13 @@ def read_json_text(path: Path) -> str:
             if start and start[0] < 0x20:  # binary (zero bytes, /dev/zero): not worth reading further
                 raise InputError(f"{path}: invalid JSON at line 1 (expected an object {{...}} or a list [...], "
                                  f"found byte {start!r})")
-            data = head + f.read(limit + 1 - len(head)) if len(head) <= limit else head
+            if len(head) > limit:
+                data = head
+            elif stat.S_ISREG(info.st_mode):  # read again from the start: no second copy of a large file
+                f.seek(0)
+                data = f.read(limit + 1)
+            else:
+                data = head + f.read(limit + 1 - len(head))
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
         if len(data) > limit:
