@@ -123,6 +123,27 @@ def test_dev_zero_read_as_lines_stops_at_the_line_limit(tmp_path: Path, peak_rss
     assert rss < 500 * MB, rss
 
 
+def test_fifo_json_is_read_up_to_the_limit_only(tmp_path: Path) -> None:
+    """A FIFO has no size to check first: it is read up to the limit, then refused."""
+    import threading
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        try:
+            with open(fifo, "wb") as f:
+                f.write(b"[" + b" " * 2**22)
+        except BrokenPipeError:  # the reader gave up at the limit, as it should
+            pass
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    rc, out, err = _cli(["score", "-q", "-m", "bleu-1", "-c", "pipe.json", "--max-json-bytes", "1048576"], tmp_path)
+    _one_error_line(rc, out, err, "pipe.json: more than the 1,048,576 bytes a JSON document may have")
+    writer.join(timeout=60)
+
+
 def test_json_limit_is_an_option_with_a_range(tmp_path: Path) -> None:
     (tmp_path / "c.json").write_text(json.dumps({"1": "a dog runs"}), encoding="utf-8")
     (tmp_path / "r.json").write_text(json.dumps({"1": ["a dog is running"]}), encoding="utf-8")
