@@ -227,7 +227,8 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
 
 def test_streamed_jobs_equal_the_in_memory_job(tmp_path: Path) -> None:
     """JSONL/CSV inputs and item tables (streamed, chunk by chunk, over worker processes)
-    give the per-item and system results of the same items as JSON objects (read whole)."""
+    give the per-item and system results of the same items as JSON objects (read whole);
+    the inputs that should stream do (and the shuffled references do not)."""
     cands, refs = _random_set(2500)
     (tmp_path / "c.json").write_text(json.dumps(cands), encoding="utf-8")
     (tmp_path / "r.json").write_text(json.dumps(refs), encoding="utf-8")
@@ -238,11 +239,18 @@ def test_streamed_jobs_equal_the_in_memory_job(tmp_path: Path) -> None:
     _jsonl(tmp_path / "r_shuffled.jsonl", [{"image_id": i, "references": r} for i, r in reversed(refs.items())])
     with open(tmp_path / "c.tsv", "w", encoding="utf-8", newline="") as f:
         f.write("image_id\tcaption\n" + "".join(f"{i}\t{c}\n" for i, c in cands.items()))
+    import csv
+
+    with open(tmp_path / "r.csv", "w", encoding="utf-8", newline="") as f:  # one row per reference
+        w = csv.writer(f)
+        w.writerow(["image_id", "reference"])
+        w.writerows([i, r] for i, rs in refs.items() for r in rs)
     metrics = "bleu-4,rouge-l,cider-d"
     runs = {
         "json": ["-c", "c.json", "-r", "r.json"],
         "jsonl": ["-c", "c.jsonl", "-r", "r.jsonl"],
         "tsv": ["-c", "c.tsv", "-r", "r.jsonl"],
+        "csv refs": ["-c", "c.jsonl", "-r", "r.csv"],
         "items": ["--items", "items.jsonl"],
         "shuffled": ["-c", "c.jsonl", "-r", "r_shuffled.jsonl"],
     }
@@ -253,3 +261,13 @@ def test_streamed_jobs_equal_the_in_memory_job(tmp_path: Path) -> None:
         outputs[name] = (json.loads(out)["results"], (tmp_path / f"{name}.json").read_text())
     for name in runs:
         assert outputs[name] == outputs["json"], name
+    from capeval.io.text_stream import stream_caption_files, stream_item_tables
+
+    for c, r in (("c.jsonl", "r.jsonl"), ("c.tsv", "r.jsonl"), ("c.jsonl", "r.csv")):
+        stream = stream_caption_files(tmp_path / c, tmp_path / r)
+        assert stream is not None and stream.ids == list(cands), (c, r)
+        assert list(stream.items()) == [(i, c, refs[i]) for i, c in cands.items()]
+    assert stream_caption_files(tmp_path / "c.jsonl", tmp_path / "r_shuffled.jsonl") is None
+    assert stream_caption_files(tmp_path / "c.json", tmp_path / "r.json") is None
+    stream = stream_item_tables([str(tmp_path / "items.jsonl")])
+    assert stream is not None and list(stream.items()) == [(i, c, refs[i]) for i, c in cands.items()]

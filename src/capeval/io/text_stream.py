@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,23 @@ def _references(value: Any) -> list[str] | None:
     return refs
 
 
+def _grouped(pairs: Iterator[tuple[str, Any, str]]) -> Iterator[tuple[str, list[str] | None]]:
+    """``(id, references)`` of each run of consecutive records with one id (one row per
+    reference, as in CSV); None for references that are not a list of non-empty texts."""
+    for item, run in groupby(pairs, key=lambda p: p[0]):
+        refs: list[str] = []
+        usable = True
+        for _, value, _ in run:
+            more = _references(value)
+            usable = usable and more is not None
+            refs.extend(more or ())
+        yield item, refs if usable else None
+
+
 def stream_caption_files(candidates: str | Path, references: str | Path) -> TextStream | None:
-    """A :class:`TextStream` of a candidates and a references file (JSONL/CSV/TSV, one
-    references record per candidate, in the same order), or None (read them whole)."""
+    """A :class:`TextStream` of a candidates and a references file (JSONL/CSV/TSV; the
+    references of each candidate in one record or in consecutive records, in the
+    candidates' order), or None (read them whole)."""
     cpath, rpath = Path(candidates), Path(references)
     if file_records(cpath) is None or file_records(rpath) is None:
         return None
@@ -68,9 +83,8 @@ def stream_caption_files(candidates: str | Path, references: str | Path) -> Text
         return None
     counts: set[int] = set()
     n_refs = k = 0
-    for k, (item, value, _) in enumerate(pairs(rpath, "references"), 1):
-        refs = _references(value)
-        if k > len(ids) or item != ids[k - 1] or refs is None:
+    for k, (item, refs) in enumerate(_grouped(pairs(rpath, "references")), 1):
+        if refs is None or k > len(ids) or item != ids[k - 1]:
             return None
         counts.add(len(refs))
         n_refs += len(refs)
@@ -78,8 +92,8 @@ def stream_caption_files(candidates: str | Path, references: str | Path) -> Text
         return None
 
     def items() -> Iterator[tuple[str, str, list[str]]]:
-        for (item, cand, _), (_, refs, _) in zip(pairs(cpath, "candidates"), pairs(rpath, "references")):
-            yield item, _candidate(cand), _references(refs)  # type: ignore[misc]
+        for (item, cand, _), (_, refs) in zip(pairs(cpath, "candidates"), _grouped(pairs(rpath, "references"))):
+            yield item, _candidate(cand), refs  # type: ignore[misc]
 
     files = [CaptionFile(cpath, "candidates", {}, file_records(cpath)[1], len(ids), len(ids)),  # type: ignore[index]
              CaptionFile(rpath, "references", {}, file_records(rpath)[1], len(ids), n_refs)]  # type: ignore[index]
