@@ -96,11 +96,12 @@ def peak_rss_child(tmp_path: Path):
 @pytest.mark.parametrize("suffix,fragment", [(".json", "bytes, more than the 268,435,456"),
                                              (".jsonl", "line 1: longer than 16,777,216 bytes"),
                                              (".csv", "line 1: longer than 16,777,216 bytes")])
+@pytest.mark.parametrize("flag", ["-c", "--items"])
 def test_2gb_file_of_zeros_fails_fast_in_bounded_memory(tmp_path: Path, peak_rss_child, suffix: str,
-                                                         fragment: str) -> None:
+                                                         fragment: str, flag: str) -> None:
     path = _sparse(tmp_path / f"zeros{suffix}")
-    rc, out, err, rss = peak_rss_child(["score", "-q", "-m", "bleu-1", "-c", path.name, "-r", path.name,
-                                        "--per-item", "per_item.json"])
+    inputs = ["-c", path.name, "-r", path.name] if flag == "-c" else ["--items", path.name]
+    rc, out, err, rss = peak_rss_child(["score", "-q", "-m", "bleu-1", *inputs, "--per-item", "per_item.json"])
     line = _one_error_line(rc, out, err, path.name, fragment)
     assert "CAPEVAL_MAX_" in line  # says how to raise the limit
     assert rss < 500 * MB, rss
