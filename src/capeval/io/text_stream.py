@@ -24,12 +24,13 @@ from capeval.io.captions import CaptionFile, file_records, record_values
 @dataclass
 class TextStream:
     """Items to stream: ``ids`` in order, the distinct reference counts, and ``items()``, a
-    fresh iterator of ``(id, candidate, [references])`` per call. ``files``: what was read
+    fresh iterator of ``(id, candidate, [references])`` per call (``items(False)``: the
+    candidates may be left empty, for a pass over the references). ``files``: what was read
     (for the CLI's description; their ``data`` is empty)."""
 
     ids: list[str]
     ref_counts: set[int]
-    items: Callable[[], Iterator[tuple[str, str, list[str]]]]
+    items: Callable[..., Iterator[tuple[str, str, list[str]]]]
     files: list[CaptionFile] = field(default_factory=list)
 
 
@@ -91,9 +92,11 @@ def stream_caption_files(candidates: str | Path, references: str | Path) -> Text
     if k != len(ids):
         return None
 
-    def items() -> Iterator[tuple[str, str, list[str]]]:
-        for (item, cand, _), (_, refs) in zip(pairs(cpath, "candidates"), _grouped(pairs(rpath, "references"))):
-            yield item, _candidate(cand), refs  # type: ignore[misc]
+    def items(candidates: bool = True) -> Iterator[tuple[str, str, list[str]]]:
+        if not candidates:  # the corpus pass: the references file alone
+            return ((item, "", refs) for item, refs in _grouped(pairs(rpath, "references")))  # type: ignore[misc]
+        return ((item, _candidate(cand), refs)  # type: ignore[misc]
+                for (item, cand, _), (_, refs) in zip(pairs(cpath, "candidates"), _grouped(pairs(rpath, "references"))))
 
     files = [CaptionFile(cpath, "candidates", {}, file_records(cpath)[1], len(ids), len(ids)),  # type: ignore[index]
              CaptionFile(rpath, "references", {}, file_records(rpath)[1], len(ids), n_refs)]  # type: ignore[index]
@@ -151,7 +154,7 @@ def stream_item_tables(paths: list[str]) -> TextStream | None:
         return None
     del seen
 
-    def items() -> Iterator[tuple[str, str, list[str]]]:
+    def items(candidates: bool = True) -> Iterator[tuple[str, str, list[str]]]:
         for _, raw_id, cand, row in rows():
             yield _id_text(raw_id), cand, parsed(_first(row, ("references",)))  # type: ignore[misc]
 

@@ -230,15 +230,16 @@ def score_text_stream(
     scorers: Sequence[TextScorer],
     ids: list[str],
     ref_counts: Sequence[int],
-    items: Callable[[], Iterable[tuple[str, str, list[str]]]],
+    items: Callable[[bool], Iterable[tuple[str, str, list[str]]]],
     *,
     progress: bool | None = False,
 ) -> dict[str, MetricResult]:
     """:func:`score_text` on items read twice from a stream instead of held in memory.
 
     ``ids``: the item ids in order; ``ref_counts``: the distinct numbers of references per
-    item (the signature's ``nrefs``); ``items()``: a fresh iterator of ``(id, candidate,
-    [references])`` in that order, already validated (as :func:`prepare_text_inputs` would).
+    item (the signature's ``nrefs``); ``items(with_candidates)``: a fresh iterator of ``(id,
+    candidate, [references])`` in that order, already validated (as :func:`prepare_text_inputs`
+    would; the candidates are not read without ``with_candidates``).
     It is read once for the corpus statistics (when a metric needs them) and once to score,
     each time a chunk plus the :data:`~capeval.tokenize.CONTEXT_CAPTIONS` items after it at
     a time; the chunks, their tokenisation context and so the results are those of
@@ -249,7 +250,7 @@ def score_text_stream(
         raise InputError(f"score_text needs one tokenizer, got {sorted(tokenizers)}")
 
     def tasks(with_candidates: bool, work: list[tuple[int, int]]) -> Iterator[tuple]:
-        return _stream_spans(ids, items(), with_candidates, work)
+        return _stream_spans(ids, items(with_candidates), with_candidates, work)
 
     gc_was_enabled = gc.isenabled()
     gc.disable()
