@@ -5,8 +5,9 @@ table ``--items items.jsonl`` with only ids, candidates and references) is score
 :func:`capeval.metrics.text.score_text_stream`, which reads the items twice, a chunk at
 a time; this module makes the :class:`TextStream` it reads. A first pass checks the files
 and keeps only the ids (and the numbers of references); anything it cannot stream exactly
-as the in-memory reader would read it (references not in the candidates' order or split
-over several records, a caption that is not text, an empty reference, an id twice, ...)
+as the in-memory reader would read it (references not in the candidates' order, one id's
+reference records not consecutive, a caption that is not text, an empty reference, an id
+twice, ...)
 returns None, and the caller reads the files whole as before, with the usual errors.
 """
 
