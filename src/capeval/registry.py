@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from capeval.errors import InputError, UnknownNameError
+from capeval.registry_baselines import BASELINE_DEFAULTS, BASELINE_SPECS
 
 #: every input a scorer's ``score`` may take besides the candidates
 INPUTS = frozenset({"references", "images", "videos", "segments", "skip_bad_items"})
@@ -151,6 +152,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # the paper has no w; 2.5 is the scale of its reported numbers and of its 0.5 thresholds
     # (capeval.metrics.hice.explain); regions: SAM through transformers (the paper's MobileSAMv2
     # has no package: regions=mobilesamv2 when installed, regions=grid without weights)
+    **BASELINE_DEFAULTS,  # mid, polos
     "hice-s": {"backbone": "alpha-clip/ViT-L-14-grit20m", "w": 2.5, "regions": "sam", "parser": "factual"},
 }
 
@@ -294,7 +296,7 @@ def _diagnostic_specs() -> list[MetricSpec]:
 
 
 _TABLE: tuple[MetricSpec, ...] = (*_text_specs(), *_clip_specs(), *_hice_specs(), *_video_specs(), *_vlm_specs(),
-                                  *_bridge_specs(), *_diagnostic_specs())
+                                  *_bridge_specs(), *_diagnostic_specs(), *(MetricSpec(**e) for e in BASELINE_SPECS))
 
 _PRESET_TABLE: dict[str, tuple[str, ...]] = {
     # the COCO caption evaluation's metrics; spice joined because its Kendall tau on

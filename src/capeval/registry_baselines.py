@@ -1,0 +1,30 @@
+"""Registry entries of the comparison baselines (MID, Polos): plain data, no imports.
+
+Kept beside :mod:`capeval.registry` (which turns each dict into a ``MetricSpec``) so that the
+main table stays one screenful per family; the same rules apply (``docs/adding-a-metric.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_INF = float("inf")
+_IMAGE_IN = frozenset({"images", "references", "skip_bad_items"})
+
+#: defaults read by both the descriptions and the scorers
+BASELINE_DEFAULTS: dict[str, dict[str, Any]] = {
+    # naver-ai/mid.metric: main.py's default EVAL_MODEL, metrics/mid.py's feature=512
+    "mid": {"backbone": "openai/ViT-B-32"},
+}
+
+BASELINE_SPECS: list[dict[str, Any]] = [
+    dict(
+        name="mid", factory="capeval.metrics.mid:Mid", group="mid", needs=frozenset({"images", "references"}),
+        accepts=_IMAGE_IN, range=(-_INF, _INF), extra="clip", in_all=False,
+        reference="Kim et al. 2022, Mutual Information Divergence: A Unified Metric for Multimodal Generative "
+                  "Models (NeurIPS 2022)",
+        description=f"MID: Gaussian PMI of CLIP (candidate, image) features, Gaussian fitted to the scored set's "
+                    f"(first reference, image) pairs, float64; {BASELINE_DEFAULTS['mid']['backbone']}; needs more "
+                    "items than the joint feature size; higher is better",
+    ),
+]
