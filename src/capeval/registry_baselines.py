@@ -15,6 +15,9 @@ _IMAGE_IN = frozenset({"images", "references", "skip_bad_items"})
 BASELINE_DEFAULTS: dict[str, dict[str, Any]] = {
     # naver-ai/mid.metric: main.py's default EVAL_MODEL, metrics/mid.py's feature=512
     "mid": {"backbone": "openai/ViT-B-32"},
+    # keio-smilab24/Polos: clip.load("ViT-B/32") in polos_estimator.py; released model reprod.ckpt
+    "polos": {"backbone": "openai/ViT-B-32", "checkpoint": "polos/reprod",
+              "text_model": "polos/sup-simcse-roberta-base"},
 }
 
 BASELINE_SPECS: list[dict[str, Any]] = [
@@ -26,5 +29,14 @@ BASELINE_SPECS: list[dict[str, Any]] = [
         description=f"MID: Gaussian PMI of CLIP (candidate, image) features, Gaussian fitted to the scored set's "
                     f"(first reference, image) pairs, float64; {BASELINE_DEFAULTS['mid']['backbone']}; needs more "
                     "items than the joint feature size; higher is better",
+    ),
+    dict(
+        name="polos", factory="capeval.metrics.polos.scorer:Polos", group="polos",
+        needs=frozenset({"images", "references"}), accepts=_IMAGE_IN, range=(0.0, 1.0), extra="hf", in_all=False,
+        reference="Wada et al. 2024, Polos: Multimodal Metric Learning from Human Feedback for Image Captioning "
+                  "(CVPR 2024)",
+        description="Polos: the released regression model on SimCSE-RoBERTa and CLIP ViT-B/32 features of "
+                    "(candidate, reference, image), max over references, batches of 64; [0, 1]; higher is better "
+                    "(`capeval download polos/reprod polos/sup-simcse-roberta-base`)",
     ),
 ]

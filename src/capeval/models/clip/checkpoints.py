@@ -155,6 +155,18 @@ CHECKPOINTS: dict[str, Checkpoint] = {
             "sha256 not published (the weights' sha256 is recorded in the hice-s signature)",
         ),
         Checkpoint(
+            "polos/reprod", "", "zip", "reprod.zip", ("https://polos-polaris.s3.ap-northeast-1.amazonaws.com/reprod.zip",),
+            None, note="Polos (Wada et al. 2024) released model: reprod/reprod.ckpt (Lightning) in a zip, the URL of "
+            "keio-smilab24/Polos polos/models/__init__.py download_model; sha256 not published",
+        ),
+        Checkpoint(
+            "polos/sup-simcse-roberta-base", "roberta-base", "hf-model", "sup-simcse-roberta-base",
+            ("https://huggingface.co/princeton-nlp/sup-simcse-roberta-base",), None,
+            hub="princeton-nlp/sup-simcse-roberta-base",
+            note="Polos's text encoder config and tokenizer (configs/polos-trainer.yaml pretrained_model); "
+            "its weights come from the Polos checkpoint",
+        ),
+        Checkpoint(
             "clip-vocab", "", "vocab", "bpe_simple_vocab_16e6.txt.gz",
             ("https://github.com/openai/CLIP/raw/main/clip/bpe_simple_vocab_16e6.txt.gz",
              "https://raw.githubusercontent.com/mlfoundations/open_clip/v2.24.0/src/open_clip/bpe_simple_vocab_16e6.txt.gz"),
