@@ -172,3 +172,14 @@ def test_official_compute_pmi_same_features():
         official_system = float(mod._compute_pmi(*t, reduction=True))
         np.testing.assert_allclose(items, official_items, rtol=1e-9, atol=1e-9)
         assert system == pytest.approx(official_system, rel=1e-9, abs=1e-9)
+
+
+def test_declared_ranges_are_checked_before_any_model_is_built():
+    from capeval.options import check_options
+
+    for opts, word in (({"eps": -1.0}, "mid.eps"), ({"limit": 0}, "mid.limit"), ({"eps": float("nan")}, "mid.eps")):
+        with pytest.raises(InputError, match=f"option {word}: expected a value in"):
+            check_options("mid", {"mid": opts})
+    with pytest.raises(InputError, match="option polos.batch_size: expected a value in"):
+        check_options("polos", {"polos": {"batch_size": 0}})
+    assert check_options("mid", {"mid": {"eps": 5e-4, "limit": 100}})[1] == {"mid": {"eps": 5e-4, "limit": 100}}

@@ -145,8 +145,18 @@ def validate_options(names: Iterable[str], options: Any, others: str = "error") 
                 raise InputError(
                     f"option {target}.{opt}: expected {_hint_text(types_[opt])}, got {value!r} ({type(value).__name__})"
                 )
+            bounds = getattr(spec.factory_class(), "option_ranges", {}).get(opt)
+            if bounds is not None and not _within(value, bounds):
+                raise InputError(f"option {target}.{opt}: expected a value in [{bounds[0]}, {bounds[1]}], got {value!r}")
         out.setdefault(key, {}).update(dict(opts))
     return out
+
+
+def _within(value: Any, bounds: tuple[float, float]) -> bool:
+    """Whether a numeric option lies in its declared ``(low, high)`` (a scorer's ``option_ranges``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return True  # not a number: the type check above speaks for it
+    return bounds[0] <= value <= bounds[1]
 
 
 def takes(spec: MetricSpec, option: str) -> bool:

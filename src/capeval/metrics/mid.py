@@ -113,6 +113,7 @@ class Mid(ScorerBase):
     """
 
     produces: ClassVar[tuple[str, ...]] = ("mid",)
+    option_ranges: ClassVar[dict[str, tuple[float, float]]] = RANGES  # checked by capeval.options first
     default_backbone: ClassVar[str] = DEFAULTS["mid"]["backbone"]
 
     def __init__(self, metrics: Sequence[str] | None = None, backbone: Any = None, device: str = "cpu",
@@ -182,9 +183,10 @@ class Mid(ScorerBase):
         return Signature.build("mid", **params)
 
 
-def check_range(metric: str, name: str, value: Any, integer: bool = False) -> None:
-    """One-line :class:`InputError` when option ``name`` is outside :data:`RANGES` (or not a number)."""
-    lo, hi = RANGES[name]
+def check_range(metric: str, name: str, value: Any, integer: bool = False,
+                bounds: tuple[float, float] | None = None) -> None:
+    """One-line :class:`InputError` when option ``name`` is outside ``bounds`` (default :data:`RANGES`)."""
+    lo, hi = bounds or RANGES[name]
     kind = int if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kind) or not (lo <= value <= hi) or value != value:
         what = "an integer" if integer else "a number"

@@ -93,6 +93,7 @@ class Polos(ScorerBase):
     """
 
     produces: ClassVar[tuple[str, ...]] = ("polos",)
+    option_ranges: ClassVar[dict[str, tuple[float, float]]] = {"batch_size": (1, 4096)}
     default_backbone: ClassVar[str] = DEFAULTS["polos"]["backbone"]
 
     def __init__(self, metrics: Sequence[str] | None = None, checkpoint: Any = None, text_model: Any = None,
@@ -104,7 +105,7 @@ class Polos(ScorerBase):
         from capeval.metrics.polos.head import head_from_state, split_checkpoint
 
         self.metrics = self._select(metrics)
-        check_range("polos", "batch_size", batch_size, integer=True)
+        check_range("polos", "batch_size", batch_size, integer=True, bounds=self.option_ranges["batch_size"])
         self.batch_size, self.cache, self.workers, self.device = batch_size, cache, workers, device
         if isinstance(checkpoint, Mapping):
             state, self.checkpoint_sha = dict(checkpoint), "state-dict"
