@@ -334,3 +334,38 @@ def test_meteor_100k_word_caption_in_bounded_memory(tmp_path: Path) -> None:
     grown, score = json.loads(res.stdout.strip().splitlines()[-1])
     assert grown < 500 * MB, grown / MB
     assert 0.0 < score < 0.01
+
+
+def test_rouge_lcs_of_a_long_caption_equals_the_reference_code_in_bounded_memory(tmp_path: Path) -> None:
+    """ROUGE-L's bit-parallel LCS equals pycocoevalcap's ``my_lcs`` (its O(|a||b|) table)
+    on random small inputs either way round, and on a 100,000-word caption of distinct
+    words against a short reference adds less than 100 MB to a fresh process's peak (the
+    masks are over the shorter sequence; over the longer one it took 640 MB)."""
+    import random
+
+    from pycocoevalcap.rouge.rouge import my_lcs
+
+    from capeval.metrics.rouge import lcs_length
+
+    rng = random.Random(0)
+    for _ in range(300):
+        a = [rng.choice("abcde") for _ in range(rng.randrange(0, 30))]
+        b = [rng.choice("abcde") for _ in range(rng.randrange(0, 30))]
+        expected = my_lcs(a, b) if a and b else 0
+        assert lcs_length(a, b) == lcs_length(b, a) == expected, (a, b)
+    code = (
+        "import json, resource\n"
+        "from capeval.metrics.rouge import lcs_length\n"
+        "a = [str(i) for i in range(100000)]\n"
+        "b = 'a man riding a horse'.split() + a[7:19] + ['x', '99999']\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "n = lcs_length(a, b) + lcs_length(b, a)\n"
+        "print(json.dumps([(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024, n]))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    grown, n = json.loads(res.stdout)
+    assert n == 2 * 13
+    assert grown < 100 * MB, grown / MB
