@@ -42,9 +42,9 @@ print(json.dumps({"score": repr(items[0]), "peak_mb": peak / 1024, "delta_mb": (
 
 def run(src: str, n: int) -> dict:
     env = dict(os.environ, PYTHONPATH=os.path.abspath(src))
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(n)], env=env, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(n)], env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
-        return {"error": (out.stderr.strip().splitlines() or ["rc %d" % out.returncode])[-1]}
+        return {"error": (out.stderr.strip().splitlines() or [f"rc {out.returncode}"])[-1]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -329,7 +329,7 @@ def test_meteor_100k_word_caption_in_bounded_memory(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1")
     res = subprocess.run([sys.executable, "-c", code, "100000", str(ROOT / "tests")], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=600, preexec_fn=limit)  # noqa: PLW1509
+                         capture_output=True, text=True, timeout=600, preexec_fn=limit, check=False)
     assert res.returncode == 0, res.stderr[-2000:]
     grown, score = json.loads(res.stdout.strip().splitlines()[-1])
     assert grown < 500 * MB, grown / MB
@@ -364,7 +364,7 @@ def test_rouge_lcs_of_a_long_caption_equals_the_reference_code_in_bounded_memory
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, check=False)
     assert res.returncode == 0, res.stderr[-2000:]
     grown, n = json.loads(res.stdout)
     assert n == 2 * 13
