@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from capeval.metrics.meteor.sentences import EXACT, STEM, SYNONYM, Sentence
+from capeval.metrics.meteor.sentences import EXACT, STEM, SYNONYM, Sentence, bits
 from capeval.metrics.meteor.stats import ALPHA, BETA, DELTA, GAMMA, MODULE_WEIGHTS
 
 # The state :func:`match` hands to :func:`.fast_align.finish`:
@@ -37,8 +37,8 @@ def _template(h: Sentence, w: str, wh: int, ws: int, nb: frozenset) -> tuple:
     matchers add them (by module, then position): ``((j, module, gain), ...)``,
     with (as bitmasks) the union of their hypothesis positions, the positions that occur
     more than once, and the positions of the exact and of the exact or synonym ones."""
-    ex = h.hash_pos.get(wh, 0)
-    st = h.stem_pos.get(ws, 0) & ~ex  # a stem match needs a different word (hash)
+    ex = bits(h.hash_pos.get(wh))
+    st = bits(h.stem_pos.get(ws)) & ~ex  # a stem match needs a different word (hash)
     sy = 0
     if nb:
         common = h.wordset & nb
@@ -46,7 +46,7 @@ def _template(h: Sentence, w: str, wh: int, ws: int, nb: frozenset) -> tuple:
         if common and (len(common) > 1 or w not in common):
             word_mask = h.word_mask
             for x in common:
-                sy |= word_mask[x]
+                sy |= bits(word_mask[x])
             sy &= ~ex
     if not (st or sy):  # exact candidates only (the usual case)
         if not ex:
