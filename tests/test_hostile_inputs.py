@@ -272,3 +272,102 @@ def test_streamed_jobs_equal_the_in_memory_job(tmp_path: Path) -> None:
     assert stream_caption_files(tmp_path / "c.json", tmp_path / "r.json") is None
     stream = stream_item_tables([str(tmp_path / "items.jsonl")])
     assert stream is not None and list(stream.items()) == [(i, c, refs[i]) for i, c in cands.items()]
+
+
+# ---------------------------------------------------------------------------
+# Long captions: METEOR's memory is linear in the caption length (issue 25, 100k-word row)
+# ---------------------------------------------------------------------------
+
+_METEOR_REFS = ["a man riding a horse on a dirt road", "a person rides a brown horse down a path",
+                "the rider is on horseback near some trees", "a man on horseback on a country road"]
+
+
+def _long_caption(n: int, seed: int) -> str:
+    """``n`` words drawn from the references' words and a few stems/synonyms of them, so
+    that most words have exact, stem, synonym or paraphrase candidates in every reference."""
+    import random
+
+    rng = random.Random(seed)
+    vocab = sorted({w for r in _METEOR_REFS for w in r.split()} | {"dog", "running", "rode", "horses", "men", "roads"})
+    return " ".join(rng.choice(vocab) for _ in range(n))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_meteor_long_caption_equals_the_reference_implementation(seed: int) -> None:
+    """The fast path against the line-by-line port of the Java aligner
+    (``reference_segment_stats``), both ways round: a long hypothesis, a long reference."""
+    from capeval.metrics.meteor.engine import Meteor15
+
+    m = Meteor15()
+    hyp = _long_caption(1500 + 500 * seed, seed)
+    for h, refs in ((hyp, _METEOR_REFS), (_METEOR_REFS[seed], [hyp, _METEOR_REFS[3 - seed]])):
+        fast = m.segment_stats(h, refs)
+        ref = m.reference_segment_stats(h, refs)
+        assert vars(fast) == vars(ref)
+
+
+def test_meteor_100k_word_caption_in_bounded_memory(tmp_path: Path) -> None:
+    """Scoring one 100,000-word caption adds less than 500 MB to the process's peak
+    resident size (the quadratic version took 6.7 GB), under a 3 GB address-space limit;
+    so does one of 100,000 distinct words (a bitmask per distinct word took 2 GB)."""
+    code = (
+        "import json, resource, sys\n"
+        "sys.path.insert(0, sys.argv[2])\n"
+        "from test_hostile_inputs import _METEOR_REFS, _long_caption\n"
+        "from capeval.metrics.meteor.engine import Meteor15\n"
+        "m = Meteor15()\n"
+        "m.score(['a man riding a horse'], [_METEOR_REFS], workers=1)\n"
+        "hyp = _long_caption(int(sys.argv[1]), 0)\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "_, items = m.score([hyp], [_METEOR_REFS], workers=1)\n"
+        "m.score([' '.join(f'w{i}' for i in range(int(sys.argv[1])))], [_METEOR_REFS], workers=1)\n"
+        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(json.dumps([(peak - base) * 1024, items[0]]))\n"
+    )
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 * GB, 3 * GB))
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
+               OPENBLAS_NUM_THREADS="1")
+    res = subprocess.run([sys.executable, "-c", code, "100000", str(ROOT / "tests")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600, preexec_fn=limit, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    grown, score = json.loads(res.stdout.strip().splitlines()[-1])
+    assert grown < 500 * MB, grown / MB
+    assert 0.0 < score < 0.01
+
+
+def test_rouge_lcs_of_a_long_caption_equals_the_reference_code_in_bounded_memory(tmp_path: Path) -> None:
+    """ROUGE-L's bit-parallel LCS equals pycocoevalcap's ``my_lcs`` (its O(|a||b|) table)
+    on random small inputs either way round, and on a 100,000-word caption of distinct
+    words against a short reference adds less than 100 MB to a fresh process's peak (the
+    masks are over the shorter sequence; over the longer one it took 640 MB)."""
+    import random
+
+    from pycocoevalcap.rouge.rouge import my_lcs
+
+    from capeval.metrics.rouge import lcs_length
+
+    rng = random.Random(0)
+    for _ in range(300):
+        a = [rng.choice("abcde") for _ in range(rng.randrange(0, 30))]
+        b = [rng.choice("abcde") for _ in range(rng.randrange(0, 30))]
+        expected = my_lcs(a, b) if a and b else 0
+        assert lcs_length(a, b) == lcs_length(b, a) == expected, (a, b)
+    code = (
+        "import json, resource\n"
+        "from capeval.metrics.rouge import lcs_length\n"
+        "a = [str(i) for i in range(100000)]\n"
+        "b = 'a man riding a horse'.split() + a[7:19] + ['x', '99999']\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "n = lcs_length(a, b) + lcs_length(b, a)\n"
+        "print(json.dumps([(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024, n]))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    grown, n = json.loads(res.stdout)
+    assert n == 2 * 13
+    assert grown < 100 * MB, grown / MB

@@ -23,9 +23,11 @@ def lcs_length(a: list[str], b: list[str]) -> int:
     """Length of the longest common subsequence, bit-parallel (Allison & Dix 1986; Hyyro 2004).
 
     Each token of ``a`` is a bit; one pass over ``b`` with big-integer arithmetic replaces
-    the O(|a||b|) dynamic programme, so a 10,000-word caption stays cheap.
+    the O(|a||b|) dynamic programme, so a 10,000-word caption stays cheap. The bits are
+    those of the shorter sequence (LCS is symmetric): with masks over the longer one, a
+    100,000-word caption of distinct words took 640 MB (one 100,000-bit mask per word).
     """
-    if len(a) < len(b):
+    if len(a) > len(b):
         a, b = b, a
     masks: dict[str, int] = {}
     for i, tok in enumerate(a):

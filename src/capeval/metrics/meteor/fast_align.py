@@ -35,6 +35,8 @@ import math
 from collections.abc import Iterable
 from operator import itemgetter
 
+import numpy as np
+
 from capeval.metrics.meteor.fast_match import match
 from capeval.metrics.meteor.sentences import PARAPHRASE, Sentence
 from capeval.metrics.meteor.stats import ALPHA, BETA, DELTA, GAMMA, MODULE_WEIGHTS, MeteorStats, compute
@@ -53,9 +55,12 @@ def pair_stats(h: Sentence, r: Sentence) -> tuple:
     return finish(match(h, r))
 
 
-# A candidate match here is a tuple (mask, gain << 2 * width, dist, match_start, end,
-# match_end, start, module): ``mask`` has hypothesis position j as bit j and reference
-# position i as bit n1 + i; gain is Java's beam weight (int(len1 * w) + int(len2 * w), so
+# A candidate match here is a tuple (masks, gain << 2 * width, dist, match_start, end,
+# match_end, start, module): ``masks`` is (hypothesis run, reference run) as low-bit masks
+# ((1 << match_length) - 1, (1 << length) - 1); shifted to match_start and n1 + start they
+# give the positions covered (hypothesis position j is bit j, reference position i bit
+# n1 + i). Masks are not stored shifted: one per candidate would take O(n1 + n2) bits,
+# memory quadratic in the caption length (issue 25); gain is Java's beam weight (int(len1 * w) + int(len2 * w), so
 # a one-word stem/synonym match gains 0), shifted into the key's first field; dist is
 # |start - match_start|; end = start + length; match_end = match_start + match_length.
 _MASK, _GAIN, _DIST, _MSTART, _END, _MEND, _START, _MODULE = range(8)
@@ -72,17 +77,16 @@ def finish(matched: tuple) -> tuple:
     w2 = 2 * width
     rows: list = [None] * n2
     for i, cands, _ in singles:
-        b = 1 << (n1 + i)
         if len(cands) == 1:
-            j, mod, m1, g = cands[0]
-            rows[i] = [(m1 | b, g << w2, abs(i - j), j, i + 1, j + 1, i, mod)]
+            j, mod, g = cands[0]
+            rows[i] = [(_ONE_ONE, g << w2, abs(i - j), j, i + 1, j + 1, i, mod)]
         else:
-            rows[i] = [(m1 | b, g << w2, abs(i - j), j, i + 1, j + 1, i, mod) for j, mod, m1, g in cands]
+            rows[i] = [(_ONE_ONE, g << w2, abs(i - j), j, i + 1, j + 1, i, mod) for j, mod, g in cands]
     multi = False  # some candidate covers several reference words
     if paras:
         for k, length, ms, mlength in paras:
             m = (
-                (((1 << mlength) - 1) << ms) | (((1 << length) - 1) << (n1 + k)),
+                ((1 << mlength) - 1, (1 << length) - 1),
                 (int(mlength * 0.5) + int(length * 0.5)) << w2,  # BEAM_WEIGHTS[PARAPHRASE] = 0.5
                 abs(k - ms), ms, k + length, ms + mlength, k, PARAPHRASE,
             )  # fmt: skip
@@ -98,17 +102,24 @@ def finish(matched: tuple) -> tuple:
         occ = [x[0] for x in singles]
 
     fixed: list = [None] * n2
-    used = 0
     free = []
+    # dup and used as one byte per position: O(1) tests, O(n1 + n2) memory
+    dupb = _unpack(dup, n1 + n2)
+    usedb = bytearray(n1 + n2)
     for i in occ:
         row = rows[i]
-        if len(row) == 1 and not row[0][0] & dup:
+        if len(row) == 1:
             m = row[0]
-            fixed[i] = m
-            used |= m[0]
-        else:
-            free.append(i)
+            ms, mend, k, end = m[_MSTART], m[_MEND], n1 + m[_START], n1 + m[_END]
+            if not (any(dupb[ms:mend]) or any(dupb[k:end])):
+                fixed[i] = m
+                usedb[ms:mend] = b"\x01" * (mend - ms)
+                usedb[k:end] = b"\x01" * (end - k)
+                continue
+        free.append(i)
     if free:
+        used = _pack(usedb)
+        del usedb
         free.append(n2)
         one = 1 << width
         node = _resolve(rows, fixed, free, used, n1, one, multi)
@@ -118,32 +129,79 @@ def finish(matched: tuple) -> tuple:
                 fixed[m[_START]] = m
             node = node[-1]
 
-    # statistics of the final alignment (Aligner.getCountAndChunks and the module counts)
-    a = [0, 0, 0, 0]
+    # statistics of the final alignment (Aligner.getCountAndChunks and the module counts);
+    # the alignment's matches cover disjoint positions, so the words of each module are
+    # counted match by match
+    f1 = _unpack(h.fmask, n1)
+    f2 = _unpack(r.fmask, n2)
+    n1m = [0, 0, 0, 0]
+    n2m = [0, 0, 0, 0]
+    fn1 = [0, 0, 0, 0]
+    fn2 = [0, 0, 0, 0]
     chunks = 0
     last_end = -1
     prev_end = -1
     for m in fixed:
         if m is None:
             continue
-        a[m[_MODULE]] |= m[0]
-        if last_end != -1 and (m[_START] != prev_end or m[_MSTART] != last_end):
+        mod = m[_MODULE]
+        ms, mend, k, end = m[_MSTART], m[_MEND], m[_START], m[_END]
+        n1m[mod] += mend - ms
+        n2m[mod] += end - k
+        fn1[mod] += sum(f1[ms:mend])
+        fn2[mod] += sum(f2[k:end])
+        if last_end != -1 and (k != prev_end or ms != last_end):
             chunks += 1
-        last_end = m[_MEND]
-        prev_end = m[_END]
+        last_end = mend
+        prev_end = end
     if last_end != -1:
         chunks += 1
-    f1 = h.fmask
-    f2 = r.fmask << n1
-    low = (1 << n1) - 1
-    a0, a1, a2, a3 = a
-    fn1 = [(a0 & f1).bit_count(), (a1 & f1).bit_count(), (a2 & f1).bit_count(), (a3 & f1).bit_count()]
-    fn2 = [(a0 & f2).bit_count(), (a1 & f2).bit_count(), (a2 & f2).bit_count(), (a3 & f2).bit_count()]
-    c1 = [(a0 & low).bit_count() - fn1[0], (a1 & low).bit_count() - fn1[1],
-          (a2 & low).bit_count() - fn1[2], (a3 & low).bit_count() - fn1[3]]  # fmt: skip
-    c2 = [(a0 >> n1).bit_count() - fn2[0], (a1 >> n1).bit_count() - fn2[1],
-          (a2 >> n1).bit_count() - fn2[2], (a3 >> n1).bit_count() - fn2[3]]  # fmt: skip
+    c1 = [n1m[x] - fn1[x] for x in range(4)]
+    c2 = [n2m[x] - fn2[x] for x in range(4)]
     return (n1, n2, h.nfunc, r.nfunc, c1, c2, fn1, fn2, chunks)
+
+
+_ONE_ONE = (1, 1)  # the masks of a one-word match
+
+
+def _unpack(bits: int, n: int) -> bytes:
+    """Bits 0 .. n-1 of ``bits`` as one byte (0 or 1) per position."""
+    if not bits:
+        return bytes(n)
+    packed = np.frombuffer(bits.to_bytes((n + 7) // 8, "little"), dtype=np.uint8)
+    return np.unpackbits(packed, bitorder="little")[:n].tobytes()
+
+
+def _pack(flags: bytearray) -> int:
+    """Inverse of :func:`_unpack`: the int with bit p set where ``flags[p]`` is 1."""
+    if not any(flags):
+        return 0
+    arr = np.frombuffer(bytes(flags), dtype=np.uint8)
+    return int.from_bytes(np.packbits(arr, bitorder="little").tobytes(), "little")
+
+
+def _mask(m: tuple, n1: int) -> int:
+    """The positions candidate ``m`` covers (hypothesis j: bit j; reference i: bit n1 + i)."""
+    hm, rm = m[_MASK]
+    return (hm << m[_MSTART]) | (rm << (n1 + m[_START]))
+
+
+def _settle(beam: list, parents: list | None, n1: int) -> None:
+    """Give the partials of the (sorted, truncated) beam their used-position masks, and
+    drop those of the previous beam's partials that left it.
+
+    A new partial's mask (its parent's plus its match's) is only made once it survives
+    the truncation to ``BEAM_SIZE``: making it for every candidate extension, and keeping
+    it in every ancestor, would take memory quadratic in the caption length (issue 25).
+    """
+    for p in beam:
+        if p[3] is None:
+            p[3] = p[5][3] | _mask(p[4], n1)
+    if parents:
+        keep = {id(p) for p in beam}
+        for p in parents:
+            if id(p) not in keep:
+                p[3] = None
 
 
 # How the beam search below equals :func:`.reference_align._resolve`.
@@ -178,6 +236,7 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
     """
     n2 = free[-1]
     beam = [[0, 0, -1, used, None, None]]
+    parents = None  # the beam the current one was extended from (see _settle)
     pos = 0
     multi = False  # some row seen so far offers a match of several reference words
     for f in free:
@@ -208,6 +267,8 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
                     p[1] = f
                     p[2] = last
             else:
+                _settle(beam, parents, n1)
+                parents = None
                 for i in range(pos, f):
                     if i > pos and len(beam) > 1:
                         beam.sort(key=_by_key)
@@ -234,6 +295,7 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
             beam.sort(key=_by_key)
             if len(beam) > BEAM_SIZE:
                 del beam[BEAM_SIZE:]
+        _settle(beam, parents, n1)
         row = rows[f]
         if multi_rows and not multi:
             nxt = f + 1
@@ -246,13 +308,14 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
                 append(p)
                 continue
             for m in row:
-                mask, gain, dist, ms, end, mend, _, _ = m
-                if u & mask:
+                (hm, rm), gain, dist, ms, end, mend, start, _ = m
+                if (u >> ms) & hm or (u >> (n1 + start)) & rm:
                     continue
+                # the used mask is made by _settle if the partial survives
                 if last != -1 and ms != last:
-                    append([key - gain + one, end, mend, u | mask, m, p])
+                    append([key - gain + one, end, mend, None, m, p])
                 else:
-                    append([key - gain, end, mend, u | mask, m, p])
+                    append([key - gain, end, mend, None, m, p])
                 key += dist  # sic: Java adds the new match's distance to the parent
             if last != -1:
                 key += one
@@ -260,6 +323,7 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
             p[0] = key
             p[1] = idx + 1
             append(p)
+        parents = beam
         beam = new
         pos = f + 1
     raise AssertionError("unreachable")  # pragma: no cover

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import math
 
-from capeval.metrics.meteor.sentences import EXACT, STEM, SYNONYM, Sentence
+from capeval.metrics.meteor.sentences import EXACT, STEM, SYNONYM, Sentence, bits
 from capeval.metrics.meteor.stats import ALPHA, BETA, DELTA, GAMMA, MODULE_WEIGHTS
 
 # The state :func:`match` hands to :func:`.fast_align.finish`:
 # (h, r, singles, paras, n_matches, dup, fmean, masks, n_first) where ``singles`` lists
 # (i, candidates, hypothesis mask) per reference position i with one-word candidates, the
-# candidates being template entries (j, module, 1 << j, gain) in the Java order; ``paras``
+# candidates being template entries (j, module, gain) in the Java order (no per-candidate
+# bitmask: one would take j bits, memory quadratic in the length for long sentences); ``paras``
 # lists the paraphrase matches (start, length, match_start, match_length) in the Java
 # order, the first ``n_first`` from reference phrases; ``dup`` is the bitmask of the words
 # covered by more than one candidate (hypothesis position j is bit j, reference position i
@@ -33,11 +34,11 @@ from capeval.metrics.meteor.stats import ALPHA, BETA, DELTA, GAMMA, MODULE_WEIGH
 def _template(h: Sentence, w: str, wh: int, ws: int, nb: frozenset) -> tuple:
     """Exact, stem and synonym candidates of a reference word ``w`` (hash ``wh``, stem
     hash ``ws``, synonym neighbours ``nb``) in hypothesis ``h``, in the order the Java
-    matchers add them (by module, then position): ``((j, module, 1 << j, gain), ...)``,
+    matchers add them (by module, then position): ``((j, module, gain), ...)``,
     with (as bitmasks) the union of their hypothesis positions, the positions that occur
     more than once, and the positions of the exact and of the exact or synonym ones."""
-    ex = h.hash_pos.get(wh, 0)
-    st = h.stem_pos.get(ws, 0) & ~ex  # a stem match needs a different word (hash)
+    ex = bits(h.hash_pos.get(wh))
+    st = bits(h.stem_pos.get(ws)) & ~ex  # a stem match needs a different word (hash)
     sy = 0
     if nb:
         common = h.wordset & nb
@@ -45,18 +46,18 @@ def _template(h: Sentence, w: str, wh: int, ws: int, nb: frozenset) -> tuple:
         if common and (len(common) > 1 or w not in common):
             word_mask = h.word_mask
             for x in common:
-                sy |= word_mask[x]
+                sy |= bits(word_mask[x])
             sy &= ~ex
     if not (st or sy):  # exact candidates only (the usual case)
         if not ex:
             return ()
         if not ex & (ex - 1):  # one position
-            return ((ex.bit_length() - 1, EXACT, ex, 2),), ex, 0, ex, ex
+            return ((ex.bit_length() - 1, EXACT, 2),), ex, 0, ex, ex
     cands = []
     for module, mask, gain in ((EXACT, ex, 2), (STEM, st, 0), (SYNONYM, sy, 0)):
         while mask:  # ascending hypothesis positions
             low = mask & -mask
-            cands.append((low.bit_length() - 1, module, low, gain))
+            cands.append((low.bit_length() - 1, module, gain))
             mask ^= low
     return tuple(cands), ex | st | sy, st & sy, ex, ex | sy
 
@@ -162,9 +163,9 @@ def transposed(reverse: tuple) -> tuple:
         for c in cands:
             lst = by_pos.get(c[0])
             if lst is None:
-                by_pos[c[0]] = [(c[1], i, c[3])]
+                by_pos[c[0]] = [(c[1], i, c[2])]
             else:
-                lst.append((c[1], i, c[3]))
+                lst.append((c[1], i, c[2]))
     singles = []
     for j in sorted(by_pos):
         lst = by_pos[j]
@@ -173,9 +174,8 @@ def transposed(reverse: tuple) -> tuple:
         tmask = 0
         cands = []
         for mod, i, g in lst:
-            b = 1 << i
-            tmask |= b
-            cands.append((i, mod, b, g))
+            tmask |= 1 << i
+            cands.append((i, mod, g))
         singles.append((j, tuple(cands), tmask))
     paras = [(m, mlen, k, length) for k, length, m, mlen in rparas[rfirst:]]
     paras += [(m, mlen, k, length) for k, length, m, mlen in rparas[:rfirst]]

@@ -65,9 +65,9 @@ class Sentence:
         self.nbv = -1  # vocabulary version ``nbs`` was computed for
         # hypothesis side (see index): built when the sentence is first a hypothesis
         self.tmpl: dict[str, tuple] | None = None  # reference word -> candidate (j, module) data
-        self.hash_pos: dict[int, int] = {}
-        self.stem_pos: dict[int, int] = {}
-        self.word_mask: dict[str, int] = {}
+        self.hash_pos: dict[int, list[int]] = {}  # positions, see index
+        self.stem_pos: dict[int, list[int]] = {}
+        self.word_mask: dict[str, list[int]] = {}
         self.wordset: frozenset = frozenset()
         # Paraphrase table view (see set_paraphrases); the reference implementation's
         # ``paths`` (start, length, paraphrase id, paraphrase length) are generated on
@@ -80,17 +80,29 @@ class Sentence:
         self.paths: dict[int, list] = {}  # paraphrase id -> its ``paths`` entries, once needed
 
     def index(self) -> dict:
-        """Build the hypothesis-side lookups (once; returns ``tmpl``): the bitmask of the
-        positions of each word hash, stem hash and word."""
-        hash_pos: dict[int, int] = {}
-        stem_pos: dict[int, int] = {}
-        word_mask: dict[str, int] = {}
-        bit = 1
-        for w, hw, hs in zip(self.words, self.hashes, self.stem_hashes):
-            hash_pos[hw] = hash_pos.get(hw, 0) | bit
-            stem_pos[hs] = stem_pos.get(hs, 0) | bit
-            word_mask[w] = word_mask.get(w, 0) | bit
-            bit <<= 1
+        """Build the hypothesis-side lookups (once; returns ``tmpl``): the positions of each
+        word hash, stem hash and word, as lists (:func:`bits` makes a bitmask of those a
+        reference word needs: a bitmask per distinct word would take memory quadratic in
+        the length of a caption of distinct words, issue 25)."""
+        hash_pos: dict[int, list[int]] = {}
+        stem_pos: dict[int, list[int]] = {}
+        word_mask: dict[str, list[int]] = {}
+        for j, (w, hw, hs) in enumerate(zip(self.words, self.hashes, self.stem_hashes)):
+            lst = hash_pos.get(hw)
+            if lst is None:
+                hash_pos[hw] = [j]
+            else:
+                lst.append(j)
+            lst = stem_pos.get(hs)
+            if lst is None:
+                stem_pos[hs] = [j]
+            else:
+                lst.append(j)
+            lst = word_mask.get(w)
+            if lst is None:
+                word_mask[w] = [j]
+            else:
+                lst.append(j)
         self.hash_pos = hash_pos
         self.stem_pos = stem_pos
         self.word_mask = word_mask
@@ -104,6 +116,20 @@ class Sentence:
         self.ngram_len = lengths
         self.hits = hits
         self.path_ids = path_ids
+
+
+def bits(positions: list[int] | None) -> int:
+    """The bitmask with bit j set for each j in ``positions`` (0 for None)."""
+    if not positions:
+        return 0
+    if len(positions) < 64:
+        m = 0
+        for j in positions:
+            m |= 1 << j
+        return m
+    arr = np.zeros(positions[-1] + 1, dtype=np.uint8)
+    arr[positions] = 1
+    return int.from_bytes(np.packbits(arr, bitorder="little").tobytes(), "little")
 
 
 class _Neighbours(dict):
