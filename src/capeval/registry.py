@@ -364,10 +364,18 @@ def resolve_target(name: str) -> str | None:
     return None
 
 
-def expand(names: str | Iterable[str]) -> list[str]:
-    """Expand presets and comma lists into canonical metric names, keeping order, no repeats."""
+#: the preset of ``metrics=None`` (``capeval.score``, ``Evaluator``) and of ``capeval score`` without ``-m``
+DEFAULT_PRESET = "coco"
+
+
+def expand(names: str | Iterable[str] | None) -> list[str]:
+    """Expand presets and comma lists into canonical metric names, keeping order, no repeats (None: the default preset)."""
+    if names is None:
+        names = DEFAULT_PRESET
     if isinstance(names, str):
         names = [names]
+    elif not isinstance(names, Iterable) or any(not isinstance(n, str) for n in names):
+        raise InputError(f"metrics must be a name, a comma list or a list of names, got {names!r}")
     names = list(names)
     out: list[str] = []
     for entry in names:
