@@ -81,6 +81,7 @@ def score_ray(
     batch_size: int | None = None,
     out_dir: str | Path | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     address: str | None = None,
     progress: bool | None = False,
     _fault: tuple[int, str] | None = None,
@@ -97,6 +98,7 @@ def score_ray(
     temporary folder, removed after, when None; on a cluster, storage every node can write:
     a shared path or a URI such as ``s3://bucket/run/``, :mod:`capeval.engines.storage`).
     ``resume``: keep the complete shards of an earlier run of the same job in ``out_dir``.
+    ``overwrite``: replace the shards of a different job found in ``out_dir`` (refused otherwise).
     """
     from capeval._optional import require
     from capeval.io.inputs import prepare_text_inputs
@@ -142,7 +144,7 @@ def score_ray(
         out_dir = temp.name
     out = ShardDir(out_dir)
     try:
-        check_manifest(out, plan, resume)
+        check_manifest(out, plan, resume, overwrite)
         driver_text = None
         if text_names:
             from capeval.evaluator import Evaluator
@@ -248,7 +250,7 @@ class _Job:
             self._drain(pool)  # the live actors finish (and keep) the shards they hold
             raise ResourceError(
                 f"a Ray worker died ({type(exc).__name__}); the {self.scored} shards finished in this run "
-                f"are kept in {self.out}: run again with resume=True to score the rest"
+                f"are kept in {self.out}: run again with --resume (resume=True in Python) to score the rest"
             ) from exc
         except ray.exceptions.RayTaskError as exc:
             cause = exc.cause if isinstance(getattr(exc, "cause", None), CapevalError) else None
