@@ -168,10 +168,15 @@ def _ray_session(num_workers: int, address: str | None) -> Iterator[None]:
     import ray.data  # before the logger below: importing it configures Ray Data's logging
 
     started = False
+    helper = None
     if not ray.is_initialized():
         if address is None:
             # one CPU slot beyond the actors' for Ray Data's own tasks (listing and reading files)
             ray.init(num_cpus=num_workers + 1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            from capeval.engines import reaper
+
+            # the node's agents would outlive a driver killed with -9: a helper ends them then
+            helper = reaper.start(ray.get_runtime_context().get_node_id())
         else:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         started = True
@@ -191,6 +196,10 @@ def _ray_session(num_workers: int, address: str | None) -> Iterator[None]:
         data_log.setLevel(level)
         if started:
             ray.shutdown()
+        if helper is not None:
+            from capeval.engines import reaper
+
+            reaper.release(helper)
 
 
 def actor_cpus(num_workers: int) -> float:
