@@ -13,11 +13,19 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
+import time
+import typing
 from pathlib import Path
 
 import pytest
+
+import capeval
+from capeval import registry
+from capeval.cli.main import main
+from capeval.errors import InputError, MissingDependencyError, ResourceError
 
 ROOT = Path(__file__).resolve().parents[1]
 GB = 2**30
@@ -371,3 +379,249 @@ def test_rouge_lcs_of_a_long_caption_equals_the_reference_code_in_bounded_memory
     grown, n = json.loads(res.stdout)
     assert n == 2 * 13
     assert grown < 100 * MB, grown / MB
+
+
+# ---------------------------------------------------------------------------
+# options and CLI
+# ---------------------------------------------------------------------------
+
+EXAMPLES = ROOT / "examples"
+CANDS = str(EXAMPLES / "candidates.json")
+REFS = str(EXAMPLES / "references.json")
+
+
+def _cli_in(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_line(code: int, out: str, err: str, expected: str | None = None) -> str:
+    assert code == 2, (code, err)
+    assert out == "" and "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("capeval: error: "), err
+    if expected is not None:
+        assert lines[0] == expected
+    return lines[0]
+
+
+@pytest.mark.parametrize("option, expected", [
+    ("n=0", "option cider-d.n=0 out of range: n must be an integer >= 1"),
+    ("n=-1", "option cider-d.n=-1 out of range: n must be an integer >= 1"),
+    ("sigma=0", "option cider-d.sigma=0 out of range: sigma must be a number > 0"),
+    ("sigma=-1", "option cider-d.sigma=-1 out of range: sigma must be a number > 0"),
+])
+def test_numeric_option_out_of_range(capsys, tmp_path, option, expected):
+    out = tmp_path / "out.json"
+    res = _cli_in(capsys, "score", "-m", "cider-d", "-O", f"cider-d.{option}", "-c", CANDS, "-r", REFS, "-q", "-o", str(out))
+    _one_line(*res, "capeval: error: " + expected)
+    assert not out.exists()
+    with pytest.raises(InputError, match="out of range"):  # the library checks the same table
+        capeval.score({"1": "a dog"}, {"1": ["a dog"]}, metrics="cider-d", cider_d={option.split("=")[0]: 0})
+
+
+def _numeric(hint) -> bool:
+    from capeval.options import accepts_value
+
+    return hint is not typing.Any and (accepts_value(hint, 3) is True or accepts_value(hint, 0.5) is True)
+
+
+def test_every_numeric_option_of_every_metric_has_a_range_and_its_default_is_inside():
+    from capeval.options import option_defaults, option_types
+    from capeval.ranges import METRIC_RANGES, metric_range
+
+    seen: dict[str, set[str]] = {}
+    missing, outside = [], []
+    for spec in registry.metrics().values():
+        if spec.group in seen:
+            continue
+        try:
+            types_ = option_types(spec) or {}
+            defaults = option_defaults(spec)
+        except MissingDependencyError:
+            pytest.skip(f"{spec.group}: extra not installed, its options cannot be read")
+        seen[spec.group] = set(types_)
+        for opt, hint in types_.items():
+            if not _numeric(hint):
+                continue
+            rng = metric_range(spec.group, opt)
+            if rng is None:
+                missing.append(f"{spec.group}.{opt}")
+            elif isinstance(defaults.get(opt), (int, float)) and not isinstance(defaults.get(opt), bool) \
+                    and not rng.accepts(defaults[opt]):
+                outside.append(f"{spec.group}.{opt}={defaults[opt]}")
+    assert not missing, f"numeric options without a declared range: {missing}"
+    assert not outside, f"defaults outside their declared range: {outside}"
+    stale = [f"{g}.{o}" for g, opts in METRIC_RANGES.items() for o in opts if o not in seen.get(g, set())]
+    assert not stale, f"ranges declared for options that do not exist: {stale}"
+
+
+@pytest.fixture
+def no_bench(monkeypatch):
+    import capeval.bench
+
+    def refuse(*a, **k):
+        raise AssertionError("the benchmark run started although the error was knowable up front")
+
+    monkeypatch.setattr(capeval.bench, "run", refuse)
+
+
+def test_bench_confidence_refused_before_any_work(capsys, tmp_path, no_bench):
+    out = tmp_path / "out.json"
+    res = _cli_in(capsys, "bench", "pascal-50s", "-m", "bleu-1", "--confidence", "2", "-o", str(out))
+    _one_line(*res, "capeval: error: --confidence 2.0 out of range: confidence must be a number in (0, 1)")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("option, expected", [
+    ("pascal-50s.refz=fixed", "bench option pascal-50s.refz: pascal-50s has no loader option 'refz'; valid loader "
+                              "options for pascal-50s: draws, nrefs, refs"),
+    ("foo.bar=1", "bench option foo.bar: unknown benchmark 'foo'"),
+    ("pascal-50s.draws=0", "bench option pascal-50s.draws=0 out of range: draws must be an integer >= 1"),
+])
+def test_bench_loader_option_typo_refused(capsys, tmp_path, no_bench, option, expected):
+    out = tmp_path / "out.json"
+    line = _one_line(*_cli_in(capsys, "bench", "pascal-50s", "-m", "bleu-1", "-B", option, "-o", str(out)))
+    assert line.startswith("capeval: error: " + expected), line
+    assert not out.exists()
+
+
+def test_backbone_with_text_metrics_only_refused(capsys, tmp_path):
+    out = tmp_path / "out.json"
+    res = _cli_in(capsys, "score", "-m", "bleu-1", "--backbone", "openai/ViT-B-32", "-c", CANDS, "-r", REFS, "-o", str(out))
+    _one_line(*res, "capeval: error: --backbone given, but none of the metrics bleu-1 uses a model")
+    assert not out.exists()
+
+
+def test_score_takes_the_keyword_options_the_evaluator_takes():
+    cands, refs = json.loads(Path(CANDS).read_text()), json.loads(Path(REFS).read_text())
+    got = capeval.score(cands, refs, metrics="cider-d", cider_d={"sigma": 3.0})
+    want = capeval.Evaluator("cider-d", cider_d={"sigma": 3.0}).score(cands, refs)
+    default = capeval.score(cands, refs, metrics="cider-d")
+    assert got["cider-d"].items == want["cider-d"].items and str(got["cider-d"].signature) == str(want["cider-d"].signature)
+    assert "sigma:3.0" in str(got["cider-d"].signature) and got["cider-d"].items != default["cider-d"].items
+    with pytest.raises(InputError, match="given twice"):
+        capeval.score(cands, refs, metrics="cider-d", options={"cider-d": {"sigma": 6.0}}, cider_d={"sigma": 3.0})
+
+
+def test_score_metrics_none_is_the_default_preset(monkeypatch):
+    from capeval import evaluator
+
+    built = []
+    monkeypatch.setattr(evaluator.Evaluator, "_build", lambda self, spec, members, opts: built.append(spec.group))
+    monkeypatch.setattr(evaluator.Evaluator, "score", lambda self, *a, **k: self.names)
+    assert capeval.score({"1": "a"}, {"1": ["a"]}, metrics=None) == registry.expand("coco")
+    with pytest.raises(InputError, match="metrics must be"):
+        capeval.score({"1": "a"}, {"1": ["a"]}, metrics=3)
+
+
+def _flickr_inputs(tmp_path: Path, shared_data: Path) -> tuple[str, str]:
+    caps: dict[str, list[str]] = {}
+    for line in (shared_data / "flickr8k" / "Flickr8k.token.txt").read_text(encoding="utf-8").splitlines():
+        key, _, cap = line.partition("\t")
+        caps.setdefault(key.split("#")[0], []).append(cap)
+    c, r = tmp_path / "c.json", tmp_path / "r.json"
+    c.write_text(json.dumps({k: v[0] for k, v in caps.items()}))
+    r.write_text(json.dumps({k: v[1:] for k, v in caps.items()}))
+    return str(c), str(r)
+
+
+def test_sigterm_during_meteor_workers(tmp_path, shared_data):
+    psutil = pytest.importorskip("psutil")
+    c, r = _flickr_inputs(tmp_path, shared_data)
+    capeval.score({"1": "a dog"}, {"1": ["a dog"]}, metrics="meteor")  # the session's METEOR index, built first
+    out = tmp_path / "out.json"
+    env = dict(os.environ, PYTHONPATH=str(Path(capeval.__file__).parents[1]))
+    proc = subprocess.Popen([sys.executable, "-m", "capeval.cli", "score", "-m", "meteor", "-O", "meteor.workers=2",
+                             "-c", c, "-r", r, "-q", "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    children = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        children = parent.children(recursive=True)
+        if len(children) >= 2:
+            break
+        time.sleep(0.05)
+    assert len(children) >= 2, "the METEOR workers never started"
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    assert stderr == "capeval: interrupted\n" and stdout == ""
+    gone, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive
+    assert not out.exists()
+
+
+def test_unusable_cache_folder_is_named(tmp_path):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x")
+    env = dict(os.environ, CAPEVAL_CACHE=str(not_a_folder), PYTHONPATH=str(Path(capeval.__file__).parents[1]))
+    res = subprocess.run([sys.executable, "-m", "capeval.cli", "score", "-m", "meteor", "-c", CANDS, "-r", REFS, "-q"],
+                         capture_output=True, text=True, env=env)
+    assert res.returncode == 2 and res.stdout == "" and "Traceback" not in res.stderr
+    assert res.stderr.splitlines()[-1] == (f"capeval: error: capeval cache folder {not_a_folder} is not a folder; "
+                                           "set CAPEVAL_CACHE to a writable folder")
+    from capeval.paths import make_cache_folder
+
+    with pytest.raises(ResourceError, match="CAPEVAL_CACHE"):
+        make_cache_folder(not_a_folder / "sub")
+
+
+@pytest.mark.slow
+def test_ray_shard_dir_of_another_job_refused_and_worker_death_names_resume(tmp_path):
+    ray = pytest.importorskip("ray")
+    from capeval.engines.ray_engine import score_ray
+
+    cands = {str(i): f"a dog runs {i}" for i in range(40)}
+    refs = {k: ["a dog is running", "the dog runs"] for k in cands}
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        score_ray(cands, refs, "bleu-4", batch_size=10, out_dir=tmp_path / "a")
+        shards = sorted(p.name for p in (tmp_path / "a").iterdir())
+        with pytest.raises(InputError, match=r"holds the shards of another job .*--overwrite"):
+            score_ray({k: v + " fast" for k, v in cands.items()}, refs, "bleu-4", batch_size=10, out_dir=tmp_path / "a")
+        assert sorted(p.name for p in (tmp_path / "a").iterdir()) == shards  # nothing deleted
+        score_ray({k: v + " fast" for k, v in cands.items()}, refs, "bleu-4", batch_size=10,
+                  out_dir=tmp_path / "a", overwrite=True)
+        with pytest.raises(ResourceError, match="run again with --resume"):
+            score_ray(cands, refs, "bleu-4", batch_size=10, out_dir=tmp_path / "b", _fault=(1, str(tmp_path / "m")))
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_driver_killed_leaves_no_process(tmp_path, shared_data):
+    psutil = pytest.importorskip("psutil")
+    pytest.importorskip("ray")
+    if not Path("/proc/self/environ").exists():
+        pytest.skip("the leftover sweep reads /proc (Linux)")
+    c, r = _flickr_inputs(tmp_path, shared_data)
+    capeval.score({"1": "a dog"}, {"1": ["a dog"]}, metrics="meteor")  # the session's METEOR index, built first
+    env = dict(os.environ, PYTHONPATH=str(Path(capeval.__file__).parents[1]))
+    proc = subprocess.Popen([sys.executable, "-m", "capeval.cli", "score", "-m", "meteor", "-c", c, "-r", r, "-q",
+                             "--engine", "ray", "--shard-size", "200"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 180
+    tree: list = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        tree = parent.children(recursive=True)
+        names = []
+        for p in tree:
+            try:
+                names.append(p.name())
+            except psutil.Error:
+                pass
+        if any(n.startswith("ray::ShardWorker") for n in names) and any("Agent" in n for n in names):
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("the Ray actors never started")
+    tree = parent.children(recursive=True)
+    proc.kill()
+    proc.wait()
+    _, alive = psutil.wait_procs(tree, timeout=30)
+    alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not alive, [p.name() for p in alive]

@@ -6,8 +6,13 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from capeval import registry
 from capeval.evaluator import Evaluator
-from capeval.options import check_options  # noqa: F401  (defined in capeval.options; capeval.api.check_options stays importable)
+from capeval.options import check_options, split_keyword_options
 from capeval.result import Report
+
+__all__ = ["check_options", "load", "score", "scene_graph_parser", "scene_graphs"]
+
+#: the inputs ``score`` routes to the metrics; every other keyword is an Evaluator option
+_INPUTS = ("images", "videos", "segments", "skip_bad_items")
 
 
 def load(name: str, **options: Any) -> Any:
@@ -49,22 +54,26 @@ def score(
     resume, address). ``items``: item tables instead of candidates/references/images/videos
     (one row per item: id, candidate, references, image or video path/URI; JSONL, JSON,
     CSV/TSV or Parquet: :mod:`capeval.io.items`); the ray engine reads them as a Ray dataset.
+    Any other keyword is an :class:`~capeval.evaluator.Evaluator` option, accepted as it
+    accepts it (``cider_d={"sigma": 6.0}``, ``device="cuda"``, ``batch_size=32``).
+    ``metrics=None``: the default preset (``coco``).
     """
-    unknown = sorted(set(inputs) - {"images", "videos", "segments", "skip_bad_items"})
-    if unknown:
-        from capeval.errors import InputError
+    from capeval.errors import InputError
 
-        raise InputError(f"unknown input(s) {unknown}; capeval.score takes images=, videos=, segments=, skip_bad_items=")
+    more = {k: v for k, v in inputs.items() if k not in _INPUTS}
+    inputs = {k: v for k, v in inputs.items() if k in _INPUTS}
     if engine != "local" or engine_options or items is not None:
         from capeval.engines.dispatch import score_with_engine
 
+        options, shared = split_keyword_options(options, more)
+        if shared:  # the engines build their evaluators from per-metric options only
+            raise InputError(f"{sorted(shared)[0]}= is an option of the local engine's Evaluator; with "
+                             f"engine={engine!r}/items= give it per metric in options=")
         return score_with_engine(engine, candidates, references, metrics, options=options, progress=progress,
                                  engine_options=engine_options, items=items, **inputs)
     if candidates is None:
-        from capeval.errors import InputError
-
         raise InputError("no candidates to score (give candidates, or items=<table file>)")
-    evaluator = Evaluator(metrics, options=options, progress=progress)
+    evaluator = Evaluator(metrics, options=options, progress=progress, **more)
     return evaluator.score(candidates, references, progress=progress, **inputs)
 
 

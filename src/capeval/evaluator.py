@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from capeval import registry
 from capeval.errors import InputError
 from capeval.models.cache import ModelCache
-from capeval.options import SHARED, option_types, validate_options
+from capeval.options import SHARED, check_options, option_types, split_keyword_options, validate_options
 from capeval.progress import progress_setting
 from capeval.result import MetricResult, Report
 from capeval.scorer import Batch
@@ -53,24 +53,14 @@ class Evaluator:
     ):
         from capeval.devices import check_device
 
-        self.names = registry.expand(metrics)
-        per_target: dict[str, Mapping[str, Any]] = dict(options or {})
-        shared: dict[str, Any] = {}
-        for key, value in more.items():
-            if isinstance(value, Mapping):
-                per_target[key.replace("_", "-")] = value
-            else:
-                shared[key] = value
+        per_target, shared = split_keyword_options(options, more)
+        self.names, checked = check_options(metrics, per_target, strict=strict)
         if device is not None:
             shared["device"] = check_device(device)
         if workers is not None:
             if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
                 raise InputError(f"workers must be a positive integer, got {workers!r}")
             shared["workers"] = workers
-        checked = validate_options(self.names, per_target, others="error" if strict else "ignore")
-        for opts in checked.values():
-            if "device" in opts:
-                opts["device"] = check_device(opts["device"])
         self.cache = cache if cache is not None else ModelCache()
         self.progress = progress
         self._groups: list[tuple[list[str], registry.MetricSpec, dict[str, Any]]] = []

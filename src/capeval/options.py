@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping
 from capeval import registry
 from capeval.devices import check_device
 from capeval.errors import InputError
+from capeval.ranges import metric_range
 from capeval.registry import MetricSpec
 
 #: options every scorer that has the stage receives from ``Evaluator(device=..., workers=...)``
@@ -77,12 +78,12 @@ def _hint_text(hint: Any) -> str:
 
 
 def check_options(
-    metrics: str | Iterable[str], options: Mapping[str, Mapping[str, Any]] | None = None, *, strict: bool = False
+    metrics: str | Iterable[str] | None, options: Mapping[str, Mapping[str, Any]] | None = None, *, strict: bool = False
 ) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    """Expand ``metrics`` and validate ``options`` before any heavy work.
+    """Expand ``metrics`` (None: the default preset) and validate ``options`` before any heavy work.
 
     Returns ``(canonical metric names, options keyed by canonical metric/group)``. Unknown
-    metrics, unknown or ill-typed options and unusable ``device`` values raise
+    metrics, unknown, ill-typed or out-of-range options and unusable ``device`` values raise
     :class:`~capeval.errors.CapevalError` subclasses with a one-line message. ``strict``:
     also refuse options for registered metrics that are not computed (the CLI does; the
     library ignores them, so one options mapping can serve several calls). Also importable
@@ -96,12 +97,40 @@ def check_options(
     return names, checked
 
 
+def split_keyword_options(
+    options: Mapping[str, Mapping[str, Any]] | None, more: Mapping[str, Any]
+) -> tuple[dict[str, Mapping[str, Any]], dict[str, Any]]:
+    """``options`` plus keyword arguments -> (per-target options, options shared by every scorer).
+
+    A mapping keyword value is one metric's options (``cider_d={"sigma": 6.0}``), any other
+    value is shared (``batch_size=32``). An option given both ways with different values is
+    refused (never last-wins).
+    """
+    per_target: dict[str, Mapping[str, Any]] = dict(options or {})
+    shared: dict[str, Any] = {}
+    for key, value in more.items():
+        if not isinstance(value, Mapping):
+            shared[key] = value
+            continue
+        target = key.replace("_", "-")
+        before = per_target.get(target)
+        if isinstance(before, Mapping):
+            clash = [k for k in value if k in before and before[k] != value[k]]
+            if clash:
+                raise InputError(f"option {target}.{clash[0]} is given twice with different values "
+                                 f"({before[clash[0]]!r} in options, {value[clash[0]]!r} as {key}=)")
+            value = {**before, **value}
+        per_target[target] = value
+    return per_target, shared
+
+
 def validate_options(names: Iterable[str], options: Any, others: str = "error") -> dict[str, dict[str, Any]]:
     """Validate ``options`` ({metric, alias or group: {key: value}}) for the metrics ``names``.
 
     Returns the options keyed by canonical metric or group name. An unknown target, a
     target not among ``names``, an option the factory does not take or a value of the wrong
-    type raises :class:`InputError` naming the option and listing the valid ones. Options
+    type or outside its declared range (:mod:`capeval.ranges`) raises :class:`InputError`
+    naming the option and listing the valid ones (or stating the range). Options
     for a registered metric outside ``names`` raise too (``others="error"``, the CLI: such an
     option would be ignored) or are dropped (``others="ignore"``: one options mapping shared
     by several calls). Imports the factory classes (to read their signatures) but builds
@@ -145,18 +174,12 @@ def validate_options(names: Iterable[str], options: Any, others: str = "error") 
                 raise InputError(
                     f"option {target}.{opt}: expected {_hint_text(types_[opt])}, got {value!r} ({type(value).__name__})"
                 )
-            bounds = getattr(spec.factory_class(), "option_ranges", {}).get(opt)
-            if bounds is not None and not _within(value, bounds):
-                raise InputError(f"option {target}.{opt}: expected a value in [{bounds[0]}, {bounds[1]}], got {value!r}")
+            bounds = metric_range(spec.group, opt)
+            if bounds is not None and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and not bounds.accepts(value):
+                raise InputError(f"option {target}.{opt}={value!r} out of range: {bounds.describe(opt)}")
         out.setdefault(key, {}).update(dict(opts))
     return out
-
-
-def _within(value: Any, bounds: tuple[float, float]) -> bool:
-    """Whether a numeric option lies in its declared ``(low, high)`` (a scorer's ``option_ranges``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return True  # not a number: the type check above speaks for it
-    return bounds[0] <= value <= bounds[1]
 
 
 def takes(spec: MetricSpec, option: str) -> bool:

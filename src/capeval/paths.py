@@ -5,12 +5,36 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from capeval.errors import ResourceError
+
 
 def cache_dir() -> Path:
-    """``$CAPEVAL_CACHE``, else ``$XDG_CACHE_HOME/capeval``, else ``~/.cache/capeval``."""
+    """``$CAPEVAL_CACHE``, else ``$XDG_CACHE_HOME/capeval``, else ``~/.cache/capeval``.
+
+    A path that exists but is not a folder raises a one-line :class:`ResourceError` naming
+    it and ``CAPEVAL_CACHE`` (nothing is created here: see :func:`make_cache_folder`).
+    """
     env = os.environ.get("CAPEVAL_CACHE")
     if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "capeval"
+        path = Path(env).expanduser()
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+        path = base / "capeval"
+    if path.exists() and not path.is_dir():
+        raise ResourceError(f"capeval cache folder {path} is not a folder; set CAPEVAL_CACHE to a writable folder")
+    return path
+
+
+def make_cache_folder(path: str | os.PathLike[str]) -> Path:
+    """Create the cache folder ``path`` (and its parents) or raise a one-line :class:`ResourceError`
+    naming it and ``CAPEVAL_CACHE`` (an unwritable or non-folder cache is the environment's, not a bug)."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ResourceError(f"cannot create the cache folder {path} ({exc.strerror or exc}); set CAPEVAL_CACHE to "
+                            "a writable folder") from None
+    if not os.access(path, os.W_OK):
+        raise ResourceError(f"cache folder {path} is not writable; set CAPEVAL_CACHE to a writable folder")
+    return path

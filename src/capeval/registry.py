@@ -366,23 +366,22 @@ def resolve_target(name: str) -> str | None:
     return None
 
 
-def expand(names: str | Iterable[str]) -> list[str]:
-    """Expand presets and comma lists into canonical metric names, keeping order, no repeats."""
-    if isinstance(names, str):
-        names = [names]
-    names = list(names)
+DEFAULT_PRESET = "coco"  # metrics=None (capeval.score, Evaluator) and `capeval score` without -m
+
+
+def expand(names: str | Iterable[str] | None) -> list[str]:
+    """Expand presets and comma lists into canonical metric names, keeping order, no repeats (None: the default preset)."""
+    if names is None or isinstance(names, str):
+        names = [DEFAULT_PRESET if names is None else names]
+    names = list(names) if isinstance(names, Iterable) else [names]
+    if any(not isinstance(n, str) for n in names):
+        raise InputError(f"metrics must be a name, a comma list or a list of names, got {names!r}")
     out: list[str] = []
-    for entry in names:
-        for part in entry.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            key = part.lower()
-            all_presets = presets()
-            members = all_presets[key] if key in all_presets else (canonical(part),)
-            for m in members:
-                if m not in out:
-                    out.append(m)
+    all_presets = presets()
+    for part in (p.strip() for entry in names for p in entry.split(",")):
+        for m in all_presets.get(part.lower(), ()) or ((canonical(part),) if part else ()):
+            if m not in out:
+                out.append(m)
     if not out:
         raise UnknownNameError(f"no metric given (metric list {', '.join(map(repr, names)) or 'empty'}); {known_names()}")
     return out

@@ -112,6 +112,9 @@ class Benchmark:
     # relative file -> expected sha256 (None: unknown, recorded only)
     files: ClassVar[dict[str, str | None]] = {}
     human_label: ClassVar[str] = "human score"
+    # loader options (``capeval bench -B NAME.KEY=VALUE``): a capeval.ranges.Range for a number,
+    # a tuple of the allowed values otherwise; :func:`check_loader_options` refuses any other
+    loader_options: ClassVar[dict[str, Any]] = {}
 
     def load(self, root: Path, seed: int = 0, **options: Any) -> Loaded:
         raise NotImplementedError
@@ -188,6 +191,42 @@ CATALOG: dict[str, str] = {
 }
 
 _BENCHMARKS: dict[str, Benchmark] = {}
+
+
+def check_loader_options(benches: Iterable["Benchmark"], bench_options: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Validate ``{benchmark: {option: value}}`` against each benchmark's ``loader_options``, before any loading.
+
+    Returns the options keyed by canonical benchmark name. An unknown benchmark, one not being
+    run, an unknown option or a value out of its range raises a one-line :class:`InputError`.
+    """
+    from capeval.ranges import Range
+
+    chosen = {b.name: b for b in benches}
+    out: dict[str, dict[str, Any]] = {}
+    for target, opts in dict(bench_options or {}).items():
+        first = next(iter(opts), "*") if isinstance(opts, Mapping) else "*"
+        try:
+            name = get_benchmark(str(target)).name
+        except UnknownNameError as exc:
+            raise InputError(f"bench option {target}.{first}: {exc}") from None
+        if name not in chosen:
+            raise InputError(f"bench option {target}.{first}: {name} is not among the benchmarks being run "
+                             f"({', '.join(chosen)}); the option would be ignored")
+        if not isinstance(opts, Mapping):
+            raise InputError(f"bench options of {target} must be a mapping {{key: value}}, got {type(opts).__name__}")
+        declared = chosen[name].loader_options
+        for key, value in opts.items():
+            if key not in declared:
+                raise InputError(f"bench option {target}.{key}: {name} has no loader option {key!r}; valid loader "
+                                 f"options for {name}: {', '.join(declared) or 'none'}")
+            rule = declared[key]
+            if isinstance(rule, Range):
+                if not rule.accepts(value):
+                    raise InputError(f"bench option {target}.{key}={value!r} out of range: {rule.describe(key)}")
+            elif value not in rule:
+                raise InputError(f"bench option {target}.{key}={value!r}: use one of {', '.join(map(str, rule))}")
+        out.setdefault(name, {}).update(opts)
+    return out
 
 
 def register_benchmark(bench: Benchmark) -> Benchmark:

@@ -10,8 +10,10 @@ import numpy as np
 
 from capeval.bench import statistics as stats
 from capeval.bench._common import accuracy_spec, count_spec
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
+from capeval.bench.base import (Benchmark, Loaded, ScoreItem, Setting, StatSpec, check_loader_options, collapse,
+                                malformed)
 from capeval.errors import InputError
+from capeval.ranges import POSITIVE_INT
 
 CATEGORIES = ("HC", "HI", "HM", "MM")
 _JSON = "pascal50s/pascal_50s.json"
@@ -39,13 +41,14 @@ class Pascal50S(Benchmark):
         _MAT: "28178122b75e8c5f3c7a5690afe12fcd2a1121a9abe2658dc85901301a96a7d8",
     }
     human_label = "human-preferred caption"
+    # defaults draws=5, nrefs=5, refs=both: the protocol above
+    loader_options = {"draws": POSITIVE_INT, "nrefs": POSITIVE_INT, "refs": ("random", "fixed", "both")}
 
     def load(self, root: Path, seed: int = 0, **options: Any) -> Loaded:
         draws = int(options.get("draws", 5))
         nrefs = int(options.get("nrefs", 5))
         mode = options.get("refs", "both")
-        if mode not in ("random", "fixed", "both"):
-            raise InputError(f"pascal-50s: refs must be 'random', 'fixed' or 'both', got {mode!r}")
+        check_loader_options([self], {self.name: options})
         paths = {_JSON: self.path(root, _JSON)}
         if mode != "fixed":
             paths[_MAT] = self.path(root, _MAT)

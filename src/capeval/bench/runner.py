@@ -14,7 +14,7 @@ import numpy as np
 
 from capeval import registry
 from capeval.bench import statistics as stats
-from capeval.bench.base import Benchmark, Loaded, default_data_root, get_benchmark
+from capeval.bench.base import Benchmark, Loaded, check_loader_options, default_data_root, get_benchmark
 from capeval.errors import InputError
 from capeval.progress import make_progress
 
@@ -84,6 +84,15 @@ class BenchRun(list):
 
 def _derive_seed(seed: int, *parts: str) -> int:
     return (int(seed) * 1_000_003 + zlib.crc32("/".join(parts).encode())) % (2**32)
+
+
+def check_bench_settings(**settings: Any) -> None:
+    """Refuse a run setting (``confidence``, ``bootstrap``, ...) outside its range in :data:`capeval.ranges.BENCH_RANGES`."""
+    from capeval.ranges import BENCH_RANGES
+
+    for key, value in settings.items():
+        if not BENCH_RANGES[key].accepts(value):
+            raise InputError(f"{key}={value!r} out of range: {BENCH_RANGES[key].describe(key)}")
 
 
 def expand_benchmarks(names: str | Iterable[str]) -> list[Benchmark]:
@@ -156,6 +165,8 @@ def run(
 
     models = ModelCache()  # every benchmark's evaluators share the loaded backbones
     benches = expand_benchmarks(benchmarks)
+    bench_options = check_loader_options(benches, bench_options)
+    check_bench_settings(bootstrap=bootstrap, confidence=confidence, seed=seed, explain_worst=explain_worst)
     names = registry.expand(metrics)
     specs = {m: registry.get(m) for m in names}
     # fail before any loading/scoring when media are needed but not given
@@ -177,7 +188,6 @@ def run(
     root = default_data_root(data_root)
     out = BenchRun()
     out.config = {"seed": seed, "bootstrap": bootstrap, "confidence": confidence, "metrics": names, "benchmarks": [b.name for b in benches]}
-    bench_options = dict(bench_options or {})
     with make_progress(len(benches) * (1 + len(names)), "bench", progress) as bar:
         for b in benches:
             bar.desc = b.name[:12]

@@ -70,15 +70,24 @@ def run(args: argparse.Namespace) -> int:
     from capeval.io.atomic import atomic_write_many
     from capeval.progress import progress_setting
 
+    from capeval.bench.base import check_loader_options
+    from capeval.bench.runner import check_bench_settings, expand_benchmarks
+
+    # every setting before any loading or scoring, in the flags' words
+    for flag, key, value in (("--confidence", "confidence", args.confidence), ("--bootstrap", "bootstrap", args.bootstrap),
+                             ("--seed", "seed", args.seed), ("--explain-worst", "explain_worst", args.explain_worst)):
+        try:
+            check_bench_settings(**{key: value})
+        except InputError as exc:
+            raise InputError(f"{flag} {value} {str(exc).split(' ', 1)[1]}") from None
     bench_options = parse_options(args.bench_option, "BENCH") if args.bench_option else {}
+    check_loader_options(expand_benchmarks(args.benchmarks), bench_options)
     names, options = check_options(args.metrics, parse_options(args.option), strict=True)
     check_outputs({"--out": args.out, "--html": args.html}, [])
     if args.explain:
         from capeval import registry
         from capeval.options import option_types
 
-        if args.explain_worst < 1:
-            raise InputError(f"--explain-worst must be at least 1, got {args.explain_worst}")
         if not any(registry.get(n).media and "explain_dir" in (option_types(registry.get(n)) or {}) for n in names):
             raise InputError(f"--explain: none of the metrics {', '.join(names)} explains its scores "
                              "(hice-s and ref-hice-s do)")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from capeval._version import __version__
 from capeval.errors import CapevalError
@@ -40,12 +42,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so the run unwinds as on Ctrl-C (workers stopped, no output)."""
+
+
+def _on_sigterm(owner: int) -> Callable[[int, Any], None]:
+    def handler(signum: int, frame: Any) -> None:
+        if os.getpid() != owner:  # a forked worker inherits this handler: it just ends, silently
+            os._exit(128 + signum)
+        raise Terminated()
+
+    return handler
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    previous = signal.signal(signal.SIGTERM, _on_sigterm(os.getpid()))
+    try:
+        return _run(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The subcommand, its errors mapped to one ``capeval: ...`` line and an exit status."""
     try:
         return int(args.func(args) or 0)
     except CapevalError as exc:
@@ -60,6 +84,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"capeval: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C: 130; SIGTERM: 143 (128 + signal number, as a shell reports)
         print("capeval: interrupted", file=sys.stderr)
-        return 130
+        return 143 if isinstance(exc, Terminated) else 130

@@ -172,6 +172,10 @@ def run(args: argparse.Namespace) -> int:
                 opts.setdefault("device", args.device)
             if args.backbone:
                 opts.setdefault("backbone", args.backbone)
+    media = [n for n in names if registry.get(n).needs & {"images", "videos"}]
+    for flag, value in (("--backbone", args.backbone), ("--device", args.device)):
+        if value and not media:  # as an unused --images: a flag no metric reads is a mistake
+            raise InputError(f"{flag} given, but none of the metrics {', '.join(names)} uses a model")
     if args.explain:
         _route_explain(names, options, args.explain)
     options = {k: v for k, v in options.items() if v}

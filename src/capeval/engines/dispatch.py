@@ -16,7 +16,7 @@ from capeval.result import Report
 
 ENGINES = ("local", "ray")
 #: the keyword arguments of score_ray that engine_options may set
-RAY_OPTIONS = ("num_workers", "num_gpus_per_worker", "batch_size", "out_dir", "resume", "address")
+RAY_OPTIONS = ("num_workers", "num_gpus_per_worker", "batch_size", "out_dir", "resume", "overwrite", "address")
 
 
 def check_engine(engine: str, engine_options: Mapping[str, Any] | None = None) -> None:
@@ -109,13 +109,15 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                    help="items per shard (default by metric family: 2048 text, 512 image, 64 video)")
     g.add_argument("--shard-dir", help="folder of the per-shard Parquet files (kept; needed by --resume)")
     g.add_argument("--resume", action="store_true", help="keep the complete shards already in --shard-dir")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the shards of another job in --shard-dir (refused without it)")
 
 
 def engine_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """``engine_options`` for :func:`score_with_engine` from the parsed flags (checked)."""
     if args.engine == "local":
         given = [f for f, v in (("--address", args.address), ("--shard-dir", args.shard_dir),
-                                ("--resume", args.resume)) if v]
+                                ("--resume", args.resume), ("--overwrite", args.overwrite)) if v]
         if given:
             raise InputError(f"{given[0]} needs --engine ray")
         return {}
@@ -123,4 +125,5 @@ def engine_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError("--resume needs --shard-dir (the folder of the earlier run)")
     return {"num_workers": args.num_workers, "num_gpus_per_worker": args.gpus_per_worker,
             "batch_size": args.shard_size, "out_dir": args.shard_dir, "resume": args.resume,
+            "overwrite": args.overwrite,
             "address": args.address}

@@ -81,6 +81,7 @@ def score_ray(
     batch_size: int | None = None,
     out_dir: str | Path | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     address: str | None = None,
     progress: bool | None = False,
     _fault: tuple[int, str] | None = None,
@@ -97,6 +98,7 @@ def score_ray(
     temporary folder, removed after, when None; on a cluster, storage every node can write:
     a shared path or a URI such as ``s3://bucket/run/``, :mod:`capeval.engines.storage`).
     ``resume``: keep the complete shards of an earlier run of the same job in ``out_dir``.
+    ``overwrite``: replace the shards of a different job found in ``out_dir`` (refused otherwise).
     """
     from capeval._optional import require
     from capeval.io.inputs import prepare_text_inputs
@@ -142,7 +144,7 @@ def score_ray(
         out_dir = temp.name
     out = ShardDir(out_dir)
     try:
-        check_manifest(out, plan, resume)
+        check_manifest(out, plan, resume, overwrite)
         driver_text = None
         if text_names:
             from capeval.evaluator import Evaluator
@@ -166,10 +168,15 @@ def _ray_session(num_workers: int, address: str | None) -> Iterator[None]:
     import ray.data  # before the logger below: importing it configures Ray Data's logging
 
     started = False
+    helper = None
     if not ray.is_initialized():
         if address is None:
             # one CPU slot beyond the actors' for Ray Data's own tasks (listing and reading files)
             ray.init(num_cpus=num_workers + 1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            from capeval.engines import reaper
+
+            # the node's agents would outlive a driver killed with -9: a helper ends them then
+            helper = reaper.start(ray.get_runtime_context().get_node_id())
         else:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         started = True
@@ -189,6 +196,10 @@ def _ray_session(num_workers: int, address: str | None) -> Iterator[None]:
         data_log.setLevel(level)
         if started:
             ray.shutdown()
+        if helper is not None:
+            from capeval.engines import reaper
+
+            reaper.release(helper)
 
 
 def actor_cpus(num_workers: int) -> float:
@@ -248,7 +259,7 @@ class _Job:
             self._drain(pool)  # the live actors finish (and keep) the shards they hold
             raise ResourceError(
                 f"a Ray worker died ({type(exc).__name__}); the {self.scored} shards finished in this run "
-                f"are kept in {self.out}: run again with resume=True to score the rest"
+                f"are kept in {self.out}: run again with --resume (resume=True in Python) to score the rest"
             ) from exc
         except ray.exceptions.RayTaskError as exc:
             cause = exc.cause if isinstance(getattr(exc, "cause", None), CapevalError) else None

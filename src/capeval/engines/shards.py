@@ -149,13 +149,18 @@ def shard_complete(store: ShardDir, k: int, ids: Sequence[str]) -> dict[str, Any
     return meta if ok else None
 
 
-def check_manifest(store: ShardDir, plan: dict[str, Any], resume: bool) -> None:
-    """Write the job's manifest, or on ``resume`` refuse a folder made by a different job."""
+def check_manifest(store: ShardDir, plan: dict[str, Any], resume: bool, overwrite: bool = False) -> None:
+    """Write the job's manifest; refuse a folder made by a different job on ``resume``, and
+    without ``overwrite`` (its shards are another job's work: never deleted silently)."""
     if store.exists(MANIFEST):
         old = json.loads(store.read_bytes(MANIFEST))
-        if resume and old != plan:
+        if old != plan and not overwrite:
             diff = sorted(k for k in set(old) | set(plan) if old.get(k) != plan.get(k))
-            raise InputError(f"{store}: cannot resume, the folder holds another job (differs in {', '.join(diff)})")
+            if resume:
+                raise InputError(f"{store}: cannot resume, the folder holds another job (differs in {', '.join(diff)})")
+            if store.names("shard-", ".parquet"):
+                raise InputError(f"{store} holds the shards of another job (differs in {', '.join(diff)}); "
+                                 "give another folder, or overwrite=True (--overwrite) to replace them")
         if not resume:
             for stale in store.names("shard-", ".parquet"):
                 store.remove(stale)

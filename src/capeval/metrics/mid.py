@@ -38,13 +38,11 @@ import numpy as np
 from capeval.errors import InputError
 from capeval.io.images import image_metric_inputs
 from capeval.io.inputs import raise_bad_items
+from capeval.ranges import check_option
 from capeval.registry import DEFAULTS
 from capeval.result import MetricResult, Report, Signature
 from capeval.scorer import ScorerBase
 
-#: declared valid ranges of the numeric options (checked before any model is loaded)
-RANGES: dict[str, tuple[float, float]] = {"eps": (0.0, 1.0), "limit": (2, 10**9), "batch_size": (1, 4096),
-                                          "text_batch_size": (1, 65536)}
 
 
 def gaussian_pmi(x: Any, y: Any, x0: Any, y0: Any | None = None, eps: float = 0.0,
@@ -113,7 +111,6 @@ class Mid(ScorerBase):
     """
 
     produces: ClassVar[tuple[str, ...]] = ("mid",)
-    option_ranges: ClassVar[dict[str, tuple[float, float]]] = RANGES  # checked by capeval.options first
     default_backbone: ClassVar[str] = DEFAULTS["mid"]["backbone"]
 
     def __init__(self, metrics: Sequence[str] | None = None, backbone: Any = None, device: str = "cpu",
@@ -125,7 +122,7 @@ class Mid(ScorerBase):
             raise InputError(f"mid option reference: expected 'first' or 'all', got {reference!r}")
         for name, value in (("eps", eps), ("limit", limit), ("batch_size", batch_size),
                             ("text_batch_size", text_batch_size)):
-            check_range("mid", name, value, integer=name != "eps")
+            check_option("mid", name, value)  # declared in capeval.ranges
         self.reference, self.eps, self.limit = reference, float(eps), int(limit)
         self.batch_size, self.text_batch_size, self.cache, self.workers = batch_size, text_batch_size, cache, workers
         if backbone is None or isinstance(backbone, str) or hasattr(backbone, "__fspath__"):
@@ -183,11 +180,3 @@ class Mid(ScorerBase):
         return Signature.build("mid", **params)
 
 
-def check_range(metric: str, name: str, value: Any, integer: bool = False,
-                bounds: tuple[float, float] | None = None) -> None:
-    """One-line :class:`InputError` when option ``name`` is outside ``bounds`` (default :data:`RANGES`)."""
-    lo, hi = bounds or RANGES[name]
-    kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or not (lo <= value <= hi) or value != value:
-        what = "an integer" if integer else "a number"
-        raise InputError(f"{metric} option {name}: expected {what} in [{lo}, {hi}], got {value!r}")

@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from capeval.paths import make_cache_folder
 from capeval.errors import InputError
 from capeval.hashing import file_digest
 from capeval.progress import make_progress
@@ -63,7 +64,7 @@ class TemplateCache:
 
     def put(self, image_key: str, caption: str) -> None:
         path = self._path(image_key)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_cache_folder(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=".tpl.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:

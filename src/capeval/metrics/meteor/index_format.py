@@ -25,6 +25,7 @@ import numpy as np
 
 from capeval.errors import ResourceError
 from capeval.hashing import file_digest
+from capeval.paths import make_cache_folder
 
 FORMAT = "capeval-meteor-1.5-index/3"  # /3: numpy-computed string keys
 _PIP_HINT = "pip install pycocoevalcap==1.2"
@@ -163,7 +164,7 @@ except ImportError:  # pragma: no cover - Windows: builders may duplicate work; 
 @contextlib.contextmanager
 def build_lock(index_dir: Path) -> Iterator[None]:
     """Hold the exclusive lock of the builders of ``index_dir`` (waits for another builder)."""
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    make_cache_folder(index_dir.parent)
     if fcntl is None:  # pragma: no cover
         yield
         return

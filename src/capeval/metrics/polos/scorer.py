@@ -93,7 +93,6 @@ class Polos(ScorerBase):
     """
 
     produces: ClassVar[tuple[str, ...]] = ("polos",)
-    option_ranges: ClassVar[dict[str, tuple[float, float]]] = {"batch_size": (1, 4096)}
     default_backbone: ClassVar[str] = DEFAULTS["polos"]["backbone"]
 
     def __init__(self, metrics: Sequence[str] | None = None, checkpoint: Any = None, text_model: Any = None,
@@ -101,11 +100,11 @@ class Polos(ScorerBase):
                  lora: str = "effective", workers: int | None = None):
         import torch
 
-        from capeval.metrics.mid import check_range
+        from capeval.ranges import check_option
         from capeval.metrics.polos.head import head_from_state, split_checkpoint
 
         self.metrics = self._select(metrics)
-        check_range("polos", "batch_size", batch_size, integer=True, bounds=self.option_ranges["batch_size"])
+        check_option("polos", "batch_size", batch_size)
         self.batch_size, self.cache, self.workers, self.device = batch_size, cache, workers, device
         if isinstance(checkpoint, Mapping):
             state, self.checkpoint_sha = dict(checkpoint), "state-dict"

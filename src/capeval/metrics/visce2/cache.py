@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from capeval.paths import make_cache_folder
 from capeval.io.atomic import atomic_write_text
 
 #: bump when the record layout changes (old entries are then misses, never misread)
@@ -84,7 +85,7 @@ class AnswerCache:
         if self.root is None:
             return
         path = self._path(kind, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_cache_folder(path.parent)
         body = {"format": FORMAT, "kind": kind, "key": key, "created": time.time(), **record}
         atomic_write_text(path, json.dumps(body, ensure_ascii=False) + "\n")
         self._count(self.writes, kind)

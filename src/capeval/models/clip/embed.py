@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from capeval.paths import make_cache_folder
 from capeval.errors import InputError
 from capeval.io.atomic import atomic_open
 from capeval.progress import make_progress
@@ -43,7 +44,7 @@ class EmbeddingCache:
 
     def put(self, kind: str, key: str, value: np.ndarray) -> None:
         path = self._path(kind, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_cache_folder(path.parent)
         with atomic_open(path) as f:
             np.save(f, np.asarray(value, dtype=np.float32), allow_pickle=False)
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from capeval.paths import make_cache_folder
 from capeval.io.atomic import atomic_open, atomic_write_json
 from capeval.models.regions.base import Region, RegionBackend, image_size, settings_hash
 
@@ -73,7 +74,7 @@ class RegionCache:
             "stability": np.array([np.nan if r.stability is None else r.stability for r in regions], dtype=np.float32),
         }
         target = self.path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_cache_folder(target.parent)
         if not (self.root / "settings.json").exists():
             atomic_write_json(self.root / "settings.json", self._settings)
         with atomic_open(target) as out:

@@ -1,0 +1,138 @@
+"""Valid ranges of every numeric option, declared once as data.
+
+:func:`capeval.options.check_options` reads :data:`METRIC_RANGES` (and :data:`COMMON` for
+options many scorers share) before any scorer is built; the bench CLI and runner read
+:data:`BENCH_RANGES` and each benchmark's ``loader_options``. A test walks the registry and
+fails when an int/float constructor option has no range here. Where a bound comes from a
+paper or an official implementation, its ``source`` says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Range:
+    """``low <= value <= high`` (``low_open``/``high_open``: strict), an integer when ``integer``."""
+
+    low: float | None = None
+    high: float | None = None
+    integer: bool = False
+    low_open: bool = False
+    high_open: bool = False
+    source: str = ""
+
+    def accepts(self, value: Any) -> bool:
+        """Whether the number ``value`` is inside (NaN never is; bools are not numbers here)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if self.integer and not isinstance(value, int):
+            return False
+        if isinstance(value, float) and math.isnan(value):
+            return False
+        if self.low is not None and not (value > self.low if self.low_open else value >= self.low):
+            return False
+        if self.high is not None and not (value < self.high if self.high_open else value <= self.high):
+            return False
+        return True
+
+    def describe(self, name: str) -> str:
+        """``"n must be an integer >= 1"``, ``"confidence must be a number in (0, 1)"``."""
+        kind = "an integer" if self.integer else "a number"
+        if self.low is not None and self.high is not None:
+            lo, hi = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            return f"{name} must be {kind} in {lo}{_num(self.low)}, {_num(self.high)}{hi}"
+        if self.low is not None:
+            return f"{name} must be {kind} {'>' if self.low_open else '>='} {_num(self.low)}"
+        if self.high is not None:
+            return f"{name} must be {kind} {'<' if self.high_open else '<='} {_num(self.high)}"
+        return f"{name} must be {kind}"
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+POSITIVE_INT = Range(1, integer=True)
+NON_NEGATIVE_INT = Range(0, integer=True)
+POSITIVE = Range(0, low_open=True)
+NON_NEGATIVE = Range(0)
+
+#: options that mean the same for every scorer that takes them
+COMMON: dict[str, Range] = {
+    "workers": POSITIVE_INT,
+    "chunk_size": POSITIVE_INT,
+    "batch_size": POSITIVE_INT,
+    "text_batch_size": POSITIVE_INT,
+    "frame_batch_size": POSITIVE_INT,
+}
+
+_W = Range(0, low_open=True, source="w rescales cos(text, image) (Hessel et al. 2021, Eq. 1: w > 0); 0 would "
+                                     "make every score 0")
+
+#: metric group -> option -> range (numbers only; strings such as w="paper" are the scorer's to check)
+METRIC_RANGES: dict[str, dict[str, Range]] = {
+    "rouge-l": {"beta": Range(0, low_open=True, source="F-measure weight; pycocoevalcap rouge.py uses 1.2")},
+    "cider-d": {
+        "n": Range(1, integer=True, source="longest n-gram; Vedantam et al. 2015 Sec. 4 use n = 1..4"),
+        "sigma": Range(0, low_open=True, source="std of the length penalty exp(-d^2 / (2 sigma^2)); "
+                                                "pycocoevalcap cider_scorer.py uses 6.0"),
+    },
+    "clip": {"w": _W},
+    "pac-s": {"w": _W},
+    "pac-s++": {"w": _W},
+    "hice": {
+        "w": _W,
+        "max_regions": POSITIVE_INT,
+        "incorrect_below": NON_NEGATIVE,
+        "unmentioned_below": NON_NEGATIVE,
+    },
+    "emscore": {"n_frames": POSITIVE_INT, "fps": POSITIVE},
+    "pac-s-video": {"n_frames": POSITIVE_INT, "fps": POSITIVE},
+    "visce2": {
+        "concurrency": POSITIVE_INT,
+        "timeout": POSITIVE,
+        "max_retries": NON_NEGATIVE_INT,
+        "retry_backoff": NON_NEGATIVE,
+        "temperature": Range(0, 2, source="OpenAI chat API's range; the paper samples at 0.2"),
+        "seed": NON_NEGATIVE_INT,
+        "max_new_tokens": POSITIVE_INT,
+        "top_logprobs": Range(0, 20, integer=True, source="OpenAI chat API's range"),
+    },
+    "bridge": {"w": _W},
+    "spice": {"max_words": Range(1, 10**7, integer=True, source="capeval's bound on a caption's length (SPICE's "
+                                                                 "parser has none); items over it are reported")},
+    "mid": {
+        "eps": Range(0, 1, source="naver-ai/mid.metric: added to the covariances' diagonal before inversion"),
+        "limit": Range(2, 10**9, integer=True, source="naver-ai/mid.metric: samples used to estimate the Gaussians"),
+        "batch_size": Range(1, 4096, integer=True),
+        "text_batch_size": Range(1, 65536, integer=True),
+    },
+    "polos": {"batch_size": Range(1, 4096, integer=True)},
+}
+
+#: ``capeval bench`` / :func:`capeval.bench.run` settings
+BENCH_RANGES: dict[str, Range] = {
+    "confidence": Range(0, 1, low_open=True, high_open=True),
+    "bootstrap": NON_NEGATIVE_INT,
+    "explain_worst": POSITIVE_INT,
+    "seed": NON_NEGATIVE_INT,
+}
+
+
+def check_option(group: str, option: str, value: Any, metric: str | None = None) -> None:
+    """One-line :class:`~capeval.errors.InputError` when ``value`` (not None) is outside the
+    declared range: the check of a scorer built directly, as :mod:`capeval.options` does first."""
+    from capeval.errors import InputError
+
+    bounds = metric_range(group, option)
+    if value is not None and bounds is not None and not bounds.accepts(value):
+        raise InputError(f"option {metric or group}.{option}={value!r} out of range: {bounds.describe(option)}")
+
+
+def metric_range(group: str, option: str) -> Range | None:
+    """The declared range of ``option`` of the scorer of ``group`` (None: not numeric / not declared)."""
+    return METRIC_RANGES.get(group, {}).get(option) or COMMON.get(option)
