@@ -625,3 +625,64 @@ def test_ray_driver_killed_leaves_no_process(tmp_path, shared_data):
     _, alive = psutil.wait_procs(tree, timeout=30)
     alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not alive, [p.name() for p in alive]
+# Long captions through the whole `coco` preset: every metric bounded; SPICE's parser, whose
+# time grows faster than linearly, leaves an item over max_words out with its reason
+# ---------------------------------------------------------------------------
+
+
+def _spice_scorer(**options):
+    pytest.importorskip("spacy")
+    from capeval.metrics.spice.scorer import Spice
+
+    try:
+        return Spice(**options)
+    except Exception as exc:  # noqa: BLE001 - the English model is part of the spice extra
+        pytest.skip(f"SPICE's parser cannot load here: {exc}")
+
+
+def test_spice_leaves_an_item_over_max_words_out_with_its_reason() -> None:
+    cands = {"a": "a dog runs on the grass", "b": "two people ride bikes down a long busy street", "c": "a cat"}
+    refs = {"a": ["a dog running on grass"], "b": ["cyclists on a street"], "c": ["a cat sleeps on a very warm mat"]}
+    whole = _spice_scorer(max_words=None).score(cands, refs)["spice"]
+    capped = _spice_scorer(max_words=6).score(cands, refs)["spice"]
+    # b's candidate (9 words) and c's reference (8 words) are over 6: left out, never truncated
+    assert capped.skipped == ("b", "c") and dict(capped.items) == {"a": whole.items["a"]}
+    assert capped.extras["errors"] == {
+        "b": "candidate of 9 words is longer than spice max_words=6 (-O spice.max_words=N raises it)",
+        "c": "reference of 8 words is longer than spice max_words=6 (-O spice.max_words=N raises it)"}
+    assert capped.system == whole.items["a"] and "max_words:6" in str(capped.signature)
+    assert "max_words:none" in str(whole.signature)
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "10000001"])
+def test_spice_max_words_out_of_range_is_refused_before_any_work(tmp_path: Path, value: str) -> None:
+    (tmp_path / "c.json").write_text(json.dumps({"a": "a dog"}))
+    (tmp_path / "r.json").write_text(json.dumps({"a": ["a dog runs"]}))
+    rc, out, err = _cli(["score", "-m", "spice", "-c", "c.json", "-r", "r.json", "-O", f"spice.max_words={value}",
+                         "--per-item", "p.json"], tmp_path)
+    _one_error_line(rc, out, err, "max_words")
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_coco_preset_on_a_100k_word_caption_is_bounded(tmp_path: Path, peak_rss_child) -> None:
+    """`capeval score -m coco` with one 100,000-word candidate: every metric scores it within
+    bounded memory except SPICE, which reports it (one stderr line, ``skipped``, the reason)."""
+    _spice_scorer()
+    import random
+
+    rng = random.Random(0)
+    words = "a man riding horse dog the on with in red blue street grass two people".split()
+    cands = {"long": " ".join(rng.choice(words) for _ in range(100_000)), "short": "a dog runs on the grass"}
+    refs = {"long": ["a man riding a horse", "a person on a horse"], "short": ["a dog running on grass", "a dog"]}
+    (tmp_path / "c.json").write_text(json.dumps(cands))
+    (tmp_path / "r.json").write_text(json.dumps(refs))
+    rc, out, err, rss = peak_rss_child(["score", "-m", "coco", "-c", "c.json", "-r", "r.json"])
+    assert rc == 0, err
+    assert "Traceback" not in err
+    assert [line for line in err.splitlines() if "max_words" in line] == [
+        "capeval: spice: item 'long': candidate of 100000 words is longer than spice max_words=10000 "
+        "(-O spice.max_words=N raises it)"]
+    results = {r["metric"]: r for r in json.loads(out)["results"]}
+    assert results["spice"]["n"] == 1 and results["spice"]["skipped"] == ["long"]
+    assert all(r["n"] == 2 and "skipped" not in r for m, r in results.items() if m != "spice")
+    assert rss < 1 * GB, rss / MB

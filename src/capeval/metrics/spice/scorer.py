@@ -27,6 +27,7 @@ from capeval.errors import InputError
 from capeval.metrics.spice.graph import SynsetLookup, build_graph
 from capeval.metrics.spice.tuples import CATEGORIES, Evaluation, evaluate, macro_average
 from capeval.metrics.text import TextChunk, TextScorer
+from capeval.ranges import check_option
 from capeval.result import MetricResult, Signature
 
 #: the score names of SPICE's JSON output, "All" first
@@ -36,8 +37,10 @@ ProposedTuples = list[tuple[str, ...]]
 
 
 def result_from_evaluations(metric: str, ids: list[str], per_item: list[Mapping[str, Evaluation]],
-                            signature: Signature) -> MetricResult:
+                            signature: Signature, errors: Mapping[str, str] | None = None) -> MetricResult:
     """The :class:`MetricResult` of SPICE scores, shared by ``spice`` and ``spice-java``.
+
+    ``errors``: items left out (id -> reason), listed in ``extras["errors"]`` and ``skipped``.
 
     ``items``: per-item F1 of all tuples; ``system``: their mean (pycocoevalcap's
     ``np.mean`` of ``All.f``); ``extras``: ``precision``/``recall`` per item, ``scores``
@@ -53,7 +56,9 @@ def result_from_evaluations(metric: str, ids: list[str], per_item: list[Mapping[
         "scores": {i: {name: ev[name].to_dict() for name in SCORE_NAMES if name in ev} for i, ev in zip(ids, per_item)},
         "averages": {name: macro_average(ev[name] for ev in per_item).to_dict() for name in SCORE_NAMES},
     }
-    return MetricResult(metric, system, dict(zip(ids, f1)), signature, extras)
+    if errors:
+        extras["errors"] = dict(errors)
+    return MetricResult(metric, system, dict(zip(ids, f1)), signature, extras, skipped=tuple(errors or ()))
 
 
 class Spice(TextScorer):
@@ -67,8 +72,14 @@ class Spice(TextScorer):
     ``workers``: the text pipeline's chunks and forked worker processes (each chunk's
     distinct captions are parsed once); ``parser``: a ready parser object with
     ``parse_many(captions)`` (tests, custom parsers); ``synonyms``: a ready
-    ``word -> synset ids`` lookup instead of METEOR's WordNet tables.
+    ``word -> synset ids`` lookup instead of METEOR's WordNet tables; ``max_words``: an item
+    whose candidate or any reference has more (PTB) tokens is not parsed but left out with
+    its reason (``extras["errors"]``, ``skipped``) — parsing grows faster than linearly with a
+    caption's length (a 100,000-word caption takes minutes); the official pipeline has no limit,
+    and the default, 10,000, is far above any caption of the benchmarks, so published numbers
+    never meet it; ``None``: no limit.
     """
+
 
     produces: ClassVar[tuple[str, ...]] = ("spice",)
 
@@ -84,7 +95,10 @@ class Spice(TextScorer):
         workers: int | None = None,
         parser: Any = None,
         synonyms: SynsetLookup | None = None,
+        max_words: int | None = 10_000,
     ):
+        check_option("spice", "max_words", max_words)  # declared in capeval.ranges
+        self.max_words = max_words
         super().__init__(metrics, tokenizer, chunk_size, workers)
         self.synsets = bool(synsets)
         self.merge_similar = self.synsets if merge_similar is None else bool(merge_similar)
@@ -119,14 +133,32 @@ class Spice(TextScorer):
         return evaluate(cand.tuples(), ref.tuples(), self.synsets)
 
     # -- TextScorer streaming steps ---------------------------------------------------
-    def score_chunk(self, chunk: TextChunk, corpus: Any) -> list[dict[str, Evaluation]]:
-        """Every item's SPICE scores (all categories) for one chunk of tokenised captions."""
-        parsed = self.parse(chunk.hyps + [r for rs in chunk.refs for r in rs])
-        return [self.score_tuples(parsed[h], [parsed[r] for r in rs]) for h, rs in zip(chunk.hyps, chunk.refs)]
+    def too_long(self, hyp: str, refs: Sequence[str]) -> str | None:
+        """Why an item (tokenised) is not parsed, or None: a caption over ``max_words``."""
+        if self.max_words is None:
+            return None
+        for role, text in (("candidate", hyp), *(("reference", r) for r in refs)):
+            words = len(text.split())
+            if words > self.max_words:
+                return (f"{role} of {words} words is longer than spice max_words={self.max_words} "
+                        f"(-O spice.max_words=N raises it)")
+        return None
+
+    def score_chunk(self, chunk: TextChunk, corpus: Any) -> list[dict[str, Evaluation] | str]:
+        """Every item's SPICE scores (all categories) for one chunk of tokenised captions; an
+        item over ``max_words``: the reason it is left out."""
+        reasons = [self.too_long(h, rs) for h, rs in zip(chunk.hyps, chunk.refs)]
+        kept = [(h, rs) for h, rs, why in zip(chunk.hyps, chunk.refs, reasons) if why is None]
+        parsed = self.parse([c for h, rs in kept for c in (h, *rs)])
+        return [self.score_tuples(parsed[h], [parsed[r] for r in rs]) if why is None else why
+                for h, rs, why in zip(chunk.hyps, chunk.refs, reasons)]
 
     def merge(self, ids: list[str], parts: list[Any], nrefs: str) -> list[MetricResult]:
         per_item = [ev for part in parts for ev in part]
-        return [result_from_evaluations("spice", ids, per_item, self.signature(nrefs))]
+        errors = {i: ev for i, ev in zip(ids, per_item) if isinstance(ev, str)}
+        kept = [(i, ev) for i, ev in zip(ids, per_item) if not isinstance(ev, str)]
+        return [result_from_evaluations("spice", [i for i, _ in kept], [ev for _, ev in kept],
+                                        self.signature(nrefs), errors)]
 
     def signature(self, nrefs: str) -> Signature:
         """Everything the number depends on: tokenizer, references, parser and its model,
@@ -135,7 +167,8 @@ class Spice(TextScorer):
             "spice", **self.signature_params(nrefs), **parser_fields(self.parser),
             synonyms=getattr(self.synonyms, "fingerprint", "custom"),
             synsets="yes" if self.synsets else "no", merge="yes" if self.merge_similar else "no",
-            subsets="yes", version_spice="1.0-py",
+            subsets="yes", max_words=self.max_words if self.max_words is not None else "none",
+            version_spice="1.0-py",
         )
 
 
