@@ -257,7 +257,7 @@ def test_loader_errors_are_one_line(setup, monkeypatch, tmp_path):
     with pytest.raises(ResourceError, match="SimCSE weights do not fit"):
         Polos(checkpoint=state, text_model=str(folder), backbone=bb)
     for bad in (0, 2.5, True):
-        with pytest.raises(InputError, match="polos option batch_size"):
+        with pytest.raises(InputError, match=r"option polos\.batch_size=.* out of range"):
             Polos(checkpoint=state, text_model=str(folder), backbone=bb, batch_size=bad)
     good = _state(monkeypatch, folder)
     scorer = Polos(checkpoint=good, text_model=str(folder), backbone=bb)
