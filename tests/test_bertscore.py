@@ -161,3 +161,13 @@ def test_missing_model_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(CapevalError, match="capeval download bertscore") as exc:
         BertScore(model="no-such-org/no-such-model", num_layers=1)
     assert "\n" not in str(exc.value)
+
+
+def test_declared_ranges_checked_before_building():
+    from capeval.options import check_options
+
+    for opt, value in (("batch_size", 0), ("batch_size", 5000), ("num_layers", -1)):
+        with pytest.raises(InputError, match=f"option bertscore.{opt}: expected a value in"):
+            check_options("bertscore", {"bertscore": {opt: value}})
+    with pytest.raises(InputError, match="bertscore has no option 'layers'"):
+        check_options("bertscore", {"bertscore": {"layers": 3}})

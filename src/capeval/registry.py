@@ -295,22 +295,8 @@ def _diagnostic_specs() -> list[MetricSpec]:
     ]
 
 
-_BERTSCORE = "Zhang et al. 2020, BERTScore: Evaluating Text Generation with BERT (ICLR 2020)"
-
-
-def _bertscore_specs() -> list[MetricSpec]:
-    return [MetricSpec(
-        name="bertscore", factory="capeval.metrics.bertscore.scorer:BertScore", group="bertscore",
-        needs=frozenset({"references"}), range=(-1.0, 1.0), extra="bertscore", reference=_BERTSCORE,
-        aliases=("bert-score", "bert_score"),
-        description="BERTScore F1 (max over references; P, R in the extras), bert-score 0.3.13's English defaults: "
-                    "roberta-large layer 17, no idf, no baseline rescaling; higher is better",
-    )]
-
-
 _TABLE: tuple[MetricSpec, ...] = (*_text_specs(), *_clip_specs(), *_hice_specs(), *_video_specs(), *_vlm_specs(),
-                                  *_bridge_specs(), *_bertscore_specs(), *_diagnostic_specs(),
-                                  *(MetricSpec(**e) for e in BASELINE_SPECS))
+                                  *_bridge_specs(), *_diagnostic_specs(), *(MetricSpec(**e) for e in BASELINE_SPECS))
 
 _PRESET_TABLE: dict[str, tuple[str, ...]] = {
     # the COCO caption evaluation's metrics; spice joined because its Kendall tau on

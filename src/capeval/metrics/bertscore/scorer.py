@@ -50,6 +50,8 @@ class BertScore(ScorerBase):
     """
 
     produces: ClassVar[tuple[str, ...]] = ("bertscore",)
+    #: checked by capeval.options before anything is built (num_layers again against the model's config)
+    option_ranges: ClassVar[dict[str, tuple[int, int]]] = {"num_layers": (0, 1024), "batch_size": BATCH_RANGE}
 
     def __init__(self, metrics: Sequence[str] | None = None, model: str | None = None, num_layers: int | None = None,
                  idf: bool = False, rescale_with_baseline: bool = False, lang: str = "en",
