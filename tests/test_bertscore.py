@@ -171,3 +171,19 @@ def test_declared_ranges_checked_before_building():
             check_options("bertscore", {"bertscore": {opt: value}})
     with pytest.raises(InputError, match="bertscore has no option 'layers'"):
         check_options("bertscore", {"bertscore": {"layers": 3}})
+
+
+def test_cli_score_end_to_end(model32, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "c.json").write_text(json.dumps({"a": "a dog runs", "b": "the cat sits"}))
+    (tmp_path / "r.json").write_text(json.dumps({"a": ["a dog runs on the grass"], "b": ["a cat", "the cat sits"]}))
+    out = subprocess.run([sys.executable, "-m", "capeval.cli", "score", "--metrics", "bertscore", "-c",
+                          str(tmp_path / "c.json"), "-r", str(tmp_path / "r.json"), "-O", f"bertscore.model={model32}",
+                          "-O", "bertscore.num_layers=2", "--quiet"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    payload = json.loads(out.stdout)
+    theirs = _theirs(model32, ["a dog runs", "the cat sits"], [["a dog runs on the grass"], ["a cat", "the cat sits"]], 2)
+    assert payload["scores"]["bertscore"] == pytest.approx(float(np.mean(theirs[:, 2])), abs=TOL)
