@@ -1,4 +1,4 @@
-"""Registry entries of the comparison baselines (MID, Polos): plain data, no imports.
+"""Registry entries of the comparison baselines (MID, Polos, BERTScore): plain data, no imports.
 
 Kept beside :mod:`capeval.registry` (which turns each dict into a ``MetricSpec``) so that the
 main table stays one screenful per family; the same rules apply (``docs/adding-a-metric.md``).
@@ -38,5 +38,13 @@ BASELINE_SPECS: list[dict[str, Any]] = [
         description="Polos: the released regression model on SimCSE-RoBERTa and CLIP ViT-B/32 features of "
                     "(candidate, reference, image), max over references, batches of 64; [0, 1]; higher is better "
                     "(`capeval download polos/reprod polos/sup-simcse-roberta-base`)",
+    ),
+    dict(
+        name="bertscore", factory="capeval.metrics.bertscore.scorer:BertScore", group="bertscore",
+        needs=frozenset({"references"}), range=(-1.0, 1.0), extra="bertscore", in_all=False,  # a 1.4 GB model
+        reference="Zhang et al. 2020, BERTScore: Evaluating Text Generation with BERT (ICLR 2020)",
+        aliases=("bert-score", "bert_score"),
+        description="BERTScore F1 (max over references; P, R in the extras), bert-score 0.3.13's English defaults: "
+                    "roberta-large layer 17, no idf, no baseline rescaling; higher is better",
     ),
 ]

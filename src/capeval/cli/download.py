@@ -15,7 +15,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Download model files named in capeval's checkpoint table, verifying them.")
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="checkpoint names (see --list); 'spice': CoreNLP 3.6.0 for spice-java (sha256-checked); "
-                        "'factual': hice-s's FACTUAL phrase parser (a Hugging Face hub folder)")
+                        "'factual': hice-s's FACTUAL phrase parser (a Hugging Face hub folder); "
+                        "'bertscore': BERTScore's roberta-large")
     p.add_argument("--dir", help="target folder (default: $CAPEVAL_CHECKPOINTS or <cache>/clip)")
     p.add_argument("--list", action="store_true", help="show the checkpoint table and which files are present")
     p.add_argument("--json", action="store_true", help="with --list: the table as JSON")
@@ -70,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
             from capeval.models.clip.checkpoints import FACTUAL_HUB, by_hub
 
             name = by_hub(FACTUAL_HUB).name  # type: ignore[union-attr]
+        if name.lower() == "bertscore":  # short name of BERTScore's default model
+            name = "bertscore/roberta-large"
         path, digest = download(name, args.dir, args.force)
         print(json.dumps({"name": name, "path": str(path), "sha256": digest}))
         sys.stdout.flush()

@@ -24,6 +24,7 @@ from capeval.models.clip.backbone_base import (  # noqa: F401  (importable from 
 from capeval.models.clip.lora import apply_lora, describe, has_lora
 from capeval.models.clip.model import ClipConfig, build_model, clean_state_dict, get_config, infer_config
 from capeval.models.clip.preprocess import Preprocess
+from capeval.models.clip.siglip import SiglipBackbone, is_siglip
 from capeval.models.clip.tokenizer import ClipTokenizer, load_tokenizer
 
 
@@ -57,6 +58,8 @@ def load_backbone(name_or_path: str | os.PathLike[str], device: str = "cpu", lor
     """
     key = os.fspath(name_or_path)
     entry: ck.Checkpoint | None
+    if key not in ck.CHECKPOINTS and is_siglip(key):  # PAC-S++ journal Table 8's SigLIP backbones
+        return SiglipBackbone(key, device=device)  # type: ignore[return-value]
     if key in ck.CHECKPOINTS and ck.CHECKPOINTS[key].kind == "alpha-clip":
         return load_alpha_backbone(key, device=device, tokenizer=tokenizer, checkpoint_dir=checkpoint_dir)
     if key in ck.CHECKPOINTS and ck.CHECKPOINTS[key].kind in _NOT_CLIP:

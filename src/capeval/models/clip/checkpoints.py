@@ -167,6 +167,12 @@ CHECKPOINTS: dict[str, Checkpoint] = {
             "its weights come from the Polos checkpoint",
         ),
         Checkpoint(
+            "bertscore/roberta-large", "roberta-large", "hf-model", "roberta-large",
+            ("https://huggingface.co/FacebookAI/roberta-large",), None, hub="FacebookAI/roberta-large",
+            note="BERTScore's default English model (bert-score's lang2model['en']); a hub folder; sha256 not "
+            "published (the weights' sha256 is recorded in the bertscore signature)",
+        ),
+        Checkpoint(
             "clip-vocab", "", "vocab", "bpe_simple_vocab_16e6.txt.gz",
             ("https://github.com/openai/CLIP/raw/main/clip/bpe_simple_vocab_16e6.txt.gz",
              "https://raw.githubusercontent.com/mlfoundations/open_clip/v2.24.0/src/open_clip/bpe_simple_vocab_16e6.txt.gz"),

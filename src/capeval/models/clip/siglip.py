@@ -1,0 +1,118 @@
+"""SigLIP / SigLIP 2 (fixed-resolution checkpoints) as a CLIP-family backbone, via transformers.
+
+PAC-S++ journal, Table 8 and Sec. 4 ("Effect of Changing Backbone"): CLIP-S, PAC-S and
+PAC-S++ are also evaluated with SigLIP (Zhai et al. 2023) and SigLIP 2 (Tschannen et al. 2025)
+encoders; the paper names neither the checkpoints nor a ``w`` for them, so the backbone is
+given by hub name or folder and the scorers keep their ``w`` (recorded in the signature).
+
+Same interface as :class:`capeval.models.clip.backbone_base.ClipBackbone` (``tokenize``,
+``encode_texts``, ``load_image``, ``encode_images``, ``embed_dim``, ``signature``):
+
+- images: the checkpoint's own ``AutoImageProcessor`` (SigLIP: resize to a square of the
+  model's size, no crop, rescale 1/255, mean = std = 0.5);
+- texts: the checkpoint's tokenizer with ``padding="max_length"``, ``max_length=64`` and
+  truncation, as the model cards prescribe (the text tower pools the last position, so the
+  padding is part of the embedding), an attention mask only when the tokenizer returns one
+  (``model_input_names``); ``get_text_features`` / ``get_image_features``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from capeval.errors import InputError, ResourceError
+
+TEXT_LENGTH = 64
+MODEL_TYPES = ("siglip", "siglip2")
+
+
+def is_siglip(name_or_path: str) -> bool:
+    """Whether ``name_or_path`` is a SigLIP checkpoint: a folder whose config says so, or a
+    hub name of Google's SigLIP releases."""
+    path = Path(os.path.expanduser(name_or_path))
+    if path.is_dir() and (path / "config.json").is_file():
+        try:
+            return json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type") in MODEL_TYPES
+        except ValueError:
+            return False
+    return name_or_path.startswith(("google/siglip-", "google/siglip2-"))
+
+
+class SiglipBackbone:
+    """A SigLIP dual encoder with the ClipBackbone interface (fp32, embeddings not normalised)."""
+
+    def __init__(self, name_or_path: str, device: str = "cpu"):
+        from capeval._optional import require
+
+        self.torch = require("torch", extra="hf", purpose="a SigLIP backbone")
+        tf = require("transformers", extra="hf", purpose="a SigLIP backbone")
+        self.name = os.fspath(name_or_path)
+        try:
+            self.model = tf.AutoModel.from_pretrained(self.name).to(device).eval()
+            self.tokenizer = tf.AutoTokenizer.from_pretrained(self.name)
+            self.processor = tf.AutoImageProcessor.from_pretrained(self.name)
+        except (OSError, ValueError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ResourceError(f"SigLIP backbone {self.name!r} cannot be loaded ({first[:160]}); download it once "
+                                "into the Hugging Face cache or give a folder saved with save_pretrained") from None
+        if getattr(self.model.config, "model_type", "") not in MODEL_TYPES:
+            raise InputError(f"{self.name} is a {self.model.config.model_type} model, not SigLIP")
+        self.device = self.torch.device(device)
+        tc = self.model.config.text_config
+        self.embed_dim = int(getattr(tc, "projection_size", None) or tc.hidden_size)
+        self.context_length = TEXT_LENGTH
+        state = self.model.state_dict()
+        h = hashlib.sha256()
+        for k in sorted(state):
+            h.update(k.encode())
+            h.update(state[k].detach().cpu().contiguous().numpy().tobytes())
+        proc = self.processor.to_dict()
+        self.signature: dict[str, Any] = {
+            "backbone": self.name, "arch": self.model.config.model_type, "sha256": h.hexdigest(),
+            "img_size": json.dumps(proc.get("size")), "img_mean": list(proc.get("image_mean") or []),
+            "img_std": list(proc.get("image_std") or []), "img_resize": "square-no-crop",
+            "precision": "fp32", "lora": "n/a", "trunc": f"{TEXT_LENGTH}:max_length-padding",
+            "tokenizer": type(self.tokenizer).__name__,
+        }
+
+    @property
+    def signature_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.signature, sort_keys=True, default=str).encode()).hexdigest()
+
+    def tokenize(self, texts: Sequence[str]) -> tuple[list[list[int]], int]:
+        """Ids padded to 64 (``padding="max_length"``) and the number of texts truncated."""
+        full = self.tokenizer(list(texts))["input_ids"]
+        ids = self.tokenizer(list(texts), padding="max_length", max_length=TEXT_LENGTH, truncation=True)["input_ids"]
+        return [list(x) for x in ids], sum(1 for x in full if len(x) > TEXT_LENGTH)
+
+    def encode_texts(self, ids: Sequence[Sequence[int]]) -> Any:
+        with self.torch.inference_mode():
+            batch = self.torch.as_tensor([list(x) for x in ids], dtype=self.torch.long, device=self.device)
+            inputs = {"input_ids": batch}
+            # as model(**tokenizer(...)) in the model cards: SigLIP's tokenizer gives no mask
+            # (the padding is attended to), SigLIP 2's Gemma tokenizer gives one
+            if "attention_mask" in self.tokenizer.model_input_names:
+                inputs["attention_mask"] = (batch != self.tokenizer.pad_token_id).long()
+            return _features(self.model.get_text_features(**inputs))
+
+    def load_image(self, image: Any, name: str | None = None) -> Any:
+        from capeval.models.clip.preprocess import open_image
+
+        img = open_image(image, name).convert("RGB")
+        return self.processor(images=img, return_tensors="pt")["pixel_values"][0]
+
+    def encode_images(self, pixels: Any) -> Any:
+        with self.torch.inference_mode():
+            return _features(self.model.get_image_features(pixel_values=pixels.to(self.device, self.torch.float32)))
+
+    def __repr__(self) -> str:
+        return f"SiglipBackbone({self.name!r}, embed_dim={self.embed_dim}, device={self.device})"
+
+
+def _features(out: Any) -> Any:
+    """transformers 5 returns a model output whose ``pooler_output`` holds the features; 4.x a tensor."""
+    return getattr(out, "pooler_output", out)
