@@ -31,6 +31,11 @@ RANGES: dict[str, tuple[float, float | None, bool]] = {
 BACKENDS = ("transformers", "openai")
 
 
+def option_ranges(*names: str) -> dict[str, tuple[float, float]]:
+    """``{option: (low, high)}`` for a scorer's ``option_ranges`` (checked by :mod:`capeval.options`)."""
+    return {n: (RANGES[n][0], float("inf") if RANGES[n][1] is None else RANGES[n][1]) for n in names}
+
+
 def check_range(label: str, name: str, value: Any) -> None:
     """One-line :class:`InputError` when ``value`` is not within ``RANGES[name]`` (None: not given)."""
     if value is None and name == "seed":
