@@ -449,3 +449,66 @@ def test_fleur_and_expert_run_on_a_tiny_llava(tiny_llava, image_dir, tmp_path):
     ex_backend = TransformersLlava.from_loaded(model, proc, "tiny-expert", max_new_tokens=6, label="expert")
     ex = EXPERT(backend=ex_backend, cache=None, explanation=True).score(cands, images=image_dir)["expert"]
     assert set(ex.extras["explanation_answers"]) == set(ex.items) - set(ex.extras["errors"])
+
+
+@pytest.mark.parametrize("answer", ["0.75", "1.0", "0.05"])
+def test_fleur_smoothing_reads_the_model_probabilities(tiny_llava, image_dir, answer):
+    """The tiny LLaVA is steered to write ``answer`` (at each step the target token's logit is set
+    to the row's maximum + 1, the other logits are the model's own); the FLEUR score equals the
+    official formula computed by hand from a teacher-forced forward pass with the same steering."""
+    import torch
+
+    from capeval.judges.transformers_llava import TransformersLlava
+    from capeval.metrics.fleur import FLEUR
+
+    model, proc = tiny_llava
+    tokz = proc.tokenizer
+    target = [tokz.convert_tokens_to_ids(c) for c in answer] + [tokz.eos_token_id]
+    head = getattr(model, "lm_head", None) or model.language_model.lm_head
+    state = {"step": 0, "on": True}
+
+    def steer(module, inputs, output):
+        if not state["on"]:
+            return output
+        out = output.clone()
+        k = min(state["step"], len(target) - 1)
+        out[:, -1, target[k]] = out[:, -1].max(dim=-1).values + 1.0
+        state["step"] += 1
+        return out
+
+    handle = head.register_forward_hook(steer)
+    try:
+        backend = TransformersLlava.from_loaded(model, proc, "tiny", max_new_tokens=8, label="fleur")
+        res = FLEUR(metrics=["fleur"], backend=backend, cache=None).score({"img0": "a red square"},
+                                                                          images=image_dir)["fleur"]
+    finally:
+        handle.remove()
+    assert res.extras["answers"]["img0"] == answer and not res.extras["errors"]
+    # by hand: teacher forcing, raw logits, the same steering, float64 softmax over the whole vocabulary
+    from PIL import Image
+
+    from capeval.judges.images import expand_to_square, mean_fill
+
+    image = expand_to_square(Image.open(image_dir / "img0.png").convert("RGB"),
+                             mean_fill(proc.image_processor.image_mean))
+    enc = proc(text=["<image>"], images=[image], return_tensors="pt")
+    n_img = int((enc["input_ids"] == model.config.image_token_index).sum())
+    from capeval.metrics.fleur import render
+
+    ids = backend.token_ids(backend.load(), render("fleur", "a red square"), n_img, model.config.image_token_index)
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids + target[:-1]]), pixel_values=enc["pixel_values"]).logits[0]
+    probs = []
+    for k in range(len(target)):
+        row = logits[len(ids) - 1 + k].clone()
+        row[target[k]] = row.max() + 1.0
+        p = torch.softmax(row.double(), dim=-1)
+        probs.append([float(p[tokz.convert_tokens_to_ids(str(d))]) for d in range(10)])
+    if answer == "0.75":  # first decimal at token 2, second at token 3
+        want = sum(probs[2][d] * d * 0.1 for d in range(10)) + sum(probs[3][d] * d * 0.01 for d in range(10))
+    elif answer == "0.05":  # first decimal 0: the second "0" token (2); second decimal: token 3
+        want = sum(probs[2][d] * d * 0.1 for d in range(10)) + sum(probs[3][d] * d * 0.01 for d in range(10))
+    else:  # 1.0: 0.9 p(0) + p(1) at the token of the 1
+        want = 0.9 * probs[0][0] + probs[0][1]
+    assert 0.0 < want < 1.0
+    assert res.items["img0"] == pytest.approx(want, abs=1e-5)  # float32 model: cached-KV vs full pass rounding
