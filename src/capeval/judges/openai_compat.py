@@ -41,6 +41,7 @@ from capeval.judges.backends import Answer, Request
 from capeval.judges.images import data_url, mean_fill
 
 DEFAULT_BASE_URL = "http://localhost:8000/v1"
+_URL_MEMO = 64  # encoded images kept (a few MB at COCO sizes)
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _MODEL_MISSING = re.compile(r"model.*(not found|does not exist|not exist|unknown|no such)|"
                             r"(unknown|invalid) model|not a valid model", re.IGNORECASE | re.DOTALL)
@@ -113,6 +114,7 @@ class OpenAICompat:
         self.pad_fill = mean_fill() if self.pad_to_square else None
         self.requests_sent = 0  # HTTP attempts, retries included (for benchmarks and tests)
         self._lock = threading.Lock()
+        self._urls: dict[tuple[str, int, int], str] = {}
 
     # -- identity ------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
@@ -217,7 +219,7 @@ class OpenAICompat:
         for k, user in enumerate(turns):
             if k == 0 and req.image is not None:
                 out.append({"role": "user", "content": [
-                    {"type": "image_url", "image_url": {"url": data_url(req.image, req.item, self.pad_fill)}},
+                    {"type": "image_url", "image_url": {"url": self._data_url(req)}},
                     {"type": "text", "text": user},
                 ]})
             else:  # text-only judges (CLAIR) send the plain string, as chat-only servers expect
@@ -225,6 +227,28 @@ class OpenAICompat:
             if k < len(req.history):
                 out.append({"role": "assistant", "content": req.history[k][1]})
         return out
+
+    def _data_url(self, req: Request) -> str:
+        """The image as a data URL; for files remembered per (path, size, mtime) for the last
+        ``_URL_MEMO`` images, since every caption of an image sends the same (padded, encoded) pixels."""
+        if not isinstance(req.image, (str, os.PathLike)):
+            return data_url(req.image, req.item, self.pad_fill)
+        try:
+            st = os.stat(req.image)
+        except OSError:
+            return data_url(req.image, req.item, self.pad_fill)  # names the item in its error
+        key = (os.fspath(req.image), st.st_size, st.st_mtime_ns)
+        with self._lock:
+            url = self._urls.pop(key, None)
+            if url is not None:
+                self._urls[key] = url  # most recent last
+                return url
+        url = data_url(req.image, req.item, self.pad_fill)
+        with self._lock:
+            self._urls[key] = url
+            while len(self._urls) > _URL_MEMO:
+                self._urls.pop(next(iter(self._urls)))
+        return url
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None, item: str | None) -> Any:
         """One API call with retries; returns the parsed JSON."""
