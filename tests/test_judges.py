@@ -512,3 +512,49 @@ def test_fleur_smoothing_reads_the_model_probabilities(tiny_llava, image_dir, an
         want = 0.9 * probs[0][0] + probs[0][1]
     assert 0.0 < want < 1.0
     assert res.items["img0"] == pytest.approx(want, abs=1e-5)  # float32 model: cached-KV vs full pass rounding
+
+
+def test_cli_routes_judge_options_and_signatures(tmp_path, image_dir):
+    import hashlib
+    import os
+    import subprocess
+
+    from capeval.metrics import clair
+
+    (tmp_path / "c.json").write_text(json.dumps({"img0": "a red square", "img1": "a green thing"}))
+    (tmp_path / "r.json").write_text(json.dumps({"img0": ["r1", "r2"], "img1": ["r3"]}))
+    srv_c, srv_f = clair_server(), Scripted(fleur_reply)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "capeval.cli", "score", "-c", str(tmp_path / "c.json"),
+                               "-r", str(tmp_path / "r.json"), "--quiet", *args], capture_output=True, text=True,
+                              env=env, cwd=tmp_path)
+
+    try:
+        out = run("-m", "clair", "-O", f"clair.base_url={srv_c.base_url}", "-O", "clair.model=judge",
+                  "-O", "clair.cache=false")
+        assert out.returncode == 0, out.stderr
+        payload = json.loads(out.stdout)
+        assert payload["scores"]["clair"] == pytest.approx((0.8 + 0.65) / 2)
+        sig = payload["signatures"]["clair"]
+        sha = hashlib.sha256(clair.PROMPT.encode()).hexdigest()[:16]
+        assert f"prompt:DavidMChan/clair@f33f96d/clair.py@{sha}" in sig and "temperature:0.0" in sig
+        assert all(part.count(":") >= 1 for part in sig.split("|")) and "pad_to_square" not in sig
+        out = run("-m", "fleur,ref-fleur", "--images", str(image_dir), "-O", "fleur.backend=openai",
+                  "-O", f"fleur.base_url={srv_f.base_url}", "-O", "fleur.model=judge", "-O", "fleur.cache=false",
+                  "-O", "fleur.temperature=0.2", "-O", "fleur.seed=7")
+        assert out.returncode == 0, out.stderr
+        payload = json.loads(out.stdout)
+        assert payload["scores"]["fleur"] == pytest.approx((0.745 + 0.98) / 2)
+        assert "temperature:0.2|seed:7" in payload["signatures"]["fleur"]
+        assert "prompt:Yebin46/FLEUR@6375a50/reffleur.py@" in payload["signatures"]["ref-fleur"]
+        for args, msg in ((("-m", "fleur", "--images", str(image_dir), "-O", "fleur.concurrency=0"),
+                           "fleur option concurrency"), (("-m", "clair", "-O", "clair.tries=0"), "clair option tries")):
+            out = run(*args)
+            assert out.returncode == 2 and out.stderr.strip().startswith("capeval: ") and msg in out.stderr
+            assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    finally:
+        srv_c.close()
+        srv_f.close()

@@ -29,7 +29,7 @@ from capeval.judges.cache import cache_key, open_cache, text_sha
 from capeval.result import MetricResult, Report, Signature
 from capeval.scorer import ScorerBase
 
-SOURCE = "DavidMChan/clair@f33f96d clair.py"
+SOURCE = "DavidMChan/clair@f33f96d/clair.py"
 #: ``_CLAIR_PROMPT`` of clair.py (its line continuations joined): the definition of the metric
 PROMPT = (
     "You are trying to tell if a candidate set of captions is describing the same image as a reference set of "
@@ -79,7 +79,8 @@ class CLAIR(ScorerBase):
         self.backend = jopt.make_backend(self.label, backend, model=model, default_model=None, local=False,
                                          base_url=base_url, api_key=api_key, concurrency=concurrency,
                                          timeout=timeout, max_retries=max_retries, retry_backoff=retry_backoff,
-                                         temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
+                                         temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                                         pad_to_square=False)
         self.tries = tries
         self.unparsed = unparsed
         self.cache = open_cache(cache, "clair")
@@ -157,8 +158,9 @@ class CLAIR(ScorerBase):
         """Backend and model, decoding, the prompt's sha256, tries, parsing."""
         sig = dict(self.backend.signature())
         versions = sig.pop("versions", None)
+        sig.pop("pad_to_square", None)  # no image
         params: dict[str, Any] = {**sig, **self.backend.decoding(), "prompt": f"{SOURCE}@{PROMPT_SHA256[:16]}",
-                                  "tries": self.tries, "parse": "clair-json|first-number", "unparsed": self.unparsed}
+                                  "tries": self.tries, "parse": "clair-json,first-number", "unparsed": self.unparsed}
         if refs:
             n = [len(r) for r in refs.values()]
             params["nrefs"] = str(min(n)) if min(n) == max(n) else f"{min(n)}-{max(n)}"

@@ -42,8 +42,8 @@ from capeval.judges.cache import cache_key, open_cache, text_sha
 from capeval.result import MetricResult, Report, Signature
 from capeval.scorer import ScorerBase
 
-FLEUR_SOURCE = "Yebin46/FLEUR@6375a50 fleur.py, reffleur.py"
-EXPERT_SOURCE = "hjkim811/EXPERT@8e1788a expert.py"
+FLEUR_SOURCE = "Yebin46/FLEUR@6375a50"
+EXPERT_SOURCE = "hjkim811/EXPERT@8e1788a"
 #: fleur.py's instruction; {candidate} is the caption
 FLEUR_PROMPT = (
     "Your task is to evaluate and rate the caption on a scale of 0.0 to 1.0 based on the given Grading Criteria. "
@@ -283,8 +283,10 @@ class _LlavaJudge(ScorerBase):
         """Backend and model, decoding, the prompt's sha256, parsing and smoothing."""
         sig = dict(self.backend.signature())
         versions = sig.pop("versions", None)
-        prompt = {"fleur": FLEUR_PROMPT, "ref-fleur": REF_FLEUR_PROMPT, "expert": EXPERT_PROMPT}[metric]
-        params: dict[str, Any] = {**sig, **self.backend.decoding(), "prompt": f"{self.source}@{_sha(prompt)[:16]}",
+        prompt, name = {"fleur": (FLEUR_PROMPT, "fleur.py"), "ref-fleur": (REF_FLEUR_PROMPT, "reffleur.py"),
+                        "expert": (EXPERT_PROMPT, "expert.py")}[metric]
+        params: dict[str, Any] = {**sig, **self.backend.decoding(),
+                                  "prompt": f"{self.source}/{name}@{_sha(prompt)[:16]}",
                                   "score": self.score_mode, "unparsed": self.unparsed}
         if self.score_mode == "smoothed" and sig.get("backend") != "transformers":
             params["top_logprobs"] = getattr(self.backend, "top_logprobs", None)
