@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable
+from typing import Any
 
 from capeval.errors import InputError
 
@@ -133,6 +133,3 @@ def lookup(cache: Any, kind: str, key: str, want_logprobs: bool) -> dict[str, An
     if hit is not None and (not want_logprobs or hit.get("logprobs_requested")):
         return hit
     return None
-
-
-Progress = Callable[[int], None]
