@@ -551,7 +551,8 @@ def test_cli_routes_judge_options_and_signatures(tmp_path, image_dir):
         assert "temperature:0.2|seed:7" in payload["signatures"]["fleur"]
         assert "prompt:Yebin46/FLEUR@6375a50/reffleur.py@" in payload["signatures"]["ref-fleur"]
         for args, msg in ((("-m", "fleur", "--images", str(image_dir), "-O", "fleur.concurrency=0"),
-                           "fleur option concurrency"), (("-m", "clair", "-O", "clair.tries=0"), "clair option tries")):
+                           "fleur.concurrency: expected a value in [1, 1024]"),
+                          (("-m", "clair", "-O", "clair.tries=0"), "clair.tries: expected a value in [1, 100]")):
             out = run(*args)
             assert out.returncode == 2 and out.stderr.strip().startswith("capeval: ") and msg in out.stderr
             assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
