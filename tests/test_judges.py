@@ -283,8 +283,8 @@ def test_clair_resumes_after_an_interrupted_run(tmp_path):
 
 
 @pytest.mark.parametrize("kw,msg", [
-    ({"tries": 0}, "clair option tries"), ({"concurrency": 0}, "clair option concurrency"),
-    ({"temperature": -1}, "clair option temperature"), ({"backend": "transformers"}, "clair option backend"),
+    ({"tries": 0}, r"clair\.tries=0 out of range"), ({"concurrency": 0}, r"clair\.concurrency=0 out of range"),
+    ({"temperature": -1}, r"clair\.temperature=-1 out of range"), ({"backend": "transformers"}, "clair option backend"),
     ({"unparsed": "skip"}, "clair option unparsed"), ({"top_logprobs": 3}, "unexpected keyword"),
 ])
 def test_clair_options_are_checked(kw, msg):
@@ -358,8 +358,8 @@ def test_fleur_ref_fleur_and_expert_through_a_server(tmp_path, image_dir):
 
 
 @pytest.mark.parametrize("kw,msg", [
-    ({"unparsed": "skip"}, "fleur option unparsed"), ({"top_logprobs": 21}, "fleur option top_logprobs"),
-    ({"max_new_tokens": 0}, "fleur option max_new_tokens"), ({"explanation": True}, "applies to expert only"),
+    ({"unparsed": "skip"}, "fleur option unparsed"), ({"top_logprobs": 21}, r"fleur\.top_logprobs=21 out of range"),
+    ({"max_new_tokens": 0}, r"fleur\.max_new_tokens=0 out of range"), ({"explanation": True}, "applies to expert only"),
     ({"score_mode": "mean"}, "fleur option score_mode"), ({"api_key": "k", "backend": "transformers"}, "does not apply"),
 ])
 def test_fleur_options_are_checked(kw, msg):
@@ -551,8 +551,8 @@ def test_cli_routes_judge_options_and_signatures(tmp_path, image_dir):
         assert "temperature:0.2|seed:7" in payload["signatures"]["fleur"]
         assert "prompt:Yebin46/FLEUR@6375a50/reffleur.py@" in payload["signatures"]["ref-fleur"]
         for args, msg in ((("-m", "fleur", "--images", str(image_dir), "-O", "fleur.concurrency=0"),
-                           "fleur.concurrency: expected a value in [1, 1024]"),
-                          (("-m", "clair", "-O", "clair.tries=0"), "clair.tries: expected a value in [1, 100]")):
+                           "fleur.concurrency"),
+                          (("-m", "clair", "-O", "clair.tries=0"), "clair.tries")):
             out = run(*args)
             assert out.returncode == 2 and out.stderr.strip().startswith("capeval: ") and msg in out.stderr
             assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1

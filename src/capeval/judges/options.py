@@ -3,54 +3,29 @@
 Every judge takes ``backend`` (``"transformers"``, ``"openai"`` or a backend object),
 ``model``, ``base_url``, ``api_key``, ``concurrency``, ``timeout``, ``max_retries``,
 ``retry_backoff``, ``temperature``, ``seed``, ``max_new_tokens``, ``top_logprobs``, ``device``,
-``dtype``, ``quantization``, ``revision``, ``batch_size``, ``cache``. Ranges are checked
-here, before any model is loaded or request sent.
+``dtype``, ``quantization``, ``revision``, ``batch_size``, ``cache``. Their ranges are declared in
+:mod:`capeval.ranges` (groups ``visce2``, ``clair``, ``fleur``, ``expert``) and checked here
+too, for scorers built directly, before any model is loaded or request sent.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
 from capeval.errors import InputError
 
-#: option -> (low, high, integer?) ; high None: unbounded
-RANGES: dict[str, tuple[float, float | None, bool]] = {
-    "concurrency": (1, 1024, True),
-    "timeout": (0.001, None, False),
-    "max_retries": (0, 100, True),
-    "retry_backoff": (0.0, 3600.0, False),
-    "temperature": (0.0, 2.0, False),
-    "max_new_tokens": (1, 1_000_000, True),
-    "top_logprobs": (0, 20, True),
-    "batch_size": (1, 65536, True),
-    "seed": (0, 2**63 - 1, True),
-    "tries": (1, 100, True),
-}
 BACKENDS = ("transformers", "openai")
 
 
-def option_ranges(*names: str) -> dict[str, tuple[float, float]]:
-    """``{option: (low, high)}`` for a scorer's ``option_ranges`` (checked by :mod:`capeval.options`)."""
-    return {n: (RANGES[n][0], float("inf") if RANGES[n][1] is None else RANGES[n][1]) for n in names}
-
-
 def check_range(label: str, name: str, value: Any) -> None:
-    """One-line :class:`InputError` when ``value`` is not within ``RANGES[name]`` (None: not given)."""
-    if value is None and name == "seed":
-        return
-    low, high, integer = RANGES[name]
-    kind = int if integer else (int, float)
-    ok = not isinstance(value, bool) and isinstance(value, kind)
-    if ok and not integer:
-        ok = math.isfinite(value)
-    if ok:
-        ok = value >= low and (high is None or value <= high)
-    if not ok:
-        span = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise InputError(f"{label} option {name}: expected {'an integer' if integer else 'a number'} in {span}, "
-                         f"got {value!r}")
+    """One-line :class:`InputError` when ``value`` is outside the range :mod:`capeval.ranges`
+    declares for option ``name`` of the judge ``label`` (None: not given)."""
+    from capeval.ranges import check_option
+
+    if value is None and name != "seed":
+        raise InputError(f"option {label}.{name}: expected a number, got None")
+    check_option(label, name, value)
 
 
 def make_backend(label: str, backend: Any, *, model: str | None, default_model: str | None,
@@ -65,7 +40,7 @@ def make_backend(label: str, backend: Any, *, model: str | None, default_model: 
                         ("retry_backoff", retry_backoff), ("temperature", temperature), ("seed", seed),
                         ("max_new_tokens", max_new_tokens), ("top_logprobs", top_logprobs),
                         ("batch_size", batch_size)):
-        check_range(label, name, value)
+        check_range(label, name, value)  # before any model is loaded or request sent
     if not isinstance(backend, str):
         if not all(hasattr(backend, a) for a in ("generate", "identity", "decoding", "signature")):
             raise InputError(f"{label} option backend: {type(backend).__name__} is not a backend "

@@ -64,8 +64,6 @@ class CLAIR(ScorerBase):
 
     produces: ClassVar[tuple[str, ...]] = ("clair",)
     label = "clair"
-    option_ranges: ClassVar[dict[str, tuple[float, float]]] = jopt.option_ranges(
-        "concurrency", "timeout", "max_retries", "retry_backoff", "temperature", "seed", "max_new_tokens", "tries")
 
     def __init__(self, metrics: Sequence[str] | None = None, backend: Any = "openai", model: str | None = None,
                  base_url: str | None = None, api_key: str | None = None, concurrency: int = 4,

@@ -110,9 +110,6 @@ class _LlavaJudge(ScorerBase):
     """Shared body of FLEUR and EXPERT (see the module docstring)."""
 
     label: ClassVar[str] = ""
-    option_ranges: ClassVar[dict[str, tuple[float, float]]] = jopt.option_ranges(
-        "concurrency", "timeout", "max_retries", "retry_backoff", "temperature", "seed", "max_new_tokens",
-        "top_logprobs", "batch_size")
     default_model: ClassVar[str | None] = None
     source: ClassVar[str] = ""
 
