@@ -73,6 +73,18 @@ COMMON: dict[str, Range] = {
 _W = Range(0, low_open=True, source="w rescales cos(text, image) (Hessel et al. 2021, Eq. 1: w > 0); 0 would "
                                      "make every score 0")
 
+#: the LLM/VLM judges' backend options (capeval.judges.options)
+_JUDGE: dict[str, Range] = {
+    "concurrency": POSITIVE_INT,
+    "timeout": POSITIVE,
+    "max_retries": NON_NEGATIVE_INT,
+    "retry_backoff": NON_NEGATIVE,
+    "temperature": Range(0, 2, source="OpenAI chat API's range; the paper samples at 0.2"),
+    "seed": NON_NEGATIVE_INT,
+    "max_new_tokens": POSITIVE_INT,
+    "top_logprobs": Range(0, 20, integer=True, source="OpenAI chat API's range"),
+}
+
 #: metric group -> option -> range (numbers only; strings such as w="paper" are the scorer's to check)
 METRIC_RANGES: dict[str, dict[str, Range]] = {
     "rouge-l": {"beta": Range(0, low_open=True, source="F-measure weight; pycocoevalcap rouge.py uses 1.2")},
@@ -92,16 +104,12 @@ METRIC_RANGES: dict[str, dict[str, Range]] = {
     },
     "emscore": {"n_frames": POSITIVE_INT, "fps": POSITIVE},
     "pac-s-video": {"n_frames": POSITIVE_INT, "fps": POSITIVE},
-    "visce2": {
-        "concurrency": POSITIVE_INT,
-        "timeout": POSITIVE,
-        "max_retries": NON_NEGATIVE_INT,
-        "retry_backoff": NON_NEGATIVE,
-        "temperature": Range(0, 2, source="OpenAI chat API's range; the paper samples at 0.2"),
-        "seed": NON_NEGATIVE_INT,
-        "max_new_tokens": POSITIVE_INT,
-        "top_logprobs": Range(0, 20, integer=True, source="OpenAI chat API's range"),
-    },
+    "visce2": _JUDGE,
+    # the judges of capeval.judges share visce2's backend options
+    "clair": {**{k: r for k, r in _JUDGE.items() if k != "top_logprobs"},
+              "tries": Range(1, 100, integer=True, source="DavidMChan/clair clair.py asks up to 3 times")},
+    "fleur": _JUDGE,
+    "expert": _JUDGE,
     "bridge": {"w": _W},
     "spice": {"max_words": Range(1, 10**7, integer=True, source="capeval's bound on a caption's length (SPICE's "
                                                                  "parser has none); items over it are reported")},

@@ -17,6 +17,7 @@ from typing import Any, Iterable
 
 from capeval.errors import InputError, UnknownNameError
 from capeval.registry_baselines import BASELINE_DEFAULTS, BASELINE_SPECS
+from capeval.registry_judges import JUDGE_SPECS
 
 #: every input a scorer's ``score`` may take besides the candidates
 INPUTS = frozenset({"references", "images", "videos", "segments", "skip_bad_items"})
@@ -231,32 +232,6 @@ def _video_specs() -> list[MetricSpec]:
     return out
 
 
-_VISCE2 = ("Maeda et al. 2024, Vision Language Model-based Caption Evaluation Method Leveraging Visual Context "
-           "Extraction")
-_VLM_IN = frozenset({"images", "references", "skip_bad_items"})
-
-
-def _vlm_specs() -> list[MetricSpec]:
-    # in_all=False: a 13B model or a running server, not something `all` should start
-    common: dict[str, Any] = dict(factory="capeval.metrics.visce2.scorer:VisCE2", group="visce2", accepts=_VLM_IN,
-                                  range=(0.0, 100.0), reference=_VISCE2, in_all=False)
-    return [
-        MetricSpec(name="visce2", needs=frozenset({"images"}), aliases=("visce",),
-                   description="VisCE2: a VLM (LLaVA-1.5-13B via transformers, or any OpenAI-compatible server) "
-                               "extracts the image's visual context, then rates the caption 0-100 given image + "
-                               "context; first integer of the answer; higher is better", **common),
-        MetricSpec(name="visce2-vanilla", needs=frozenset({"images"}), aliases=_aliases("visce2-vanilla"),
-                   description="VisCE2 ablation: the VLM rates the caption 0-100 from the image alone (no context); "
-                               "higher is better", **common),
-        MetricSpec(name="visce2-ref", needs=frozenset({"images", "references"}), aliases=_aliases("visce2-ref"),
-                   description="VisCE2 ablation: the references in place of the visual context; 0-100; higher is "
-                               "better", **common),
-        MetricSpec(name="visce2-desc", needs=frozenset({"images"}), aliases=_aliases("visce2-desc"),
-                   description="VisCE2 ablation: a free description of the image (step 1) in place of the "
-                               "structured context; 0-100; higher is better", **common),
-    ]
-
-
 _BRIDGE = ("Sarto et al. 2024, BRIDGE: Bridging Gaps in Image Captioning Evaluation with Stronger Visual Cues "
            "(ECCV 2024)")
 
@@ -295,7 +270,8 @@ def _diagnostic_specs() -> list[MetricSpec]:
     ]
 
 
-_TABLE: tuple[MetricSpec, ...] = (*_text_specs(), *_clip_specs(), *_hice_specs(), *_video_specs(), *_vlm_specs(),
+_TABLE: tuple[MetricSpec, ...] = (*_text_specs(), *_clip_specs(), *_hice_specs(), *_video_specs(),
+                                  *(MetricSpec(**e) for e in JUDGE_SPECS),
                                   *_bridge_specs(), *_diagnostic_specs(), *(MetricSpec(**e) for e in BASELINE_SPECS))
 
 _PRESET_TABLE: dict[str, tuple[str, ...]] = {

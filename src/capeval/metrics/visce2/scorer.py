@@ -31,10 +31,10 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from capeval.errors import InputError
 from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references, raise_bad_items
-from capeval.metrics.visce2 import images as imgs
+from capeval.judges import images as imgs
+from capeval.judges.backends import NAMES, Answer, Request
+from capeval.judges.cache import cache_key, open_cache, text_sha
 from capeval.metrics.visce2 import parse, prompts
-from capeval.metrics.visce2.backends import NAMES, Answer, Request
-from capeval.metrics.visce2.cache import cache_key, open_cache, text_sha
 from capeval.progress import make_progress
 from capeval.result import MetricResult, Report, Signature
 from capeval.scorer import ScorerBase
@@ -124,13 +124,13 @@ class VisCE2(ScorerBase):
             if name == "transformers":
                 if score_mode == "expected":
                     raise InputError("visce2 score_mode='expected' needs token log-probabilities: use backend='openai'")
-                from capeval.metrics.visce2.backends.transformers_llava import TransformersLlava
+                from capeval.judges.transformers_llava import TransformersLlava
 
                 backend = TransformersLlava(model, device=device, dtype=dtype, quantization=quantization,
                                             revision=revision, batch_size=batch_size, temperature=temperature,
                                             seed=seed, max_new_tokens=max_new_tokens, pad_to_square=pad)
             else:
-                from capeval.metrics.visce2.backends.openai_compat import OpenAICompat
+                from capeval.judges.openai_compat import OpenAICompat
 
                 backend = OpenAICompat(model, base_url=base_url, api_key=api_key, concurrency=concurrency,
                                        timeout=timeout, max_retries=max_retries, retry_backoff=retry_backoff,

@@ -1,0 +1,109 @@
+"""On-disk cache of the judges' generations (VisCE2 contexts and ratings, CLAIR, FLEUR, EXPERT answers).
+
+One JSON file per generation, ``<root>/<kind>/<key[:2]>/<key>.json``, written atomically
+(:mod:`capeval.io.atomic`) as soon as the answer arrives, so an interrupted run leaves only
+complete entries and a rerun resumes from them. The key is the sha256 of the canonical JSON
+of everything the answer depends on: the image's content hash, the exact prompt sent (its
+sha256; the prompt embeds the context for ratings), the model identity (backend, model,
+revision, quantization, dtype, conversation template or server URL) and the decoding
+settings (temperature, seed, max new tokens). Re-scoring new captions of the same images
+thus costs one generation per caption: the contexts come from the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from capeval.paths import make_cache_folder
+from capeval.io.atomic import atomic_write_text
+
+#: bump when the record layout changes (old entries are then misses, never misread)
+FORMAT = 1
+
+
+def text_sha(text: str) -> str:
+    """sha256 of a UTF-8 string."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def cache_key(kind: str, fields: Mapping[str, Any]) -> str:
+    """sha256 of ``{"kind", "format", **fields}`` as canonical JSON."""
+    blob = json.dumps({"kind": kind, "format": FORMAT, **fields}, sort_keys=True, ensure_ascii=False,
+                      separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class AnswerCache:
+    """Generations on disk (``root``) or nowhere (``root=None``); thread-safe counters.
+
+    ``hits``/``misses``/``writes`` count lookups and stores by kind; a damaged entry (not
+    JSON, other format) counts as a miss and is overwritten by the next store.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None):
+        self.root = Path(root).expanduser() if root is not None else None
+        self._lock = threading.Lock()
+        self.hits: dict[str, int] = {}
+        self.misses: dict[str, int] = {}
+        self.writes: dict[str, int] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.root is not None
+
+    def _path(self, kind: str, key: str) -> Path:
+        assert self.root is not None
+        return self.root / kind / key[:2] / f"{key}.json"
+
+    def _count(self, table: dict[str, int], kind: str) -> None:
+        with self._lock:
+            table[kind] = table.get(kind, 0) + 1
+
+    def get(self, kind: str, key: str) -> dict[str, Any] | None:
+        """The stored record (``{"answer": ..., ...}``) or None."""
+        record = None
+        if self.root is not None:
+            try:
+                data = json.loads(self._path(kind, key).read_text(encoding="utf-8"))
+                if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("answer"), str):
+                    record = data
+            except (FileNotFoundError, NotADirectoryError):
+                pass
+            except (OSError, ValueError):
+                pass  # damaged entry: a miss, rewritten on the next store
+        self._count(self.hits if record is not None else self.misses, kind)
+        return record
+
+    def put(self, kind: str, key: str, record: Mapping[str, Any]) -> None:
+        """Store ``record`` (must hold ``"answer"``) atomically; no-op without a root."""
+        if self.root is None:
+            return
+        path = self._path(kind, key)
+        make_cache_folder(path.parent)
+        body = {"format": FORMAT, "kind": kind, "key": key, "created": time.time(), **record}
+        atomic_write_text(path, json.dumps(body, ensure_ascii=False) + "\n")
+        self._count(self.writes, kind)
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        """``{"hits": {kind: n}, "misses": {...}, "writes": {...}}`` so far."""
+        with self._lock:
+            return {"hits": dict(self.hits), "misses": dict(self.misses), "writes": dict(self.writes)}
+
+
+def open_cache(cache: bool | str | os.PathLike[str] | None, name: str = "visce2") -> AnswerCache:
+    """``True``: ``<capeval cache>/<name>``; a path: that folder; ``None``/``False``: no disk cache."""
+    if cache is None or cache is False:
+        return AnswerCache(None)
+    if cache is True:
+        from capeval.paths import cache_dir
+
+        return AnswerCache(cache_dir() / name)
+    if isinstance(cache, (str, os.PathLike)):
+        return AnswerCache(cache)
+    raise TypeError(f"cache must be True/False/None or a folder, got {type(cache).__name__}")

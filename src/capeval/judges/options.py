@@ -1,0 +1,110 @@
+"""The judges' common options: their valid ranges and the backend they build.
+
+Every judge takes ``backend`` (``"transformers"``, ``"openai"`` or a backend object),
+``model``, ``base_url``, ``api_key``, ``concurrency``, ``timeout``, ``max_retries``,
+``retry_backoff``, ``temperature``, ``seed``, ``max_new_tokens``, ``top_logprobs``, ``device``,
+``dtype``, ``quantization``, ``revision``, ``batch_size``, ``cache``. Their ranges are declared in
+:mod:`capeval.ranges` (groups ``visce2``, ``clair``, ``fleur``, ``expert``) and checked here
+too, for scorers built directly, before any model is loaded or request sent.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from capeval.errors import InputError
+
+BACKENDS = ("transformers", "openai")
+
+
+def check_range(label: str, name: str, value: Any) -> None:
+    """One-line :class:`InputError` when ``value`` is outside the range :mod:`capeval.ranges`
+    declares for option ``name`` of the judge ``label`` (None: not given)."""
+    from capeval.ranges import check_option
+
+    if value is None and name != "seed":
+        raise InputError(f"option {label}.{name}: expected a number, got None")
+    check_option(label, name, value)
+
+
+def make_backend(label: str, backend: Any, *, model: str | None, default_model: str | None,
+                 local: bool = True, device: str = "cpu", dtype: str = "auto", quantization: str | None = None,
+                 revision: str | None = None, batch_size: int = 8, base_url: str | None = None,
+                 api_key: str | None = None, concurrency: int = 4, timeout: float = 120.0, max_retries: int = 5,
+                 retry_backoff: float = 1.0, temperature: float = 0.0, seed: int | None = 0,
+                 max_new_tokens: int = 512, top_logprobs: int = 20, pad_to_square: bool = True) -> Any:
+    """The backend object for ``backend`` (a name or an object with ``generate``/``identity``/
+    ``decoding``/``signature``). ``local=False``: the judge has no local backend (CLAIR)."""
+    for name, value in (("concurrency", concurrency), ("timeout", timeout), ("max_retries", max_retries),
+                        ("retry_backoff", retry_backoff), ("temperature", temperature), ("seed", seed),
+                        ("max_new_tokens", max_new_tokens), ("top_logprobs", top_logprobs),
+                        ("batch_size", batch_size)):
+        check_range(label, name, value)  # before any model is loaded or request sent
+    if not isinstance(backend, str):
+        if not all(hasattr(backend, a) for a in ("generate", "identity", "decoding", "signature")):
+            raise InputError(f"{label} option backend: {type(backend).__name__} is not a backend "
+                             "(needs generate, identity, decoding, signature)")
+        return backend
+    name = backend.strip().lower()
+    choices = BACKENDS if local else ("openai",)
+    if name not in choices:
+        raise InputError(f"{label} option backend: expected {' or '.join(choices)} or a backend object, got {backend!r}")
+    given = {"base_url": base_url, "api_key": api_key, "quantization": quantization, "revision": revision}
+    wrong = [k for k in (("quantization", "revision") if name == "openai" else ("base_url", "api_key"))
+             if given[k] is not None]
+    if wrong:
+        raise InputError(f"{label} option {wrong[0]} does not apply to backend={name!r}")
+    if name == "transformers":
+        from capeval.judges.transformers_llava import TransformersLlava
+
+        return TransformersLlava(model or default_model, device=device, dtype=dtype, quantization=quantization,
+                                 revision=revision, batch_size=batch_size, temperature=temperature, seed=seed,
+                                 max_new_tokens=max_new_tokens, pad_to_square=pad_to_square, label=label)
+    from capeval.judges.openai_compat import OpenAICompat
+
+    return OpenAICompat(model, base_url=base_url, api_key=api_key, concurrency=concurrency, timeout=timeout,
+                        max_retries=max_retries, retry_backoff=retry_backoff, temperature=temperature, seed=seed,
+                        max_new_tokens=max_new_tokens, top_logprobs=top_logprobs, pad_to_square=pad_to_square,
+                        label=label)
+
+
+def check_choice(label: str, name: str, value: Any, choices: tuple[Any, ...]) -> None:
+    """One-line :class:`InputError` when ``value`` is not one of ``choices``."""
+    if value not in choices:
+        raise InputError(f"{label} option {name}: expected one of {', '.join(map(str, choices))}, got {value!r}")
+
+
+def check_cache(label: str, cache: Any) -> None:
+    if not isinstance(cache, (bool, str, os.PathLike)) and cache is not None:
+        raise InputError(f"{label} option cache: expected true/false or a folder, got {cache!r}")
+
+
+def run_cached(backend: Any, cache: Any, kind: str, todo: list[tuple[str, Any]], out: dict[str, dict[str, Any]],
+               progress: bool | None, desc: str) -> None:
+    """Generate ``todo`` (``[(cache key, Request)]``); each answer goes to the cache at once (an
+    interrupted run resumes from it) and to ``out[key]`` as ``{"answer", "logprobs"}``."""
+    from capeval.progress import make_progress
+
+    if not todo:
+        return
+
+    def on_answer(index: int, answer: Any) -> None:
+        key, req = todo[index]
+        record: dict[str, Any] = {"answer": answer.text, "item": req.item}
+        if req.logprobs:
+            record["logprobs_requested"] = True
+            record["logprobs"] = answer.logprobs
+        cache.put(kind, key, record)
+        out[key] = record
+
+    with make_progress(len(todo), desc, progress) as bar:
+        backend.generate([req for _, req in todo], on_answer, bar)
+
+
+def lookup(cache: Any, kind: str, key: str, want_logprobs: bool) -> dict[str, Any] | None:
+    """A cached record usable here (with log-probs when they are needed), else None."""
+    hit = cache.get(kind, key)
+    if hit is not None and (not want_logprobs or hit.get("logprobs_requested")):
+        return hit
+    return None

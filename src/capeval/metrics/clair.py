@@ -1,0 +1,167 @@
+"""CLAIR (Chan et al., EMNLP 2023, CLAIR: Evaluating Image Captions with Large Language Models).
+
+A text-only LLM reads the candidate and the references and answers, in JSON, how likely
+(0-100) it is that both describe the same image, with a reason. The prompt, its "- caption"
+lines, the parsing (:func:`capeval.judges.answers.parse_clair`), the 3 tries and the scale
+(score / 100) are DavidMChan/clair ``clair.py``'s; decoding is greedy (temperature 0) as there,
+``max_tokens`` 1024 (its default). The paper's engine is ChatGPT (``gpt-3.5-turbo``); here any
+OpenAI-compatible server (``backend="openai"``: vLLM, Ollama, llama.cpp, hosted APIs).
+
+Item score = score / 100 (range [0, 1] for answers on the asked scale; not clipped, as the
+official code); system = mean. The reason is in ``extras["reasons"]``, the raw answers in
+``extras["answers"]``. An answer without a number after all tries is an error item (listed in
+``extras["errors"]``, left out of the mean); ``unparsed="zero"`` scores it 0 as the official code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from typing import Any, ClassVar, Mapping, Sequence
+
+from capeval.errors import InputError
+from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references, raise_bad_items
+from capeval.judges import answers as ans
+from capeval.judges import options as jopt
+from capeval.judges.backends import Request
+from capeval.judges.cache import cache_key, open_cache, text_sha
+from capeval.result import MetricResult, Report, Signature
+from capeval.scorer import ScorerBase
+
+SOURCE = "DavidMChan/clair@f33f96d/clair.py"
+#: ``_CLAIR_PROMPT`` of clair.py (its line continuations joined): the definition of the metric
+PROMPT = (
+    "You are trying to tell if a candidate set of captions is describing the same image as a reference set of "
+    "captions.\n"
+    "Candidate set:\n"
+    "{candidate_statements}\n"
+    "Reference set:\n"
+    "{target_statements}\n"
+    "On a precise scale from 0 to 100, how likely is it that the candidate set is describing the same image as the "
+    "reference set? (JSON format, with a key \"score\", value between 0 and 100, and a key \"reason\" with a string "
+    "value.)\n"
+)
+PROMPT_SHA256 = hashlib.sha256(PROMPT.encode("utf-8")).hexdigest()
+UNPARSED = ("error", "zero")
+
+
+def render(candidates: Sequence[str], references: Sequence[str]) -> str:
+    """The prompt for a candidate set and a reference set (one ``"- caption\\n"`` line each)."""
+    return PROMPT.format(candidate_statements="".join(f"- {c}\n" for c in candidates),
+                         target_statements="".join(f"- {t}\n" for t in references))
+
+
+class CLAIR(ScorerBase):
+    """CLAIR; item range [0, 1] (score / 100), higher is better.
+
+    ``backend="openai"`` (default; ``model``, ``base_url``, ``api_key``, ``concurrency``,
+    ``timeout``, ``max_retries``, ``retry_backoff``) or a backend object. ``temperature``
+    0 (the official), ``seed``, ``max_new_tokens`` 1024, ``tries`` 3 (answers without a number
+    are asked again; each try is its own cache entry), ``cache`` (True: ``<capeval cache>/clair``,
+    a folder, or None), ``unparsed`` ``"error"`` or ``"zero"``.
+    """
+
+    produces: ClassVar[tuple[str, ...]] = ("clair",)
+    label = "clair"
+
+    def __init__(self, metrics: Sequence[str] | None = None, backend: Any = "openai", model: str | None = None,
+                 base_url: str | None = None, api_key: str | None = None, concurrency: int = 4,
+                 timeout: float = 120.0, max_retries: int = 5, retry_backoff: float = 1.0,
+                 temperature: float = 0.0, seed: int | None = 0, max_new_tokens: int = 1024, tries: int = 3,
+                 cache: bool | str | os.PathLike[str] | None = True, unparsed: str = "error"):
+        self.metrics = self._select(metrics)
+        jopt.check_choice(self.label, "unparsed", unparsed, UNPARSED)
+        jopt.check_range(self.label, "tries", tries)
+        jopt.check_cache(self.label, cache)
+        self.backend = jopt.make_backend(self.label, backend, model=model, default_model=None, local=False,
+                                         base_url=base_url, api_key=api_key, concurrency=concurrency,
+                                         timeout=timeout, max_retries=max_retries, retry_backoff=retry_backoff,
+                                         temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                                         pad_to_square=False)
+        self.tries = tries
+        self.unparsed = unparsed
+        self.cache = open_cache(cache, "clair")
+
+    def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
+              *, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
+        """Score ``{id: caption}`` against ``{id: [reference, ...]}``."""
+        if references is None:
+            raise InputError("clair needs references")
+        cands = normalize_candidates(candidates, allow_empty=True)
+        refs = normalize_references(references)
+        check_same_ids(cands, refs)
+        ids = list(cands)
+        bad = {i: f"item {i!r}: caption is empty" for i in ids if not cands[i].strip()}
+        raise_bad_items(ids, bad, skip_bad_items)
+        good = [i for i in ids if i not in bad]
+        if not good:
+            raise InputError("no usable items: every item was skipped")
+        ident, dec = self.backend.identity(), self.backend.decoding()
+        prompts = {i: render([cands[i]], refs[i]) for i in good}
+        parsed: dict[str, ans.ClairAnswer] = {}
+        raw: dict[str, list[str]] = {i: [] for i in good}
+        generated = cached = 0
+        pending = list(good)
+        for attempt in range(self.tries):
+            keys = {i: cache_key("clair", {"image": None, "prompt": text_sha(prompts[i]), "model": ident,
+                                           "decoding": dec, "try": attempt}) for i in pending}
+            records: dict[str, dict[str, Any]] = {}
+            todo: dict[str, Request] = {}
+            for i in pending:
+                hit = jopt.lookup(self.cache, "clair", keys[i], False)
+                if hit is not None:
+                    records[keys[i]] = hit
+                elif keys[i] not in todo:
+                    todo[keys[i]] = Request(i, None, prompts[i])
+            cached += len({keys[i] for i in pending}) - len(todo)
+            generated += len(todo)
+            jopt.run_cached(self.backend, self.cache, "clair", list(todo.items()), records, progress,
+                            f"clair try {attempt + 1}")
+            still = []
+            for i in pending:
+                text = records[keys[i]]["answer"]
+                raw[i].append(text)
+                p = ans.parse_clair(text)
+                if p.score is None:
+                    still.append(i)
+                else:
+                    parsed[i] = p
+            pending = still
+            if not pending:
+                break
+        items: dict[str, float] = {}
+        errors: dict[str, dict[str, Any]] = {}
+        for i in good:
+            if i in parsed:
+                items[i] = parsed[i].score / 100.0  # type: ignore[operator]
+            else:
+                errors[i] = {"answers": raw[i], "error": f"no number in the answer after {len(raw[i])} tries"}
+                if self.unparsed == "zero":
+                    items[i] = 0.0
+        extras: dict[str, Any] = {
+            "answers": {i: raw[i][-1] for i in good},
+            "reasons": {i: parsed[i].reason for i in good if i in parsed},
+            "read_as": {i: parsed[i].how for i in good if i in parsed},
+            "tries": {i: len(raw[i]) for i in good},
+            "errors": errors, "n_errors": len(errors),
+            "generated": generated, "cached": cached,
+        }
+        skipped = [i for i in ids if i in bad] + [i for i in good if i not in items]
+        system = float(sum(items.values()) / len(items)) if items else math.nan
+        return Report([MetricResult(metric="clair", system=system, items=items, signature=self.signature(refs),
+                                    extras=extras, skipped=tuple(skipped))])
+
+    def signature(self, refs: dict[str, list[str]] | None = None) -> Signature:
+        """Backend and model, decoding, the prompt's sha256, tries, parsing."""
+        sig = dict(self.backend.signature())
+        versions = sig.pop("versions", None)
+        sig.pop("pad_to_square", None)  # no image
+        params: dict[str, Any] = {**sig, **self.backend.decoding(), "prompt": f"{SOURCE}@{PROMPT_SHA256[:16]}",
+                                  "tries": self.tries, "parse": "clair-json,first-number", "unparsed": self.unparsed}
+        if refs:
+            n = [len(r) for r in refs.values()]
+            params["nrefs"] = str(min(n)) if min(n) == max(n) else f"{min(n)}-{max(n)}"
+        if versions:
+            params["versions"] = versions
+        return Signature.build("clair", **params)

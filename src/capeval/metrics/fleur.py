@@ -1,0 +1,315 @@
+"""FLEUR, RefFLEUR (Lee et al., ACL 2024) and EXPERT (Kim et al., ACL 2025 Findings): LLaVA
+rates a caption on a real-number scale 0.0-1.0 and the score is *smoothed* with the model's
+own token probabilities (:func:`capeval.judges.answers.smooth`).
+
+- ``fleur`` / ``ref-fleur``: Yebin46/FLEUR ``fleur.py`` / ``reffleur.py``: LLaVA-1.5-13B (fp16;
+  here its llava-hf port ``llava-hf/llava-1.5-13b-hf``), conversation ``llava_v1``, image aspect
+  ``pad`` (the image padded to a square of CLIP's mean colour), greedy decoding, at most 512
+  new tokens; the prompts below (RefFLEUR: the references joined by newlines).
+- ``expert``: hjkim811/EXPERT ``expert.py``: the released LoRA ``hjkim811/EXPERT-llava-13b-lora``
+  on ``liuhaotian/llava-v1.5-13b``, same template, decoding and smoothing, its scoring prompt;
+  ``explanation=True`` asks the official second turn (explanation of Fluency, Relevance,
+  Descriptiveness after the score, written back as ``str(score) + "</s>"`` as there) and keeps
+  it in ``extras["explanations"]``. The LoRA is in LLaVA's own format: merge it into the base
+  (LLaVA ``scripts/merge_lora_weights.py``) and convert the result to the llava-hf layout
+  (transformers ``convert_llava_weights_to_hf.py``), then pass that folder as ``model``, or serve
+  it with vLLM and use ``backend="openai"``.
+
+Captions are whitespace-normalised (``' '.join(caption.split())``) as the official scripts do.
+Item score: the smoothed score in [0, 1] (``score_mode="number"``: the number the model wrote);
+system = mean. Token probabilities: the transformers backend reads the exact softmax over the
+whole vocabulary; a server's ``top_logprobs`` lists only its top alternatives, a missing digit
+counts 0 and the digit mass found is in ``extras["digit_mass"]``. An answer without a number,
+or outside [0, 1], is an error item (the official scripts skip it); ``unparsed="zero"`` scores 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from typing import Any, ClassVar, Mapping, Sequence
+
+from capeval.errors import InputError
+from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references, raise_bad_items
+from capeval.judges import answers as ans
+from capeval.judges import images as imgs
+from capeval.judges import options as jopt
+from capeval.judges.backends import Request
+from capeval.judges.cache import cache_key, open_cache, text_sha
+from capeval.result import MetricResult, Report, Signature
+from capeval.scorer import ScorerBase
+
+FLEUR_SOURCE = "Yebin46/FLEUR@6375a50"
+EXPERT_SOURCE = "hjkim811/EXPERT@8e1788a"
+#: fleur.py's instruction; {candidate} is the caption
+FLEUR_PROMPT = (
+    "Your task is to evaluate and rate the caption on a scale of 0.0 to 1.0 based on the given Grading Criteria. "
+    "(Print Real Number Score ONLY)\n\nGrading Criteria:\n\n0.0: The caption does not describe the image at all.\n"
+    "1.0: The caption accurately and clearly describes the image.\n\nCaption: {candidate}\n\n"
+    "Score(Choose a rating from 0.0 to 1.0):"
+)
+#: reffleur.py's instruction; {reference} is the references joined by "\n"
+REF_FLEUR_PROMPT = (
+    "Your task is to evaluate and rate the candidate caption on a scale of 0.0 to 1.0 based on the given Grading "
+    "Criteria. (Print Real Number Score ONLY)\n\nGrading Criteria:\n\n0.0: The caption does not describe the image "
+    "at all.\n1.0: The caption accurately and clearly describes the image.\n\nReference Captions: {reference}\n\n"
+    "Candidate Caption: {candidate}\n\nScore(Choose a rating from 0.0 to 1.0):"
+)
+#: expert.py get_scoring_prompt
+EXPERT_PROMPT = "Evaluate the caption and assign a score on a scale of 0.0 to 1.0.\n\nCaption: {caption}\n\nScore (0.0~1.0):"
+#: expert.py get_explanation_prompt (its doubled braces are literal braces)
+EXPERT_EXPLANATION_PROMPT = (
+    "Provide a brief explanation for the score based on three criteria: Fluency, Relevance, and Descriptiveness.\n\n"
+    "Caption: {caption}\n\nEvaluation Criteria:\n"
+    "- Fluency: Whether the caption is fluent, natural, and grammatically correct.\n"
+    "- Relevance: Whether the sentence correctly describes the visual content and be closely relevant to the image.\n"
+    "- Descriptiveness: Whether the sentence is a precise, informative caption that describes important details of "
+    "the image.\n\nOutput Format:\nFluency: {{Provide explanation here.}}\nRelevance: {{Provide explanation here.}}\n"
+    "Descriptiveness: {{Provide explanation here.}}"
+)
+_EXPLANATION = re.compile(r"Fluency:\s*(.*?)\nRelevance:\s*(.*?)\nDescriptiveness:\s*(.*)", re.DOTALL)
+UNPARSED = ("error", "zero")
+SCORE_MODES = ("smoothed", "number")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def render(metric: str, candidate: str, references: Sequence[str] | None = None) -> str:
+    """The official instruction for ``metric`` (``fleur``, ``ref-fleur``, ``expert``)."""
+    cand = " ".join(candidate.split())
+    if metric == "fleur":
+        return FLEUR_PROMPT.format(candidate=cand)
+    if metric == "ref-fleur":
+        if not references:
+            raise InputError("ref-fleur needs references")
+        return REF_FLEUR_PROMPT.format(reference="\n".join(references), candidate=cand)
+    if metric == "expert":
+        return EXPERT_PROMPT.format(caption=cand)
+    raise InputError(f"unknown LLaVA judge {metric!r}")
+
+
+def render_explanation(candidate: str) -> str:
+    """EXPERT's second-turn prompt."""
+    return EXPERT_EXPLANATION_PROMPT.format(caption=" ".join(candidate.split()))
+
+
+def parse_explanation(answer: str) -> dict[str, str] | None:
+    """``{"fluency", "relevance", "descriptiveness"}`` as expert.py's ``parse_explanation`` (None: no match)."""
+    m = _EXPLANATION.search(answer)
+    if not m:
+        return None
+    return {"fluency": m.group(1).strip(), "relevance": m.group(2).strip(), "descriptiveness": m.group(3).strip()}
+
+
+class _LlavaJudge(ScorerBase):
+    """Shared body of FLEUR and EXPERT (see the module docstring)."""
+
+    label: ClassVar[str] = ""
+    default_model: ClassVar[str | None] = None
+    source: ClassVar[str] = ""
+
+    def __init__(self, metrics: Sequence[str] | None = None, backend: Any = "transformers", model: str | None = None,
+                 device: str = "cpu", dtype: str = "auto", quantization: str | None = None,
+                 revision: str | None = None, batch_size: int = 8, base_url: str | None = None,
+                 api_key: str | None = None, concurrency: int = 4, timeout: float = 120.0, max_retries: int = 5,
+                 retry_backoff: float = 1.0, temperature: float = 0.0, seed: int | None = 0,
+                 max_new_tokens: int = 512, top_logprobs: int = 20,
+                 cache: bool | str | os.PathLike[str] | None = True, unparsed: str = "error",
+                 score_mode: str = "smoothed", pad_to_square: bool = True, explanation: bool = False):
+        self.metrics = self._select(metrics)
+        jopt.check_choice(self.label, "unparsed", unparsed, UNPARSED)
+        jopt.check_choice(self.label, "score_mode", score_mode, SCORE_MODES)
+        jopt.check_cache(self.label, cache)
+        for name, value in (("pad_to_square", pad_to_square), ("explanation", explanation)):
+            if not isinstance(value, bool):
+                raise InputError(f"{self.label} option {name}: expected true or false, got {value!r}")
+        if explanation and self.label != "expert":
+            raise InputError(f"{self.label} option explanation applies to expert only")
+        if isinstance(backend, str) and backend.strip().lower() == "transformers" and model is None \
+                and self.default_model is None:
+            raise InputError("expert backend='transformers' needs model=<folder of the merged, llava-hf converted "
+                             "EXPERT checkpoint> (the release hjkim811/EXPERT-llava-13b-lora is a LoRA in LLaVA's "
+                             "own format over liuhaotian/llava-v1.5-13b; see docs/judges.md)")
+        if score_mode == "smoothed" and top_logprobs == 0 and isinstance(backend, str) and backend == "openai":
+            raise InputError(f"{self.label} score_mode='smoothed' needs top_logprobs >= 1")
+        self.backend = jopt.make_backend(self.label, backend, model=model, default_model=self.default_model,
+                                         device=device, dtype=dtype, quantization=quantization, revision=revision,
+                                         batch_size=batch_size, base_url=base_url, api_key=api_key,
+                                         concurrency=concurrency, timeout=timeout, max_retries=max_retries,
+                                         retry_backoff=retry_backoff, temperature=temperature, seed=seed,
+                                         max_new_tokens=max_new_tokens, top_logprobs=top_logprobs,
+                                         pad_to_square=pad_to_square)
+        self.unparsed = unparsed
+        self.score_mode = score_mode
+        self.explanation = explanation
+        self.cache = open_cache(cache, self.label)
+
+    def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
+              *, images: Any = None, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
+        """Score ``{id: caption}`` against ``images`` (folder or ``{id: image}``); ``ref-fleur`` also needs references."""
+        cands = normalize_candidates(candidates, allow_empty=True)
+        refs: dict[str, list[str]] | None = None
+        if "ref-fleur" in self.metrics:
+            if references is None:
+                raise InputError("ref-fleur needs references")
+            refs = normalize_references(references)
+            check_same_ids(cands, refs)
+        ids = list(cands)
+        sources, bad = imgs.resolve_images(images, ids, self.label)
+        digests: dict[str, str] = {}
+        for i in ids:
+            if i in bad:
+                continue
+            if not cands[i].strip():
+                bad[i] = f"item {i!r}: caption is empty"
+                continue
+            try:
+                digests[i] = imgs.digest(sources[i], i)
+            except InputError as exc:
+                bad[i] = str(exc)
+        raise_bad_items(ids, bad, skip_bad_items)
+        good = [i for i in ids if i not in bad]
+        if not good:
+            raise InputError("no usable items: every item was skipped")
+        ident, dec = self.backend.identity(), self.backend.decoding()
+        want_lp = self.score_mode == "smoothed"
+        keys: dict[tuple[str, str], str] = {}
+        records: dict[str, dict[str, Any]] = {}
+        todo: dict[str, Request] = {}
+        for m in self.metrics:
+            for i in good:
+                prompt = render(m, cands[i], refs[i] if refs is not None else None)
+                key = cache_key("rating", {"image": digests[i], "prompt": text_sha(prompt), "model": ident,
+                                           "decoding": dec})
+                keys[(m, i)] = key
+                if key in records or key in todo:
+                    continue
+                hit = jopt.lookup(self.cache, "rating", key, want_lp)
+                if hit is not None:
+                    records[key] = hit
+                else:
+                    todo[key] = Request(i, sources[i], prompt, logprobs=want_lp)
+        n_keys = len(set(keys.values()))
+        jopt.run_cached(self.backend, self.cache, "rating", list(todo.items()), records, progress,
+                        f"{self.label} rating")
+        counters = {"generated": len(todo), "cached": n_keys - len(todo)}
+        results = []
+        for m in self.metrics:
+            items, extras = self._items(m, good, keys, records)
+            extras.update(counters)
+            if self.explanation:
+                extras.update(self._explain(m, good, cands, items, extras, sources, digests, ident, dec, progress))
+            skipped = [i for i in ids if i in bad] + [i for i in good if i not in items]
+            system = float(sum(items.values()) / len(items)) if items else math.nan
+            results.append(MetricResult(metric=m, system=system, items=items, signature=self.signature(m, refs),
+                                        extras=extras, skipped=tuple(skipped)))
+        return Report(results)
+
+    def _items(self, metric: str, good: list[str], keys: dict[tuple[str, str], str],
+               records: dict[str, dict[str, Any]]) -> tuple[dict[str, float], dict[str, Any]]:
+        items: dict[str, float] = {}
+        raw: dict[str, str] = {}
+        numbers: dict[str, float] = {}
+        mass: dict[str, list[float]] = {}
+        notes: dict[str, list[str]] = {}
+        errors: dict[str, dict[str, str]] = {}
+        for i in good:
+            record = records[keys[(metric, i)]]
+            text = record["answer"]
+            raw[i] = text
+            if self.score_mode == "number":
+                number = ans.fleur_number(text)
+                ok = number is not None and 0.0 <= number <= 1.0
+                result = ans.Smoothed(number if ok else None, number,
+                                      None if ok else ("no number in the answer" if number is None
+                                                       else f"the number {number:g} is outside [0, 1]"))
+            else:
+                result = ans.smooth(text, record.get("logprobs"))
+            if result.number is not None:
+                numbers[i] = result.number
+            if result.mass:
+                mass[i] = list(result.mass)
+            if result.notes:
+                notes[i] = list(result.notes)
+            if result.score is None:
+                errors[i] = {"answer": text, "error": result.error or "unreadable"}
+                if self.unparsed == "zero":
+                    items[i] = 0.0
+                continue
+            items[i] = float(result.score)
+        extras: dict[str, Any] = {"answers": raw, "numbers": numbers, "errors": errors, "n_errors": len(errors)}
+        if self.score_mode == "smoothed":
+            extras["digit_mass"] = mass
+            extras["min_digit_mass"] = min((x for v in mass.values() for x in v), default=math.nan)
+            if notes:
+                extras["notes"] = notes
+        return items, extras
+
+    def _explain(self, metric: str, good: list[str], cands: dict[str, str], items: dict[str, float],
+                 extras: dict[str, Any], sources: dict[str, Any], digests: dict[str, str], ident: Any, dec: Any,
+                 progress: bool | None) -> dict[str, Any]:
+        """EXPERT's second turn: the explanation, after the score written back as ``str(score) + "</s>"``."""
+        keys: dict[str, str] = {}
+        records: dict[str, dict[str, Any]] = {}
+        todo: dict[str, Request] = {}
+        for i in good:
+            if i not in items or i in extras["errors"]:
+                continue  # the official code stops at the scoring turn for these
+            history = ((render(metric, cands[i]), f"{items[i]!r}</s>"),)
+            prompt = render_explanation(cands[i])
+            blob = json.dumps({"history": history, "prompt": prompt}, ensure_ascii=False)
+            key = cache_key("explanation", {"image": digests[i], "prompt": text_sha(blob), "model": ident,
+                                            "decoding": dec})
+            keys[i] = key
+            hit = jopt.lookup(self.cache, "explanation", key, False)
+            if hit is not None:
+                records[key] = hit
+            elif key not in todo:
+                todo[key] = Request(i, sources[i], prompt, history=history)
+        jopt.run_cached(self.backend, self.cache, "explanation", list(todo.items()), records, progress,
+                        "expert explanation")
+        texts = {i: records[k]["answer"] for i, k in keys.items()}
+        return {"explanation_answers": texts, "explanations": {i: parse_explanation(t) for i, t in texts.items()}}
+
+    def signature(self, metric: str, refs: dict[str, list[str]] | None = None) -> Signature:
+        """Backend and model, decoding, the prompt's sha256, parsing and smoothing."""
+        sig = dict(self.backend.signature())
+        versions = sig.pop("versions", None)
+        prompt, name = {"fleur": (FLEUR_PROMPT, "fleur.py"), "ref-fleur": (REF_FLEUR_PROMPT, "reffleur.py"),
+                        "expert": (EXPERT_PROMPT, "expert.py")}[metric]
+        params: dict[str, Any] = {**sig, **self.backend.decoding(),
+                                  "prompt": f"{self.source}/{name}@{_sha(prompt)[:16]}",
+                                  "score": self.score_mode, "unparsed": self.unparsed}
+        if self.score_mode == "smoothed" and sig.get("backend") != "transformers":
+            params["top_logprobs"] = getattr(self.backend, "top_logprobs", None)
+        if self.explanation:
+            params["explanation"] = f"{_sha(EXPERT_EXPLANATION_PROMPT)[:16]}"
+        if refs is not None and metric == "ref-fleur":
+            n = [len(r) for r in refs.values()]
+            params["nrefs"] = str(min(n)) if min(n) == max(n) else f"{min(n)}-{max(n)}"
+        if versions:
+            params["versions"] = versions
+        return Signature.build(metric, **params)
+
+
+class FLEUR(_LlavaJudge):
+    """FLEUR and RefFLEUR (Lee et al. 2024); item range [0, 1], higher is better."""
+
+    produces: ClassVar[tuple[str, ...]] = ("fleur", "ref-fleur")
+    label = "fleur"
+    default_model = "llava-hf/llava-1.5-13b-hf"
+    source = FLEUR_SOURCE
+
+
+class EXPERT(_LlavaJudge):
+    """EXPERT (Kim et al. 2025); item range [0, 1], higher is better."""
+
+    produces: ClassVar[tuple[str, ...]] = ("expert",)
+    label = "expert"
+    default_model = None
+    source = EXPERT_SOURCE
