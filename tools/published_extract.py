@@ -10,11 +10,17 @@ Run: python tools/published_extract.py ../shared/papers > src/capeval/data/publi
 from __future__ import annotations
 
 import csv
-import re
 import sys
 from pathlib import Path
 
-from published_specs import TABLES, block_lines, cells_of, find_row, is_main, video_names  # noqa: E402
+from published_specs import (
+    TABLES,
+    block_lines,
+    cells_of,
+    find_row,
+    is_main,
+    video_names,
+)
 
 FIELDS = ["paper", "table", "benchmark", "metric", "variant", "statistic", "value", "scale",
           "row", "offset", "col", "main", "protocol"]

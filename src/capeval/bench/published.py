@@ -25,10 +25,11 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
-from typing import Any, Iterable
+from typing import Any
 
 PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2")
 
@@ -114,7 +115,7 @@ def select(papers: Iterable[str] | None = None, table: str | None = None) -> lis
     return [c for c in cells() if c.paper in wanted and (table is None or c.table == table)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _best(benchmark: str, metric: str, statistic: str) -> Cell | None:
     found = [c for c in cells() if c.main and (c.benchmark, c.metric, c.statistic) == (benchmark, metric, statistic)]
     if not found:
