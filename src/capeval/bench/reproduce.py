@@ -164,7 +164,9 @@ def reproduce(
             result = runner([bench], sorted(metrics), data_root, images=images, videos=videos, seed=seed,
                             bootstrap=bootstrap, progress=progress)
         except CapevalError as exc:
-            failed[bench] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            first = first.split(" (looked in")[0]  # the loader's search paths: too long for a cell
+            failed[bench] = first if len(first) <= 120 else first[:117] + "..."
             continue
         for r in result:
             records[(r.benchmark, r.metric, r.statistic)] = r
