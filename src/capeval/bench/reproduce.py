@@ -239,7 +239,7 @@ def html_report(outcomes: Sequence[Outcome]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in _HEAD)
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>capeval reproduce</title><style>"
             "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}"
-            "td,th{border:1px solid #ccc;padding:2px 6px}th{background:#eee}td:nth-child(n+6):nth-child(-n+10)"
+            "td,th{border:1px solid #ccc;padding:2px 6px;white-space:nowrap}th{background:#eee}td:last-child{white-space:normal}td:nth-child(n+6):nth-child(-n+10)"
             "{text-align:right;font-variant-numeric:tabular-nums}</style></head><body>"
             f"<h1>capeval reproduce</h1><p>{escape(summary(outcomes))}. Numbers x100; tolerances per "
             "benchmark and metric kind (capeval/data/published/tolerances.csv).</p>"
