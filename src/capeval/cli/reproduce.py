@@ -15,7 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run every published number of the five papers that the local data allow",
         description="For every human-correlation and accuracy value the papers print (the registry "
         "capeval/data/published/), run the benchmark with the metric where data, media and weights are "
-        "here, and print published, ours (95%% bootstrap CI), difference, tolerance and status "
+        "here, and print published, ours (95% bootstrap CI), difference, tolerance and status "
         "(reproduced, differs, not run: <what is missing>).",
     )
     p.add_argument("papers", nargs="*", metavar="PAPER", help="pac-s, pac-s++, hice-s, bridge, visce2 (default: all)")
