@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--images", help="folder with the benchmark images (image-conditioned metrics)")
     p.add_argument("--videos", help="folder with the benchmark videos (video metrics)")
     p.add_argument("--checkpoints", help="checkpoint folder (default: $CAPEVAL_CHECKPOINTS or the cache)")
-    p.add_argument("--seed", type=int, default=0, help="seed of reference draws and bootstrap (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of reference draws and bootstrap, 0 to 2**32-1 (default 0)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs, 0 to 100000 "
                    "(0: none; default 1000)")
     p.add_argument("--json", action="store_true", help="print one JSON record per cell (a JSON list) instead of the table")
@@ -38,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from capeval.bench.reproduce import html_report, reproduce, text_table
     from capeval.progress import progress_setting
 
+    if not 0 <= args.seed < 2**32:
+        raise InputError(f"--seed must be in [0, 2**32), got {args.seed}")
     if not 0 <= args.bootstrap <= 100_000:
         raise InputError(f"--bootstrap must be in [0, 100000], got {args.bootstrap}")
     for p in args.papers:
