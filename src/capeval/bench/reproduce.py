@@ -195,6 +195,8 @@ def summary(outcomes: Iterable[Outcome]) -> str:
     for o in outcomes:
         if o.status.startswith("not run"):
             reason = o.status.split(": ", 1)[1].split(" (")[0]
+            if reason.startswith("statistic "):  # one count for every statistic bench lacks
+                reason = "statistic"
             why[reason] = why.get(reason, 0) + 1
     tail = ", ".join(f"{n} {k}" for k, n in sorted(why.items(), key=lambda kv: -kv[1]))
     return (f"{len(outcomes)} published cells: {rep} reproduced, {dif} differ, "
