@@ -658,8 +658,8 @@ def test_published_values_beside_bench_records():
     assert PUBLISHED[("pascal-50s", "ref-hice-s", "accuracy_mean")][0] == 87.3
     recs = [SimpleNamespace(benchmark="flickr8k-expert", metric="hice-s", statistic="kendall_tau_c", value=50.0),
             SimpleNamespace(benchmark="flickr8k-expert", metric="clip-s", statistic="kendall_tau_c", value=51.0)]
-    rows = beside(recs)
-    assert len(rows) == 1 and rows[0]["delta"] == pytest.approx(-6.4)
+    rows = beside(recs)  # both have a published value now (CLIP-S: 51.2, PAC-S++ Table 1)
+    assert len(rows) == 2 and rows[0]["delta"] == pytest.approx(-6.4) and rows[1]["published"] == 51.2
     assert "56.4" in table(rows) and "Table 1" in table(rows)
 
 

@@ -188,6 +188,8 @@ CATALOG: dict[str, str] = {
     "foil": "capeval.bench.foil:Foil",
     "vatex-eval": "capeval.bench.video_benchmarks:VatexEval",
     "activitynet-foil": "capeval.bench.video_benchmarks:ActivityNetFoil",
+    "polaris": "capeval.bench.polaris:Polaris",
+    "nebula": "capeval.bench.polaris:Nebula",
 }
 
 _BENCHMARKS: dict[str, Benchmark] = {}

@@ -1,53 +1,149 @@
-"""Published values of metrics on the benchmarks, printed beside capeval's own numbers.
+"""The published-values registry: every human-correlation and accuracy number of the five papers.
 
-Plain data: ``{(benchmark, metric, statistic): value}`` with the statistic names of
-:mod:`capeval.bench` (x100, as the papers print them), and where each number comes from.
-A difference is expected where the protocol differs (reference draws, image versions,
-region backend, phrase parser); the table is there to make it visible, not to hide it.
+Plain data in ``capeval/data/published/`` (package data, reviewable against the papers):
+
+- ``values.csv``: one row per printed number: ``paper`` (``pac-s``, ``pac-s++``, ``hice-s``,
+  ``bridge``, ``visce2``), ``table``, ``benchmark``, ``metric`` (capeval's name where capeval
+  has the metric, the paper's name lower-cased otherwise), ``variant`` (backbone, ablation),
+  ``statistic`` (the names of :mod:`capeval.bench`), ``value`` exactly as printed, ``scale``
+  (``value * scale`` is x100, the unit of ``capeval bench``; 100 where the paper prints rho
+  as ``.44``), where it is printed (``row``: the label of the paper's row, ``offset``: lines
+  from that row, ``col``: the numeric cell, 0-based) and ``main`` (0 for the backbone/ablation
+  tables), ``protocol`` (a detail the paper states).
+- ``tables.csv``: where each table is in the paper text (first line containing ``start`` up
+  to the first containing ``end``) and its caption.
+- ``tolerances.csv``: how far ours may be from the published value per benchmark and metric
+  kind (``text`` / ``learned``) and why.
+
+``tests/test_published_registry.py`` re-reads every stored value from ../shared/papers.
+A difference is expected where the protocol differs (reference draws, image versions, region
+backend, phrase parser); the table is there to make it visible, not to hide it.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from importlib import resources
+from typing import Any
 
-_HICE = "Zeng et al. 2024 (HICEScore), Table {}"
+PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2")
 
-# Zeng et al. 2024, HICEScore (ACM MM 2024): Table 1 (Kendall tau-b / tau-c), Table 2
-# (Pascal-50S accuracy, 5 reference draws), Table 3 (FOIL accuracy, 1 and 4 references)
-PUBLISHED: dict[tuple[str, str, str], tuple[float, str]] = {
-    ("flickr8k-expert", "hice-s", "kendall_tau_b"): (55.9, _HICE.format(1)),
-    ("flickr8k-expert", "hice-s", "kendall_tau_c"): (56.4, _HICE.format(1)),
-    ("flickr8k-cf", "hice-s", "kendall_tau_b"): (37.2, _HICE.format(1)),
-    ("flickr8k-cf", "hice-s", "kendall_tau_c"): (19.2, _HICE.format(1)),
-    ("composite", "hice-s", "kendall_tau_b"): (53.1, _HICE.format(1)),
-    ("composite", "hice-s", "kendall_tau_c"): (57.9, _HICE.format(1)),
-    ("flickr8k-expert", "ref-hice-s", "kendall_tau_b"): (57.2, _HICE.format(1)),
-    ("flickr8k-expert", "ref-hice-s", "kendall_tau_c"): (57.7, _HICE.format(1)),
-    ("flickr8k-cf", "ref-hice-s", "kendall_tau_b"): (38.2, _HICE.format(1)),
-    ("flickr8k-cf", "ref-hice-s", "kendall_tau_c"): (19.8, _HICE.format(1)),
-    ("composite", "ref-hice-s", "kendall_tau_b"): (53.9, _HICE.format(1)),
-    ("composite", "ref-hice-s", "kendall_tau_c"): (58.7, _HICE.format(1)),
-    ("pascal-50s", "hice-s", "accuracy_HC"): (68.6, _HICE.format(2)),
-    ("pascal-50s", "hice-s", "accuracy_HI"): (99.7, _HICE.format(2)),
-    ("pascal-50s", "hice-s", "accuracy_HM"): (96.5, _HICE.format(2)),
-    ("pascal-50s", "hice-s", "accuracy_MM"): (79.5, _HICE.format(2)),
-    ("pascal-50s", "hice-s", "accuracy_mean"): (86.1, _HICE.format(2)),
-    ("pascal-50s", "ref-hice-s", "accuracy_HC"): (71.4, _HICE.format(2)),
-    ("pascal-50s", "ref-hice-s", "accuracy_HI"): (99.7, _HICE.format(2)),
-    ("pascal-50s", "ref-hice-s", "accuracy_HM"): (97.7, _HICE.format(2)),
-    ("pascal-50s", "ref-hice-s", "accuracy_MM"): (79.7, _HICE.format(2)),
-    ("pascal-50s", "ref-hice-s", "accuracy_mean"): (87.3, _HICE.format(2)),
-    ("foil", "hice-s", "accuracy_1ref"): (93.1, _HICE.format(3)),
-    ("foil", "hice-s", "accuracy_4ref"): (93.1, _HICE.format(3)),
-    ("foil", "ref-hice-s", "accuracy_1ref"): (96.4, _HICE.format(3)),
-    ("foil", "ref-hice-s", "accuracy_4ref"): (97.0, _HICE.format(3)),
+CITATIONS = {
+    "pac-s": "Sarto et al. 2023 (PAC-S, CVPR poster)",
+    "pac-s++": "Sarto et al. (PAC-S++, journal version)",
+    "hice-s": "Zeng et al. 2024 (HICEScore)",
+    "bridge": "Sarto et al. 2024 (BRIDGE, ECCV)",
+    "visce2": "Maeda et al. 2024 (VisCE2)",
 }
+
+# the paper a metric comes from: its own number wins when several papers print one
+_OWN = {"pac-s": "pac-s", "ref-pac-s": "pac-s", "pac-s-video": "pac-s", "ref-pac-s-video": "pac-s",
+        "pac-s++": "pac-s++", "ref-pac-s++": "pac-s++", "hice-s": "hice-s", "ref-hice-s": "hice-s",
+        "bridge": "bridge", "visce2": "visce2", "visce2-vanilla": "visce2", "visce2-ref": "visce2",
+        "visce2-desc": "visce2"}
+_ORDER = ("pac-s++", "hice-s", "bridge", "pac-s", "visce2")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One published number and where it is printed."""
+
+    paper: str
+    table: str
+    benchmark: str
+    metric: str
+    variant: str
+    statistic: str
+    value: float
+    scale: float
+    row: str
+    offset: int
+    col: int
+    main: bool
+    protocol: str
+
+    @property
+    def x100(self) -> float:
+        """The value in capeval bench's unit (x100)."""
+        return round(self.value * self.scale, 6)
+
+    @property
+    def source(self) -> str:
+        return f"{CITATIONS[self.paper]}, Table {self.table}"
+
+
+def _read(name: str) -> list[dict[str, str]]:
+    text = (resources.files("capeval") / "data" / "published" / name).read_text(encoding="utf-8")
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+@lru_cache(maxsize=1)
+def cells() -> tuple[Cell, ...]:
+    """Every stored published number, in the papers' order."""
+    return tuple(
+        Cell(r["paper"], r["table"], r["benchmark"], r["metric"], r["variant"], r["statistic"], float(r["value"]),
+             float(r["scale"]), r["row"], int(r["offset"]), int(r["col"]), r["main"] == "1", r["protocol"])
+        for r in _read("values.csv")
+    )
+
+
+@lru_cache(maxsize=1)
+def tables() -> dict[tuple[str, str], dict[str, str]]:
+    """``{(paper, table): {file, start, end, caption}}``."""
+    return {(r["paper"], r["table"]): r for r in _read("tables.csv")}
+
+
+@lru_cache(maxsize=1)
+def _tolerances() -> dict[tuple[str, str], tuple[float, str]]:
+    return {(r["benchmark"], r["kind"]): (float(r["tolerance"]), r["why"]) for r in _read("tolerances.csv")}
+
+
+def tolerance(benchmark: str, kind: str) -> tuple[float, str]:
+    """``(tolerance x100, why)`` for a benchmark and metric kind (``text`` / ``learned``)."""
+    t = _tolerances()
+    return t.get((benchmark, kind)) or t.get(("*", kind)) or (0.5, "default")
+
+
+def select(papers: Iterable[str] | None = None, table: str | None = None) -> list[Cell]:
+    """The cells of some papers (all by default), optionally of one table."""
+    wanted = set(papers or PAPERS)
+    return [c for c in cells() if c.paper in wanted and (table is None or c.table == table)]
+
+
+@cache
+def _best(benchmark: str, metric: str, statistic: str) -> Cell | None:
+    found = [c for c in cells() if c.main and (c.benchmark, c.metric, c.statistic) == (benchmark, metric, statistic)]
+    if not found:
+        return None
+    own = _OWN.get(metric)
+    found.sort(key=lambda c: (c.paper != own, _ORDER.index(c.paper)))
+    return found[0]
 
 
 def published(benchmark: str, metric: str, statistic: str) -> tuple[float, str] | None:
-    """``(value, source)`` published for this benchmark, metric and statistic, or None."""
-    return PUBLISHED.get((benchmark, metric, statistic))
+    """``(value x100, source)`` published for this benchmark, metric and statistic, or None.
+
+    The metric's own paper wins; otherwise the first of PAC-S++, HICE-S, BRIDGE, PAC-S, VisCE2
+    (they copy each other's baseline rows). Backbone and ablation tables are not used."""
+    c = _best(benchmark, metric, statistic)
+    return None if c is None else (c.x100, c.source)
+
+
+# the former hand table's view: {(benchmark, metric, statistic): (value, source)}
+class _View(dict):
+    def __missing__(self, key: tuple[str, str, str]) -> tuple[float, str]:
+        found = published(*key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+
+PUBLISHED: dict[tuple[str, str, str], tuple[float, str]] = _View()
 
 
 def beside(records: Iterable[Any]) -> list[dict[str, Any]]:
@@ -69,12 +165,12 @@ def table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
     head = ("benchmark", "metric", "statistic", "capeval", "published", "delta", "source")
-    cells = [head] + [(r["benchmark"], r["metric"], r["statistic"],
-                       "nan" if r["capeval"] is None else f"{r['capeval']:.2f}", f"{r['published']:.1f}",
-                       "" if r["delta"] is None else f"{r['delta']:+.2f}", r["source"]) for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    cells_ = [head] + [(r["benchmark"], r["metric"], r["statistic"],
+                        "nan" if r["capeval"] is None else f"{r['capeval']:.2f}", f"{r['published']:.1f}",
+                        "" if r["delta"] is None else f"{r['delta']:+.2f}", r["source"]) for r in rows]
+    widths = [max(len(c[i]) for c in cells_) for i in range(len(head))]
     lines = ["published values beside capeval's (x100):"]
-    for k, row in enumerate(cells):
+    for k, row in enumerate(cells_):
         lines.append("  ".join(c.ljust(w) if i in (0, 1, 2, 6) else c.rjust(w)
                                for i, (c, w) in enumerate(zip(row, widths))).rstrip())
         if k == 0:

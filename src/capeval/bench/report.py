@@ -12,6 +12,7 @@ _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
 h1{font-size:1.5em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:.5em 0 1em}td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:right}
+.paper{color:#666;font-style:italic;border-left:1px dashed #ccc}
 th:first-child,td:first-child{text-align:left}th{background:#f4f4f4}
 .sig{font-family:monospace;font-size:.8em;color:#555;word-break:break-all}
 .plots{display:flex;flex-wrap:wrap;gap:1em}.note{color:#555;font-size:.9em}
@@ -42,6 +43,10 @@ def _fmt(v: Any, stat: str = "") -> str:
 
 
 def _stat_table(records: list[Any]) -> str:
+    """Metrics x statistics, each statistic followed by a "paper" column where the
+    published-values registry has a value for one of its metrics (capeval.bench.published)."""
+    from capeval.bench.published import published
+
     stats_order: list[str] = []
     metrics: list[str] = []
     cell: dict[tuple[str, str], Any] = {}
@@ -51,7 +56,10 @@ def _stat_table(records: list[Any]) -> str:
         if r.metric not in metrics:
             metrics.append(r.metric)
         cell[(r.metric, r.statistic)] = r
-    head = "".join(f"<th>{_e(s)}</th>" for s in stats_order)
+    paper = {(m, s): published(r.benchmark, m, s) for (m, s), r in cell.items()}
+    with_paper = {s for (m, s), v in paper.items() if v is not None}
+    head = "".join(f"<th>{_e(s)}</th>" + ("<th class='paper'>paper</th>" if s in with_paper else "")
+                   for s in stats_order)
     rows = []
     for m in metrics:
         tds = []
@@ -59,9 +67,13 @@ def _stat_table(records: list[Any]) -> str:
             r = cell.get((m, s))
             if r is None:
                 tds.append("<td>–</td>")
-                continue
-            ci = "" if r.ci_low is None else f"<br><small>[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]</small>"
-            tds.append(f"<td title='n={r.n}'>{_fmt(r.value, s)}{ci}</td>")
+            else:
+                ci = "" if r.ci_low is None else f"<br><small>[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]</small>"
+                tds.append(f"<td title='n={r.n}'>{_fmt(r.value, s)}{ci}</td>")
+            if s in with_paper:
+                found = paper.get((m, s))
+                tds.append("<td class='paper'>–</td>" if found is None else
+                           f"<td class='paper' title='{_e(found[1])}'>{found[0]:.1f}</td>")
         rows.append(f"<tr><td>{_e(m)}</td>{''.join(tds)}</tr>")
     return f"<table><tr><th>metric</th>{head}</tr>{''.join(rows)}</table>"
 

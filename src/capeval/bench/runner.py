@@ -66,13 +66,17 @@ class BenchRun(list):
         }
 
     def table(self) -> str:
-        """A plain-text table of the records (the CLI prints it)."""
-        rows = [("benchmark", "metric", "statistic", "value", "95% CI", "n")]
+        """A plain-text table of the records (the CLI prints it); ``paper``: the published value
+        (x100) where the registry of :mod:`capeval.bench.published` has one."""
+        from capeval.bench.published import published
+
+        rows = [("benchmark", "metric", "statistic", "value", "95% CI", "n", "paper")]
         for r in self:
             ci = "" if r.ci_low is None or math.isnan(r.ci_low) else f"[{r.ci_low:.2f}, {r.ci_high:.2f}]"
             val = "nan" if math.isnan(r.value) else (f"{r.value:.0f}" if r.statistic.startswith("ties") else f"{r.value:.2f}")
-            rows.append((r.benchmark, r.metric, r.statistic, val, ci, str(r.n)))
-        widths = [max(len(row[i]) for row in rows) for i in range(6)]
+            found = published(r.benchmark, r.metric, r.statistic)
+            rows.append((r.benchmark, r.metric, r.statistic, val, ci, str(r.n), "" if found is None else f"{found[0]:.1f}"))
+        widths = [max(len(row[i]) for row in rows) for i in range(7)]
         lines = []
         for k, row in enumerate(rows):
             cells = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]

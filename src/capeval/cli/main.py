@@ -16,6 +16,7 @@ from capeval.errors import CapevalError
 SUBCOMMANDS = (
     "capeval.cli.score",
     "capeval.cli.bench",
+    "capeval.cli.reproduce",
     "capeval.cli.listing",
     "capeval.cli.info",
     "capeval.cli.download",

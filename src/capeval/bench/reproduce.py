@@ -1,0 +1,248 @@
+"""``capeval reproduce``: every published number of the registry beside capeval's own.
+
+For each cell of :mod:`capeval.bench.published` (paper, table, benchmark, metric, statistic)
+decide first, without loading anything, whether it can run here: the metric exists in
+capeval, the row is the metric's default configuration (backbone/ablation rows are not run),
+``capeval bench`` computes that statistic, the media and weights are present (weights from
+the checkpoint table, never downloaded). Then each benchmark is run ONCE with the union of
+its runnable metrics over all selected papers (one :func:`capeval.bench.run` call: the
+benchmark is loaded once and each metric group scored by one Evaluator), and every cell
+gets ours, its bootstrap CI, the difference and a status: ``reproduced`` (within the
+tolerance of ``data/published/tolerances.csv``), ``differs``, or ``not run: <what is missing>``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from capeval import registry
+from capeval.bench import published as pub
+from capeval.errors import CapevalError, InputError
+
+# the statistics ``capeval bench`` reports per benchmark (see the loaders' ``statistics``)
+_STATS = {
+    "flickr8k-expert": r"kendall_tau_[bc]",
+    "flickr8k-cf": r"kendall_tau_[bc]",
+    "composite": r"kendall_tau_[bc]",
+    "pascal-50s": r"accuracy_(HC|HI|HM|MM|mean)",
+    "foil": r"accuracy_[14]ref",
+    "thumb": r"pearson_(P|R|total)(_no_human)?",
+    "vatex-eval": r"(kendall_tau_b|spearman)_refs[019]",
+    "activitynet-foil": r"accuracy_(no)?refs",
+    "polaris": r"kendall_tau_[bc]",
+    "nebula": r"kendall_tau_[bc]",
+}
+
+# checkpoints of the checkpoint table each learned metric loads by default (registry defaults)
+_WEIGHTS = {
+    "clip-s": ("openai/ViT-B-32",), "ref-clip-s": ("openai/ViT-B-32",),
+    "emscore": ("openai/ViT-B-32",), "ref-emscore": ("openai/ViT-B-32",),
+    "pac-s": ("pac-s/ViT-B-32", "openai/ViT-B-32"), "ref-pac-s": ("pac-s/ViT-B-32", "openai/ViT-B-32"),
+    "pac-s-video": ("pac-s/ViT-B-32", "openai/ViT-B-32"), "ref-pac-s-video": ("pac-s/ViT-B-32", "openai/ViT-B-32"),
+    "pac-s++": ("pac-s++/ViT-B-32", "openai/ViT-B-32"), "ref-pac-s++": ("pac-s++/ViT-B-32", "openai/ViT-B-32"),
+    "hice-s": ("alpha-clip/ViT-L-14-grit20m", "openai/ViT-L-14", "factual/flan-t5-base-VG-factual-sg"),
+    "ref-hice-s": ("alpha-clip/ViT-L-14-grit20m", "openai/ViT-L-14", "factual/flan-t5-base-VG-factual-sg"),
+}
+# learned metrics whose weights are not in the checkpoint table (what the user must provide)
+_OTHER_WEIGHTS = {
+    "bridge": "bridge checkpoint (checkpoint=PATH; `capeval train bridge`)",
+    "visce2": "the LLaVA VLM of visce2", "visce2-vanilla": "the LLaVA VLM of visce2",
+    "visce2-ref": "the LLaVA VLM of visce2", "visce2-desc": "the LLaVA VLM of visce2",
+}
+
+
+@dataclass
+class Outcome:
+    """One published cell and what capeval made of it (x100 numbers)."""
+
+    paper: str
+    table: str
+    benchmark: str
+    metric: str
+    variant: str
+    statistic: str
+    published: float
+    ours: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    difference: float | None = None
+    tolerance: float | None = None
+    status: str = ""
+    source: str = ""
+    protocol: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def kind(metric: str) -> str:
+    """``text`` for metrics computed from the strings alone without weights, else ``learned``."""
+    spec = registry.get(metric)
+    text = spec.extra in (None, "meteor", "spice") and metric not in _WEIGHTS and metric not in _OTHER_WEIGHTS
+    return "text" if text and not {"images", "videos"} & set(spec.needs) else "learned"
+
+
+def missing_weights(metric: str, directory: str | os.PathLike[str] | None = None) -> str | None:
+    """What weights ``metric`` lacks here (checked in the checkpoint cache, nothing downloaded)."""
+    if metric in _OTHER_WEIGHTS:
+        return _OTHER_WEIGHTS[metric]
+    from capeval.models.clip.checkpoints import CHECKPOINTS
+
+    for name in _WEIGHTS.get(metric, ()):
+        ck = CHECKPOINTS.get(name)
+        if ck is not None and not ck.present(directory):
+            return name
+    return None
+
+
+def _blocker(cell: pub.Cell, known: set[str], images: Any, videos: Any, checkpoints: Any) -> str | None:
+    if cell.metric not in known:
+        return f"not run: metric capeval does not have ({cell.metric})"
+    if not cell.main:
+        return f"not run: variant ({cell.variant or 'ablation'}; capeval runs the default configuration)"
+    pattern = _STATS.get(cell.benchmark)
+    if pattern is None or not re.fullmatch(pattern, cell.statistic):
+        return f"not run: statistic {cell.statistic} is not computed by capeval bench on {cell.benchmark}"
+    lacking = missing_weights(cell.metric, checkpoints)
+    if lacking:  # first: without weights the media would not help
+        return f"not run: weights ({lacking})"
+    needs = registry.get(cell.metric).needs
+    if "images" in needs and images is None:
+        return "not run: images (--images DIR)"
+    if "videos" in needs and videos is None:
+        return "not run: videos (--videos DIR)"
+    return None
+
+
+def reproduce(
+    papers: Sequence[str] | None = None,
+    table: str | None = None,
+    data_root: str | os.PathLike[str] | None = None,
+    *,
+    images: str | os.PathLike[str] | None = None,
+    videos: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+    bootstrap: int = 1000,
+    checkpoints: str | os.PathLike[str] | None = None,
+    runner: Callable[..., Any] | None = None,
+    progress: bool | None = False,
+) -> list[Outcome]:
+    """Run every runnable cell of ``papers`` (all five by default), optionally of one ``table``.
+
+    ``runner``: :func:`capeval.bench.run` (replaceable in tests). Benchmarks whose data is
+    missing make their cells ``not run: data (...)`` instead of failing the whole command."""
+    papers = list(papers or pub.PAPERS)
+    for p in papers:
+        if p not in pub.PAPERS:
+            raise InputError(f"unknown paper {p!r}; choose from {', '.join(pub.PAPERS)}")
+    cells = pub.select(papers, table)
+    if not cells:
+        where = f" table {table}" if table else ""
+        raise InputError(f"no published values stored for {', '.join(papers)}{where}; tables: "
+                         + ", ".join(sorted({f'{p} {t}' for p, t in pub.tables() if p in papers})))
+    if runner is None:
+        from capeval.bench import run as runner
+    known = set(registry.metrics())
+    outcomes = []
+    todo: dict[str, set[str]] = {}
+    for c in cells:
+        tol, _ = pub.tolerance(c.benchmark, kind(c.metric)) if c.metric in known else (None, "")
+        o = Outcome(c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic, c.x100, tolerance=tol,
+                    source=c.source, protocol=c.protocol)
+        o.status = _blocker(c, known, images, videos, checkpoints) or ""
+        if not o.status:
+            todo.setdefault(c.benchmark, set()).add(c.metric)
+        outcomes.append(o)
+    records: dict[tuple[str, str, str], Any] = {}
+    failed: dict[str, str] = {}
+    for bench, metrics in todo.items():
+        try:
+            result = runner([bench], sorted(metrics), data_root, images=images, videos=videos, seed=seed,
+                            bootstrap=bootstrap, progress=progress)
+        except CapevalError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            first = first.split(" (looked in")[0]  # the loader's search paths: too long for a cell
+            failed[bench] = first if len(first) <= 120 else first[:117] + "..."
+            continue
+        for r in result:
+            records[(r.benchmark, r.metric, r.statistic)] = r
+    for o in outcomes:
+        if o.status:
+            continue
+        if o.benchmark in failed:
+            o.status = f"not run: data ({failed[o.benchmark]})"
+            continue
+        r = records.get((o.benchmark, o.metric, o.statistic))
+        if r is None or r.value is None or math.isnan(r.value):
+            o.status = "not run: no value (the benchmark gave none for this metric)"
+            continue
+        o.ours, o.ci_low, o.ci_high = float(r.value), r.ci_low, r.ci_high
+        o.difference = round(o.ours - o.published, 6)
+        o.status = "reproduced" if abs(o.difference) <= (o.tolerance or 0.0) + 1e-9 else "differs"
+    return outcomes
+
+
+def summary(outcomes: Iterable[Outcome]) -> str:
+    """``N reproduced, M differ, K not run`` with the reasons of the not-run cells counted."""
+    outcomes = list(outcomes)
+    rep = sum(o.status == "reproduced" for o in outcomes)
+    dif = sum(o.status == "differs" for o in outcomes)
+    why: dict[str, int] = {}
+    for o in outcomes:
+        if o.status.startswith("not run"):
+            reason = o.status.split(": ", 1)[1].split(" (")[0]
+            if reason.startswith("statistic "):  # one count for every statistic bench lacks
+                reason = "statistic"
+            why[reason] = why.get(reason, 0) + 1
+    tail = ", ".join(f"{n} {k}" for k, n in sorted(why.items(), key=lambda kv: -kv[1]))
+    return (f"{len(outcomes)} published cells: {rep} reproduced, {dif} differ, "
+            f"{len(outcomes) - rep - dif} not run" + (f" ({tail})" if tail else ""))
+
+
+_HEAD = ("paper", "table", "benchmark", "metric", "statistic", "published", "ours", "95% CI", "diff", "tol",
+         "status")
+
+
+def _cells(o: Outcome) -> tuple[str, ...]:
+    ci = "" if o.ci_low is None or o.ci_high is None else f"[{o.ci_low:.2f}, {o.ci_high:.2f}]"
+    return (o.paper, o.table, o.benchmark, o.metric, o.statistic, f"{o.published:.1f}",
+            "" if o.ours is None else f"{o.ours:.2f}", ci,
+            "" if o.difference is None else f"{o.difference:+.2f}",
+            "" if o.tolerance is None else f"{o.tolerance:g}", o.status)
+
+
+def text_table(outcomes: Sequence[Outcome]) -> str:
+    """The outcomes as an aligned plain-text table plus the summary line."""
+    rows = [_HEAD] + [_cells(o) for o in outcomes]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEAD))]
+    lines = []
+    for k, row in enumerate(rows):
+        lines.append("  ".join(c.rjust(w) if 5 <= i <= 9 else c.ljust(w)
+                               for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines + ["", summary(outcomes)])
+
+
+def html_report(outcomes: Sequence[Outcome]) -> str:
+    """A self-contained HTML page with the same table (rows coloured by status)."""
+    from html import escape
+
+    colour = {"reproduced": "#e6f4ea", "differs": "#fce8e6"}
+    body = []
+    for o in outcomes:
+        bg = colour.get(o.status, "#f1f3f4")
+        tds = "".join(f"<td>{escape(c)}</td>" for c in _cells(o))
+        body.append(f"<tr style='background:{bg}' title='{escape(o.source)}; {escape(o.protocol)}'>{tds}</tr>")
+    head = "".join(f"<th>{escape(h)}</th>" for h in _HEAD)
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>capeval reproduce</title><style>"
+            "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}"
+            "td,th{border:1px solid #ccc;padding:2px 6px;white-space:nowrap}th{background:#eee}td:last-child{white-space:normal}td:nth-child(n+6):nth-child(-n+10)"
+            "{text-align:right;font-variant-numeric:tabular-nums}</style></head><body>"
+            f"<h1>capeval reproduce</h1><p>{escape(summary(outcomes))}. Numbers x100; tolerances per "
+            "benchmark and metric kind (capeval/data/published/tolerances.csv).</p>"
+            f"<table><tr>{head}</tr>{''.join(body)}</table></body></html>\n")

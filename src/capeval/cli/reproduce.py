@@ -1,0 +1,68 @@
+"""``capeval reproduce``: the papers' published numbers beside capeval's own, cell by cell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from capeval.errors import InputError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "reproduce",
+        help="run every published number of the five papers that the local data allow",
+        description="For every human-correlation and accuracy value the papers print (the registry "
+        "capeval/data/published/), run the benchmark with the metric where data, media and weights are "
+        "here, and print published, ours (95% bootstrap CI), difference, tolerance and status "
+        "(reproduced, differs, not run: <what is missing>).",
+    )
+    p.add_argument("papers", nargs="*", metavar="PAPER", help="pac-s, pac-s++, hice-s, bridge, visce2 (default: all)")
+    p.add_argument("--table", "-t", help="only this table of the paper(s), e.g. 1 or poster-3")
+    p.add_argument("--data-root", help="folder with the benchmark files (default: $CAPEVAL_DATA)")
+    p.add_argument("--images", help="folder with the benchmark images (image-conditioned metrics)")
+    p.add_argument("--videos", help="folder with the benchmark videos (video metrics)")
+    p.add_argument("--checkpoints", help="checkpoint folder (default: $CAPEVAL_CHECKPOINTS or the cache)")
+    p.add_argument("--seed", type=int, default=0, help="seed of reference draws and bootstrap, 0 to 2**32-1 (default 0)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs, 0 to 100000 "
+                   "(0: none; default 1000)")
+    p.add_argument("--json", action="store_true", help="print one JSON record per cell (a JSON list) instead of the table")
+    p.add_argument("--html", metavar="FILE", help="write the table as a self-contained HTML report (atomically)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from capeval.bench import published as pub
+    from capeval.bench.reproduce import html_report, reproduce, text_table
+    from capeval.progress import progress_setting
+
+    if not 0 <= args.seed < 2**32:
+        raise InputError(f"--seed must be in [0, 2**32), got {args.seed}")
+    if not 0 <= args.bootstrap <= 100_000:
+        raise InputError(f"--bootstrap must be in [0, 100000], got {args.bootstrap}")
+    for p in args.papers:
+        if p not in pub.PAPERS:
+            raise InputError(f"unknown paper {p!r}; choose from {', '.join(pub.PAPERS)}")
+    if args.html:
+        from capeval.cli.score import check_outputs
+
+        check_outputs({"--html": args.html}, [])
+    progress = False if args.quiet or args.json else None
+    with progress_setting(progress):
+        outcomes = reproduce(args.papers or None, args.table, args.data_root, images=args.images,
+                             videos=args.videos, seed=args.seed, bootstrap=args.bootstrap,
+                             checkpoints=args.checkpoints, progress=progress)
+    if args.html:
+        from capeval.io.atomic import atomic_write_text
+
+        try:
+            atomic_write_text(args.html, html_report(outcomes))
+        except OSError as exc:
+            raise InputError(f"cannot write {args.html}: {exc.strerror or exc}") from None
+    if args.json:
+        sys.stdout.write(json.dumps([o.to_dict() for o in outcomes], indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(text_table(outcomes) + "\n")
+    return 0

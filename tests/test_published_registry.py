@@ -1,0 +1,119 @@
+"""The published-values registry against the papers' text: every stored number is re-read
+from ../shared/papers at its table, row and column (so a typo in values.csv fails here).
+
+The parser below is written for this test (it is not the extraction script's): a row is the
+line of the table's block that starts with the row's label (after the HTML bold/underline
+tags the PDF conversion left), followed by its citation, if any, and then by cells;
+``offset`` moves from that line (PAC-S++ prints its own row's numbers on the line above the
+label); the cells are the printed numbers and ``-`` of that line, deltas ``(+2.8)`` and
+citations ``[12]`` left out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from capeval import registry
+from capeval.bench import published as pub
+
+PAPERS = Path(__file__).resolve().parents[1].parent / "shared" / "papers"
+_CLEAN = re.compile(r"</?[bu]>")
+_CELL = re.compile(r"^(?:-|\.?-?\d+(?:\.\d+)?\.?|\.\d+\.\d+)$")
+
+
+@pytest.fixture(scope="module")
+def texts() -> dict[str, list[str]]:
+    if not PAPERS.is_dir():
+        pytest.skip(f"paper texts not found at {PAPERS}")
+    return {p.name: p.read_text(encoding="utf-8").splitlines() for p in PAPERS.glob("*.txt")}
+
+
+def _block(texts: dict[str, list[str]], paper: str, table: str) -> list[str]:
+    t = pub.tables()[(paper, table)]
+    lines = texts[t["file"]]
+    starts = [i for i, line in enumerate(lines) if t["start"] in line]
+    assert starts, f"{paper} table {table}: start {t['start']!r} not in {t['file']}"
+    end = next(k for k in range(starts[0] + 1, len(lines)) if t["end"] in lines[k])
+    return lines[starts[0]:end]
+
+
+def _row(block: list[str], label: str) -> int:
+    hits = []
+    for k, line in enumerate(block):
+        clean = " ".join(_CLEAN.sub("", line).split())  # tabs and no-break spaces of the PDF text
+        if not clean.startswith(label):
+            continue
+        rest = re.sub(r"^\s*\[\d+\]", "", clean[len(label):])
+        if rest == "" or re.match(r"^\s+(-|\.?\d|\([+±-])", rest):
+            hits.append(k)
+    assert len(hits) == 1, f"row {label!r}: {len(hits)} matching lines"
+    return hits[0]
+
+
+def _numbers(line: str, label: str) -> list[str]:
+    clean = " ".join(_CLEAN.sub("", line).split())
+    if label and clean.startswith(label):
+        clean = clean[len(label):]
+    toks = [t for t in clean.split() if not re.match(r"^\[\d+\]$|^\(", t)]
+    return [t for t in toks if _CELL.match(t)]
+
+
+def _as_float(tok: str) -> float:
+    tok = tok.rstrip(".")
+    if tok.count(".") == 2:  # ".51.5": a stray typesetting dot before the number
+        tok = tok[1:]
+    return float(tok)
+
+
+def test_every_stored_value_is_printed_at_its_row_and_column(texts) -> None:
+    bad = []
+    for c in pub.cells():
+        block = _block(texts, c.paper, c.table)
+        k = _row(block, c.row) + c.offset
+        line = block[k]
+        cells = _numbers(line, c.row if c.offset == 0 else "")
+        if c.col >= len(cells) or cells[c.col] == "-" or _as_float(cells[c.col]) != c.value:
+            bad.append(f"{c.paper} T{c.table} {c.row!r}{c.offset:+d} col {c.col}: stored {c.value}, "
+                       f"paper line {line.strip()[:90]!r}")
+    assert not bad, "\n".join(bad[:20])
+
+
+def test_no_printed_number_of_a_stored_row_is_left_out(texts) -> None:
+    """Every number on a stored line is stored (a row typed with a column too few fails)."""
+    stored = defaultdict(set)
+    for c in pub.cells():
+        stored[(c.paper, c.table, c.row, c.offset)].add(c.col)
+    for (paper, table, row, offset), cols in stored.items():
+        block = _block(texts, paper, table)
+        cells = _numbers(block[_row(block, row) + offset], row if offset == 0 else "")
+        printed = {i for i, t in enumerate(cells) if t != "-"}
+        assert cols == printed, f"{paper} T{table} {row!r}: stored columns {sorted(cols)}, printed {sorted(printed)}"
+
+
+def test_registry_shape_and_names() -> None:
+    cells = pub.cells()
+    assert {c.paper for c in cells} == set(pub.PAPERS)
+    keys = Counter((c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic) for c in cells)
+    assert max(keys.values()) == 1, [k for k, n in keys.items() if n > 1][:5]
+    benches = {"flickr8k-expert", "flickr8k-cf", "composite", "pascal-50s", "foil", "thumb", "vatex-eval",
+               "activitynet-foil"}
+    assert {c.benchmark for c in cells} <= benches
+    # capeval's names where capeval has the metric (the paper's "ROUGE" is rouge-l, "CIDEr" cider-d)
+    assert {"bleu-1", "bleu-4", "rouge-l", "meteor", "cider-d", "spice", "clip-s", "pac-s++", "hice-s",
+            "bridge"} <= {c.metric for c in cells}
+    assert not {"rouge", "cider", "bert-s", "refclip-s"} & {c.metric for c in cells}
+    known = set(registry.metrics())
+    assert any(c.metric not in known for c in cells)  # e.g. leic, tiger: kept, marked not runnable
+
+
+def test_published_lookup_prefers_the_metrics_own_paper() -> None:
+    assert pub.published("flickr8k-expert", "hice-s", "kendall_tau_c") == (56.4, "Zeng et al. 2024 (HICEScore), Table 1")
+    assert pub.published("pascal-50s", "ref-pac-s", "accuracy_mean")[0] == 84.8  # the PAC-S poster's, not BRIDGE's 84.7
+    assert pub.published("thumb", "visce2", "pearson_total")[0] == 39.0  # ".39" x100
+    assert pub.published("flickr8k-expert", "pac-s++", "kendall_tau_b")[0] == 54.1  # Table 1, not Table 8 (ViT-L/14)
+    assert pub.PUBLISHED[("foil", "ref-hice-s", "accuracy_1ref")][0] == 96.4
+    assert pub.published("flickr8k-expert", "no-such-metric", "kendall_tau_b") is None

@@ -1,0 +1,120 @@
+"""``capeval reproduce`` with a stand-in bench runner: statuses, tolerances, one run per
+benchmark across papers, the JSON and HTML outputs, and the real run on Flickr8k text metrics
+when ../shared/data is there (slow)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from capeval.bench import published as pub
+from capeval.bench import reproduce as rp
+from capeval.errors import ResourceError
+
+
+class FakeRunner:
+    """Returns the published value + ``delta[metric]`` for every cell asked for."""
+
+    def __init__(self, delta=None, fail=()):
+        self.calls, self.delta, self.fail = [], delta or {}, set(fail)
+
+    def __call__(self, benches, metrics, data_root, **kw):
+        (bench,) = benches
+        self.calls.append((bench, tuple(metrics)))
+        if bench in self.fail:
+            raise ResourceError(f"{bench}: missing data file 'x.json'")
+        out = []
+        for c in pub.cells():
+            if c.benchmark == bench and c.metric in metrics and c.main:
+                v = c.x100 + self.delta.get(c.metric, 0.0)
+                out.append(SimpleNamespace(benchmark=bench, metric=c.metric, statistic=c.statistic, value=v,
+                                           ci_low=v - 1, ci_high=v + 1))
+        return out
+
+
+def test_statuses_and_tolerances(tmp_path: Path) -> None:
+    runner = FakeRunner(delta={"bleu-1": 0.3, "cider-d": 0.7})
+    out = rp.reproduce(["pac-s++"], "1", tmp_path, runner=runner, checkpoints=tmp_path)
+    by = {(o.benchmark, o.metric, o.statistic): o for o in out}
+    ok = by[("flickr8k-expert", "bleu-1", "kendall_tau_c")]
+    assert ok.status == "reproduced" and ok.difference == pytest.approx(0.3) and ok.tolerance == 0.5
+    assert by[("flickr8k-cf", "cider-d", "kendall_tau_b")].status == "differs"
+    assert by[("flickr8k-expert", "mid", "kendall_tau_c")].status == "not run: metric capeval does not have (mid)"
+    assert by[("composite", "pac-s++", "kendall_tau_c")].status == "not run: weights (pac-s++/ViT-B-32)"
+    assert by[("flickr8k-expert", "clip-s", "kendall_tau_b")].status == "not run: weights (openai/ViT-B-32)"
+    assert len(out) == len(pub.select(["pac-s++"], "1"))
+    # each benchmark scored once, with the union of its runnable metrics
+    assert sorted(b for b, _ in runner.calls) == ["composite", "flickr8k-cf", "flickr8k-expert"]
+    assert dict(runner.calls)["flickr8k-cf"] == ("bleu-1", "bleu-4", "cider-d", "meteor", "rouge-l", "spice")
+
+
+def test_one_run_per_benchmark_across_papers_and_missing_data(tmp_path: Path) -> None:
+    runner = FakeRunner(fail={"composite"})
+    out = rp.reproduce(None, None, tmp_path, runner=runner, checkpoints=tmp_path)
+    benches = [b for b, _ in runner.calls]
+    assert len(benches) == len(set(benches))
+    comp = [o for o in out if o.benchmark == "composite" and o.metric == "meteor" and o.statistic.startswith("kendall_tau_")]
+    assert comp and all(o.status == "not run: data (composite: missing data file 'x.json')" for o in comp)
+    var = [o for o in out if o.paper == "pac-s++" and o.table == "8"]
+    assert var and all(o.status.startswith("not run: variant") for o in var)
+    stat = [o for o in out if o.statistic == "spearman" and o.benchmark == "flickr8k-expert" and o.metric == "bleu-4"]
+    assert stat and all("not computed by capeval bench" in o.status for o in stat)
+    assert "reproduced" in rp.summary(out)
+
+
+def test_images_needed_when_weights_are_there(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(rp, "missing_weights", lambda metric, directory=None: None)
+    out = rp.reproduce(["hice-s"], "1", tmp_path, runner=FakeRunner())
+    hice = [o for o in out if o.metric == "hice-s"]
+    assert hice and all(o.status == "not run: images (--images DIR)" for o in hice)
+    out = rp.reproduce(["hice-s"], "1", tmp_path, runner=FakeRunner(delta={"hice-s": -2.0}), images=tmp_path)
+    hice = [o for o in out if o.metric == "hice-s"]
+    assert all(o.status == "differs" and o.tolerance == 1.0 for o in hice)
+
+
+def test_bad_paper_and_table() -> None:
+    from capeval.errors import InputError
+
+    with pytest.raises(InputError, match="unknown paper 'pacs'"):
+        rp.reproduce(["pacs"], runner=FakeRunner())
+    with pytest.raises(InputError, match="no published values stored for bridge table 99"):
+        rp.reproduce(["bridge"], "99", runner=FakeRunner())
+
+
+def test_cli_json_and_html(tmp_path: Path, monkeypatch, capsys) -> None:
+    import capeval.bench
+    from capeval.cli.main import main
+
+    monkeypatch.setattr(capeval.bench, "run", FakeRunner(delta={"meteor": 0.2}))
+    monkeypatch.setenv("CAPEVAL_CHECKPOINTS", str(tmp_path))
+    html = tmp_path / "r.html"
+    assert main(["reproduce", "bridge", "--table", "3", "--data-root", str(tmp_path), "--json",
+                 "--html", str(html)]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert len(records) == len(pub.select(["bridge"], "3"))
+    assert set(records[0]) >= {"paper", "table", "benchmark", "metric", "statistic", "published", "ours",
+                               "ci_low", "ci_high", "difference", "tolerance", "status"}
+    met = [r for r in records if r["metric"] == "meteor" and r["statistic"] == "kendall_tau_b"]
+    assert met[0]["status"] == "reproduced" and math.isclose(met[0]["difference"], 0.2)
+    text = html.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "not run: weights" in text and "reproduced" in text
+    assert main(["reproduce", "nosuch"]) != 0
+    err = capsys.readouterr().err
+    assert "unknown paper 'nosuch'" in err and "Traceback" not in err
+
+
+def test_bench_tables_have_a_paper_column() -> None:
+    from capeval.bench.report import _stat_table
+    from capeval.bench.runner import BenchRecord, BenchRun
+
+    recs = BenchRun([BenchRecord("flickr8k-expert", "meteor", "kendall_tau_c", 41.83, 5664, None, None, "", ""),
+                     BenchRecord("flickr8k-expert", "length", "kendall_tau_c", 10.0, 5664, None, None, "", "")])
+    lines = recs.table().splitlines()
+    assert lines[0].split()[-1] == "paper" and lines[2].split()[-1] == "41.8"
+    assert lines[3].split()[-1] == "5664"  # no published value for length on Flickr8k: empty cell
+    html = _stat_table(list(recs))
+    assert "<th class='paper'>paper</th>" in html and ">41.8</td>" in html
