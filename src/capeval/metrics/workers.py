@@ -59,6 +59,18 @@ def spans(n_items: int, size: int) -> list[tuple[int, int]]:
 _JOB: Callable[[Any], Any] | None = None  # inherited by forked workers
 
 
+def default_sigterm() -> None:
+    """Pool initializer: SIGTERM ends a forked worker at once, as by default.
+
+    The CLI's SIGTERM handler is a Python one, inherited through fork. A Python handler only
+    runs between bytecodes: a SIGTERM that lands just before a worker blocks on the pool's
+    queue lock is noted but never acted on, and ``Pool.terminate`` then waits forever for
+    that worker. The kernel's default action has no such window (and prints nothing)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _run(task: Any) -> Any:
     try:
         return _JOB(task)  # type: ignore[misc]
@@ -103,7 +115,7 @@ def map_tasks(
     _JOB = job
     gc.freeze()
     try:
-        with multiprocessing.get_context("fork").Pool(workers, maxtasksperchild=recycle) as pool:
+        with multiprocessing.get_context("fork").Pool(workers, default_sigterm, maxtasksperchild=recycle) as pool:
             for out in pool.imap(_run, tasks, chunksize=1):
                 if isinstance(out, _Failure):
                     out.raise_()

@@ -17,7 +17,7 @@ line-by-line port of ``edu.cmu.meteor.aligner.Aligner``) computes, with less wor
   that have a choice to make. Positions in between (fixed matches and unmatched words)
   change every partial alignment the same way except for one chunk increment that
   depends on the partial's last matched hypothesis position; their effect is applied
-  in one go (the comment above :func:`_resolve` says why the beam order, hence every
+  in one go (the comment above :func:`.fast_beam._resolve` says why the beam order, hence every
   tie, is the same);
 * per item, the references are aligned in order of decreasing score upper bound
   (:func:`.fast_match.upper_bound`, from the candidate matches) and the beam search is

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from capeval.metrics.workers import PARALLEL_MIN_ITEMS, resolve_workers
+from capeval.metrics.workers import PARALLEL_MIN_ITEMS, default_sigterm, resolve_workers
 
 __all__ = ["PARALLEL_MIN_ITEMS", "resolve_workers", "run_forked"]
 
@@ -46,7 +46,7 @@ def run_forked(
     spans = [(bounds[k], bounds[k + 1]) for k in range(n_spans) if bounds[k + 1] > bounds[k]]
     _FORKED = (score_items, hyps, refs)
     try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        with multiprocessing.get_context("fork").Pool(workers, default_sigterm) as pool:
             parts = pool.map(_worker, spans, chunksize=1)
     finally:
         _FORKED = None
