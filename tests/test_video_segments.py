@@ -211,7 +211,7 @@ def test_segment_errors_and_skips(bb, sample_video, all_frames):
     b = scorer.score(CANDS, videos=videos, segments=SEGS)["emscore"]
     assert a.items == pytest.approx(b.items, abs=1e-6)
     assert "fps:25" in str(a.signature)
-    with pytest.raises(InputError, match=r"fps must be a positive number"):
+    with pytest.raises(InputError, match=r"fps must be a (positive number|number > 0)"):
         capeval.load("emscore", backbone=bb, fps=0)
 
 

@@ -120,6 +120,11 @@ METRIC_RANGES: dict[str, dict[str, Range]] = {
         "text_batch_size": Range(1, 65536, integer=True),
     },
     "polos": {"batch_size": Range(1, 4096, integer=True)},
+    "bertscore": {
+        "num_layers": Range(0, 1024, integer=True, source="bert_score: layers kept (0: the embedding layer); "
+                                                          "checked again against the model's depth"),
+        "batch_size": Range(1, 4096, integer=True),
+    },
 }
 
 #: ``capeval bench`` / :func:`capeval.bench.run` settings

@@ -46,12 +46,17 @@ _WEIGHTS = {
     "pac-s++": ("pac-s++/ViT-B-32", "openai/ViT-B-32"), "ref-pac-s++": ("pac-s++/ViT-B-32", "openai/ViT-B-32"),
     "hice-s": ("alpha-clip/ViT-L-14-grit20m", "openai/ViT-L-14", "factual/flan-t5-base-VG-factual-sg"),
     "ref-hice-s": ("alpha-clip/ViT-L-14-grit20m", "openai/ViT-L-14", "factual/flan-t5-base-VG-factual-sg"),
+    "bertscore": ("bertscore/roberta-large",),
+    "mid": ("openai/ViT-B-32",),
+    "polos": ("polos/reprod", "polos/sup-simcse-roberta-base", "openai/ViT-B-32"),
 }
 # learned metrics whose weights are not in the checkpoint table (what the user must provide)
 _OTHER_WEIGHTS = {
     "bridge": "bridge checkpoint (checkpoint=PATH; `capeval train bridge`)",
     "visce2": "the LLaVA VLM of visce2", "visce2-vanilla": "the LLaVA VLM of visce2",
     "visce2-ref": "the LLaVA VLM of visce2", "visce2-desc": "the LLaVA VLM of visce2",
+    "clair": "an LLM server (clair)", "fleur": "the LLaVA VLM of fleur", "ref-fleur": "the LLaVA VLM of fleur",
+    "expert": "EXPERT's LLaVA LoRA, converted (docs/judges.md)",
 }
 
 

@@ -35,7 +35,6 @@ from capeval.scorer import ScorerBase
 
 #: the languages whose default model capeval knows (bert_score's ``lang2model``: en -> roberta-large)
 LANG_MODELS = {"en": DEFAULT_MODEL}
-BATCH_RANGE = (1, 4096)
 
 
 class BertScore(ScorerBase):
@@ -50,8 +49,6 @@ class BertScore(ScorerBase):
     """
 
     produces: ClassVar[tuple[str, ...]] = ("bertscore",)
-    #: checked by capeval.options before anything is built (num_layers again against the model's config)
-    option_ranges: ClassVar[dict[str, tuple[int, int]]] = {"num_layers": (0, 1024), "batch_size": BATCH_RANGE}
 
     def __init__(self, metrics: Sequence[str] | None = None, model: str | None = None, num_layers: int | None = None,
                  idf: bool = False, rescale_with_baseline: bool = False, lang: str = "en",
@@ -151,11 +148,10 @@ class BertScore(ScorerBase):
 def _check_options(model: Any, num_layers: Any, lang: Any, batch_size: Any, baseline_path: Any,
                    rescale: Any) -> None:
     """Declared ranges, checked before anything is loaded."""
-    if num_layers is not None and (isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 0):
-        raise InputError(f"bertscore option num_layers: expected an integer >= 0, got {num_layers!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not BATCH_RANGE[0] <= batch_size <= BATCH_RANGE[1]:
-        raise InputError(f"bertscore option batch_size: expected an integer in {BATCH_RANGE[0]}..{BATCH_RANGE[1]}, "
-                         f"got {batch_size!r}")
+    from capeval.ranges import check_option
+
+    check_option("bertscore", "num_layers", num_layers)  # declared in capeval.ranges
+    check_option("bertscore", "batch_size", batch_size)
     if not isinstance(lang, str) or (model is None and lang not in LANG_MODELS):
         raise InputError(f"bertscore option lang: without a model, expected one of {', '.join(LANG_MODELS)}, "
                          f"got {lang!r} (give -O bertscore.model=NAME for another language)")
