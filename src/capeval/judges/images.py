@@ -153,3 +153,30 @@ def data_url(image: Any, item: str, pad_fill: tuple[int, ...] | None = None) -> 
     buf = io.BytesIO()
     to_pil(image, item).save(buf, format="PNG")
     return f"data:image/png;base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
+
+
+def usable_items(cands: dict[str, str], images: Any, label: str, skip_bad_items: bool
+                 ) -> tuple[list[str], dict[str, Any], dict[str, str]]:
+    """The items an image judge can ask about: each needs an image that resolves and reads and
+    a non-empty caption; the others go through :func:`capeval.io.inputs.raise_bad_items`.
+    ``(usable ids, {id: image}, {id: image sha256})``; none usable is an InputError."""
+    from capeval.io.inputs import raise_bad_items
+
+    ids = list(cands)
+    sources, bad = resolve_images(images, ids, label)
+    digests: dict[str, str] = {}
+    for i in ids:
+        if i in bad:
+            continue
+        if not cands[i].strip():
+            bad[i] = f"item {i!r}: caption is empty"
+            continue
+        try:
+            digests[i] = digest(sources[i], i)
+        except InputError as exc:
+            bad[i] = str(exc)
+    raise_bad_items(ids, bad, skip_bad_items)
+    good = [i for i in ids if i not in bad]
+    if not good:
+        raise InputError("no usable items: every item was skipped")
+    return good, sources, digests

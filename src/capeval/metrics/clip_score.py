@@ -37,10 +37,9 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 
 from capeval import functional
-from capeval.models.clip.embed import embed_images, embed_texts, l2_normalize
+from capeval.models.clip.embed import embed_texts, embed_usable_images, l2_normalize
 from capeval.errors import InputError
 from capeval.io.images import image_metric_inputs
-from capeval.io.inputs import raise_bad_items
 from capeval.result import MetricResult, Report, Signature
 from capeval.registry import DEFAULTS
 from capeval.scorer import ScorerBase
@@ -86,18 +85,9 @@ class _ClipFamilyScorer(ScorerBase):
               *, images: Any = None, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
         """Score ``{id: caption}`` against ``images`` (folder or ``{id: image}``) and optional references."""
         cands, refs, ids, sources, bad = image_metric_inputs(candidates, references, images, self.metrics)
-        good = [i for i in ids if i not in bad]
-        errors: dict[int, str] = {}
-        img = embed_images(self.backbone, [sources[i] for i in good], self.batch_size, self.cache, progress,
-                           errors=errors, names=good, stats=(img_stats := {}), workers=self.workers)
-        for k, msg in errors.items():
-            bad[good[k]] = msg if msg.startswith("item ") else f"item {good[k]!r}: {msg}"
-        raise_bad_items(ids, bad, skip_bad_items)
-        keep = [k for k, i in enumerate(good) if i not in bad]
-        good = [good[k] for k in keep]
-        if not good:
-            raise InputError("no usable items: every item was skipped")
-        img = l2_normalize(img[keep])
+        good, img = embed_usable_images(self.backbone, ids, sources, bad, self.batch_size, self.cache, progress,
+                                        skip_bad_items, self.workers, stats=(img_stats := {}))
+        img = l2_normalize(img)
         texts = [self.prompt + cands[i] for i in good]
         n_ref = [len(refs[i]) for i in good] if refs is not None else []
         if refs is not None:

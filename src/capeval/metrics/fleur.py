@@ -33,7 +33,7 @@ import re
 from typing import Any, ClassVar, Mapping, Sequence
 
 from capeval.errors import InputError
-from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references, raise_bad_items
+from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references
 from capeval.judges import answers as ans
 from capeval.judges import images as imgs
 from capeval.judges import options as jopt
@@ -159,23 +159,7 @@ class _LlavaJudge(ScorerBase):
                 raise InputError("ref-fleur needs references")
             refs = normalize_references(references)
             check_same_ids(cands, refs)
-        ids = list(cands)
-        sources, bad = imgs.resolve_images(images, ids, self.label)
-        digests: dict[str, str] = {}
-        for i in ids:
-            if i in bad:
-                continue
-            if not cands[i].strip():
-                bad[i] = f"item {i!r}: caption is empty"
-                continue
-            try:
-                digests[i] = imgs.digest(sources[i], i)
-            except InputError as exc:
-                bad[i] = str(exc)
-        raise_bad_items(ids, bad, skip_bad_items)
-        good = [i for i in ids if i not in bad]
-        if not good:
-            raise InputError("no usable items: every item was skipped")
+        good, sources, digests = imgs.usable_items(cands, images, self.label, skip_bad_items)
         ident, dec = self.backend.identity(), self.backend.decoding()
         want_lp = self.score_mode == "smoothed"
         keys: dict[tuple[str, str], str] = {}
@@ -204,7 +188,8 @@ class _LlavaJudge(ScorerBase):
             extras.update(counters)
             if self.explanation:
                 extras.update(self._explain(m, good, cands, items, extras, sources, digests, ident, dec, progress))
-            skipped = [i for i in ids if i in bad] + [i for i in good if i not in items]
+            usable = set(good)
+            skipped = [i for i in cands if i not in usable] + [i for i in good if i not in items]
             system = float(sum(items.values()) / len(items)) if items else math.nan
             results.append(MetricResult(metric=m, system=system, items=items, signature=self.signature(m, refs),
                                         extras=extras, skipped=tuple(skipped)))

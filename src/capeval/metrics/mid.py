@@ -37,7 +37,6 @@ import numpy as np
 
 from capeval.errors import InputError
 from capeval.io.images import image_metric_inputs
-from capeval.io.inputs import raise_bad_items
 from capeval.ranges import check_option
 from capeval.registry import DEFAULTS
 from capeval.result import MetricResult, Report, Signature
@@ -134,7 +133,7 @@ class Mid(ScorerBase):
     def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
               *, images: Any = None, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
         """Score ``{id: caption}`` against ``images`` and ``references`` (both required)."""
-        from capeval.models.clip.embed import embed_images, embed_texts, l2_normalize
+        from capeval.models.clip.embed import embed_texts, embed_usable_images, l2_normalize
 
         if references is None:
             raise InputError("mid needs references (the Gaussian is fitted to the (reference, image) pairs)")
@@ -143,18 +142,9 @@ class Mid(ScorerBase):
         cands, _, ids, sources, bad = image_metric_inputs(candidates, None, images, self.metrics)
         refs = normalize_references(references)
         check_same_ids(cands, refs)
-        good = [i for i in ids if i not in bad]
-        errors: dict[int, str] = {}
-        img = embed_images(self.backbone, [sources[i] for i in good], self.batch_size, self.cache, progress,
-                           errors=errors, names=good, workers=self.workers)
-        for k, msg in errors.items():
-            bad[good[k]] = msg if msg.startswith("item ") else f"item {good[k]!r}: {msg}"
-        raise_bad_items(ids, bad, skip_bad_items)
-        keep = [k for k, i in enumerate(good) if i not in bad]
-        good = [good[k] for k in keep]
-        if not good:
-            raise InputError("no usable items: every item was skipped")
-        img = l2_normalize(img[keep]).astype(np.float64)
+        good, img = embed_usable_images(self.backbone, ids, sources, bad, self.batch_size, self.cache, progress,
+                                        skip_bad_items, self.workers)
+        img = l2_normalize(img).astype(np.float64)
         real = [[refs[i][0]] if self.reference == "first" else list(refs[i]) for i in good]
         texts = [cands[i] for i in good] + [r for rs in real for r in rs]
         txt = l2_normalize(embed_texts(self.backbone, texts, self.text_batch_size, self.cache, progress))

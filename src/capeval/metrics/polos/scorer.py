@@ -131,25 +131,16 @@ class Polos(ScorerBase):
               *, images: Any = None, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
         """Score ``{id: caption}`` against ``images`` and ``references`` (both required)."""
         from capeval.io.images import image_metric_inputs
-        from capeval.io.inputs import check_same_ids, normalize_references, raise_bad_items
-        from capeval.models.clip.embed import embed_images, embed_texts
+        from capeval.io.inputs import check_same_ids, normalize_references
+        from capeval.models.clip.embed import embed_texts, embed_usable_images
 
         if references is None:
             raise InputError("polos needs references")
         cands, _, ids, sources, bad = image_metric_inputs(candidates, None, images, self.metrics)
         refs = normalize_references(references)
         check_same_ids(cands, refs)
-        good = [i for i in ids if i not in bad]
-        errors: dict[int, str] = {}
-        img = embed_images(self.backbone, [sources[i] for i in good], 64, self.cache, progress, errors=errors,
-                           names=good, workers=self.workers)
-        for k, msg in errors.items():
-            bad[good[k]] = msg if msg.startswith("item ") else f"item {good[k]!r}: {msg}"
-        raise_bad_items(ids, bad, skip_bad_items)
-        keep = [k for k, i in enumerate(good) if i not in bad]
-        good, img = [good[k] for k in keep], img[keep]
-        if not good:
-            raise InputError("no usable items: every item was skipped")
+        good, img = embed_usable_images(self.backbone, ids, sources, bad, 64, self.cache, progress, skip_bad_items,
+                                        self.workers)
         items: dict[str, float] = {}
         used_refs = []
         for start in range(0, len(good), self.batch_size):

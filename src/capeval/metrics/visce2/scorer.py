@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from capeval.errors import InputError
-from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references, raise_bad_items
+from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references
 from capeval.judges import images as imgs
 from capeval.judges.backends import NAMES, Answer, Request
 from capeval.judges.cache import cache_key, open_cache, text_sha
@@ -202,23 +202,7 @@ class VisCE2(ScorerBase):
                 raise InputError("visce2-ref needs references")
             refs = normalize_references(references)
             check_same_ids(cands, refs)
-        ids = list(cands)
-        sources, bad = imgs.resolve_images(images, ids)
-        digests: dict[str, str] = {}
-        for i in ids:
-            if i in bad:
-                continue
-            if not cands[i].strip():
-                bad[i] = f"item {i!r}: caption is empty"
-                continue
-            try:
-                digests[i] = imgs.digest(sources[i], i)
-            except InputError as exc:
-                bad[i] = str(exc)
-        raise_bad_items(ids, bad, skip_bad_items)
-        good = [i for i in ids if i not in bad]
-        if not good:
-            raise InputError("no usable items: every item was skipped")
+        good, sources, digests = imgs.usable_items(cands, images, "visce2", skip_bad_items)
         ident, dec = self.backend.identity(), self.backend.decoding()
         items = {i: (sources[i], digests[i]) for i in good}
         step1: dict[str, dict[str, str]] = {}
@@ -258,7 +242,8 @@ class VisCE2(ScorerBase):
         from_file = {k: s["from_file"] for k, s in step1_stats.items() if s.get("from_file")}
         if from_file:
             counters["from_file"] = from_file
-        skipped_inputs = [i for i in ids if i in bad]
+        usable = set(good)
+        skipped_inputs = [i for i in cands if i not in usable]
         results = [self._result(m, good, rendered, answers, step1, digests, counters, skipped_inputs, refs)
                    for m in self.metrics]
         return Report(results)

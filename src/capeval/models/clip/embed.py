@@ -87,6 +87,28 @@ def _content_hash(image: Any) -> tuple[str, Any]:
     return h.hexdigest(), image
 
 
+def embed_usable_images(backbone: Any, ids: Sequence[str], sources: Any, bad: dict[str, str], batch_size: int,
+                        cache: Any, progress: bool | None, skip_bad_items: bool, workers: int | None = None,
+                        stats: dict[str, Any] | None = None) -> tuple[list[str], np.ndarray]:
+    """The image step of the image metrics: embed the images of the items not yet in ``bad``,
+    add the items whose image fails to decode to ``bad``, apply ``skip_bad_items``
+    (:func:`capeval.io.inputs.raise_bad_items`); ``(usable ids, their embeddings)`` (rows as
+    :func:`embed_images`, not normalised). No usable item left is an InputError."""
+    from capeval.io.inputs import raise_bad_items
+
+    good = [i for i in ids if i not in bad]
+    errors: dict[int, str] = {}
+    img = embed_images(backbone, [sources[i] for i in good], batch_size, cache, progress, errors=errors,
+                       names=good, workers=workers, stats=stats)
+    for k, msg in errors.items():
+        bad[good[k]] = msg if msg.startswith("item ") else f"item {good[k]!r}: {msg}"
+    raise_bad_items(ids, bad, skip_bad_items)
+    keep = [k for k, i in enumerate(good) if i not in bad]
+    if not keep:
+        raise InputError("no usable items: every item was skipped")
+    return [good[k] for k in keep], img[keep]
+
+
 def embed_images(backbone: Any, images: Sequence[Any], batch_size: int = 64, cache: Any = None,
                  progress: bool | None = False, errors: dict[int, str] | None = None,
                  names: Sequence[str] | None = None, workers: int | None = None,
