@@ -138,7 +138,7 @@ def test_config_options():
     assert BridgeTrainConfig(loss_weighting="capeval-v1").loss_weighting == "capeval-v1"
     with pytest.raises(InputError, match="loss_weighting must be one of paper, capeval-v1"):
         BridgeTrainConfig(loss_weighting="v1")
-    with pytest.raises(InputError, match=r"batch_size must be >= 2"):
+    with pytest.raises(InputError, match=r"batch_size=1 out of range: batch_size must be an integer >= 2"):
         BridgeTrainConfig(batch_size=1)
 
 

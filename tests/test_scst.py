@@ -189,7 +189,7 @@ def test_scst_searches_and_scores_its_beams_in_one_mode(tmp_path, tiny_backbone,
 
 @pytest.mark.parametrize("eps", [0.0, -1e-8, 2.0])
 def test_adam_eps_out_of_range_is_refused(tmp_path, eps):
-    with pytest.raises(Exception, match=r"adam_eps=.* must be in \(0, 1\]"):
+    with pytest.raises(Exception, match=r"adam_eps=.* out of range: adam_eps must be a number in \(0, 1\]"):
         tiny_config(tmp_path, adam_eps=eps)
 
 

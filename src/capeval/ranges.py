@@ -127,6 +127,78 @@ METRIC_RANGES: dict[str, dict[str, Range]] = {
     },
 }
 
+_FRACTION = Range(0, 1, high_open=True)
+_TRAIN_COMMON: dict[str, Range] = {
+    "lr": POSITIVE,
+    "weight_decay": NON_NEGATIVE,
+    "temperature": POSITIVE,
+    "grad_clip": POSITIVE,
+    "max_steps": POSITIVE_INT,
+    "max_epochs": POSITIVE_INT,
+    "max_train_images": POSITIVE_INT,
+    "max_val_images": POSITIVE_INT,
+    "max_eval_images": POSITIVE_INT,
+    "log_every": POSITIVE_INT,
+    "workers": NON_NEGATIVE_INT,
+    "seed": Range(0, integer=True, source="numpy's seed sequences take non-negative integers"),
+}
+
+#: ``capeval train`` settings, by trainer (YAML keys of the config dataclasses in capeval.train);
+#: a test fails when an int/float setting has no range here
+TRAIN_RANGES: dict[str, dict[str, Range]] = {
+    "pacs": {
+        **_TRAIN_COMMON,
+        "lora_rank": POSITIVE_INT,
+        "lora_alpha": POSITIVE,
+        "lambda_v": NON_NEGATIVE,
+        "lambda_t": NON_NEGATIVE,
+        "batch_size": POSITIVE_INT,
+        "grad_accum": POSITIVE_INT,
+        "val_every": POSITIVE_INT,
+        "patience_steps": NON_NEGATIVE_INT,
+    },
+    "bridge": {
+        **_TRAIN_COMMON,
+        "captioner_batch_size": POSITIVE_INT,
+        "us": POSITIVE_INT,
+        "layers": POSITIVE_INT,
+        "heads": POSITIVE_INT,
+        "dropout": _FRACTION,
+        "lambda1": NON_NEGATIVE,
+        "lambda2": NON_NEGATIVE,
+        "lambda3": NON_NEGATIVE,
+        "train_chunks": POSITIVE_INT,
+        "batch_size": Range(2, integer=True, source="an image's negatives are the batch's other images"),
+        "patience": NON_NEGATIVE_INT,
+        "min_delta": NON_NEGATIVE,
+    },
+    "captioner": {
+        **_TRAIN_COMMON,
+        "min_word_count": POSITIVE_INT,
+        "max_len": POSITIVE_INT,
+        "d_model": POSITIVE_INT,
+        "heads": POSITIVE_INT,
+        "enc_layers": POSITIVE_INT,
+        "dec_layers": POSITIVE_INT,
+        "ff_dim": POSITIVE_INT,
+        "dropout": _FRACTION,
+        "xe_batch_size": POSITIVE_INT,
+        "xe_steps": NON_NEGATIVE_INT,
+        "xe_lr": POSITIVE,
+        "xe_warmup": NON_NEGATIVE_INT,
+        "xe_decay_start": NON_NEGATIVE_INT,
+        "xe_decay_end": NON_NEGATIVE_INT,
+        "xe_lr_min": NON_NEGATIVE,
+        "scst_batch_size": POSITIVE_INT,
+        "scst_lr": POSITIVE,
+        "scst_epochs": NON_NEGATIVE_INT,
+        "beam_size": POSITIVE_INT,
+        "eval_beam": POSITIVE_INT,
+        "checkpoint_every": POSITIVE_INT,
+        "adam_eps": Range(0, 1, low_open=True, source="PyTorch's Adam eps; the journal names Adam only"),
+    },
+}
+
 #: ``capeval bench`` / :func:`capeval.bench.run` settings
 BENCH_RANGES: dict[str, Range] = {
     "confidence": Range(0, 1, low_open=True, high_open=True),

@@ -13,7 +13,7 @@ weight decay 0.01, CLIP's own (frozen) logit scale as the InfoNCE scale, constan
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from capeval.errors import InputError
 from capeval.train.config import runtime_problems
@@ -26,6 +26,8 @@ from capeval.train.losses import WEIGHTINGS
 @dataclass
 class BridgeTrainConfig:
     """Every setting of a BRIDGE training run (YAML keys = these names)."""
+
+    RANGES: ClassVar[str] = "bridge"  # capeval.ranges.TRAIN_RANGES
 
     # data: COCO Karpathy splits from a user-given root (capeval.train.coco)
     coco_root: str | None = None
@@ -76,20 +78,9 @@ class BridgeTrainConfig:
     tensorboard: bool = False
 
     def __post_init__(self) -> None:
-        problems = []
-        for name in ("max_epochs", "train_chunks", "log_every", "captioner_batch_size"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name} must be >= 1")
-        if self.batch_size < 2:
-            problems.append("batch_size must be >= 2 (an image's negatives are the batch's other images)")
+        problems = runtime_problems(self)
         if self.loss_weighting not in WEIGHTINGS:
             problems.append(f"loss_weighting must be one of {', '.join(WEIGHTINGS)}")
-        for name in ("lambda1", "lambda2", "lambda3", "weight_decay", "min_delta", "workers", "patience"):
-            if getattr(self, name) < 0:
-                problems.append(f"{name} must be >= 0")
-        if self.lr <= 0:
-            problems.append("lr must be > 0")
-        problems += runtime_problems(self)
         if problems:
             raise InputError("BRIDGE training config: " + "; ".join(problems))
         self.model_config(None)  # validates the model settings too

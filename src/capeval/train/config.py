@@ -142,11 +142,23 @@ def config_from_args(cls: type[T], args: Any) -> T | None:
 def runtime_problems(cfg: Any) -> list[str]:
     """What is wrong with the settings every training command shares (``mixed_precision``,
     ``accelerate``, ``temperature``), as phrases for one error line."""
-    problems = []
+    problems = range_problems(cfg)
     if cfg.mixed_precision not in ("no", "bf16", "fp16"):
         problems.append(f"mixed_precision={cfg.mixed_precision!r} (no, bf16 or fp16)")
     if cfg.accelerate not in ("auto", "yes", "no"):
         problems.append(f"accelerate={cfg.accelerate!r} (auto, yes or no)")
-    if getattr(cfg, "temperature", None) is not None and cfg.temperature <= 0:
-        problems.append("temperature must be > 0")
+    return problems
+
+
+def range_problems(cfg: Any) -> list[str]:
+    """Every numeric setting of ``cfg`` outside its declared range (``capeval.ranges.TRAIN_RANGES``
+    under ``cfg.RANGES``; None means "not set" and passes), as ``"lr=0 out of range: ..."``."""
+    from capeval.ranges import TRAIN_RANGES
+
+    declared = TRAIN_RANGES[type(cfg).RANGES]
+    problems = []
+    for f in dataclasses.fields(cfg):
+        value, bounds = getattr(cfg, f.name), declared.get(f.name)
+        if bounds is not None and value is not None and not bounds.accepts(value):
+            problems.append(f"{f.name}={value!r} out of range: {bounds.describe(f.name)}")
     return problems

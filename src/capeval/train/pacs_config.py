@@ -12,6 +12,7 @@ weight decay 0.01, CLIP's own logit scale (frozen) as 1/tau, constant lr, max 30
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from capeval.errors import InputError
 from capeval.train.config import runtime_problems
@@ -23,6 +24,8 @@ MODE_LAMBDAS = {"pacs": (0.05, 0.1), "pacs++": (0.1, 0.001)}
 @dataclass
 class PacsTrainConfig:
     """Every setting of a PAC-S / PAC-S++ training run (YAML keys = these names)."""
+
+    RANGES: ClassVar[str] = "pacs"  # capeval.ranges.TRAIN_RANGES
 
     mode: str = "pacs++"                   # pacs: projections only | pacs++: LoRA
     # data (capeval.train.coco + capeval.train.pacs_data)
@@ -67,25 +70,14 @@ class PacsTrainConfig:
         problems = []
         if self.mode not in MODE_LAMBDAS:
             problems.append(f"mode={self.mode!r} (pacs or pacs++)")
-        for name in ("batch_size", "grad_accum", "max_epochs", "val_every", "log_every", "lora_rank"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name} must be >= 1")
-        for name in ("weight_decay", "patience_steps", "workers"):
-            if getattr(self, name) < 0:
-                problems.append(f"{name} must be >= 0")
-        for name in ("lambda_v", "lambda_t"):
-            if getattr(self, name) is not None and getattr(self, name) < 0:
-                problems.append(f"{name} must be >= 0")
-        if self.lr <= 0:
-            problems.append("lr must be > 0")
-        if self.batch_size % self.grad_accum:
+        problems += runtime_problems(self)
+        if not problems and self.batch_size % self.grad_accum:
             problems.append(f"batch_size {self.batch_size} must be a multiple of grad_accum {self.grad_accum}")
         if self.lora_qkv_init not in QKV_INITS:
             problems.append(f"lora_qkv_init={self.lora_qkv_init!r} ({' or '.join(QKV_INITS)})")
         bad = sorted(set(self.lora_targets) - set(TARGETS))
         if bad:
             problems.append(f"lora_targets {bad} (known: {', '.join(TARGETS)})")
-        problems += runtime_problems(self)
         if problems:
             raise InputError("PAC-S training config: " + "; ".join(problems))
 

@@ -43,7 +43,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -65,6 +65,8 @@ STAGES = ("xe", "scst")
 @dataclass
 class CaptionerTrainConfig:
     """Settings of ``capeval train captioner`` (YAML keys); defaults are the journal's."""
+
+    RANGES: ClassVar[str] = "captioner"  # capeval.ranges.TRAIN_RANGES
 
     coco_root: str | None = None
     annotations: str | None = None
@@ -109,11 +111,11 @@ class CaptionerTrainConfig:
     tensorboard: bool = False
 
     def __post_init__(self) -> None:
-        names = ("xe_batch_size", "scst_batch_size", "beam_size", "eval_beam", "log_every", "checkpoint_every")
-        problems = [f"{n} must be >= 1" for n in names if getattr(self, n) < 1]
-        if not 0 < self.adam_eps <= 1:
-            problems.append(f"adam_eps={self.adam_eps!r} must be in (0, 1]")
-        problems += runtime_problems(self)
+        problems = runtime_problems(self)
+        if not problems and self.d_model % self.heads:
+            problems.append(f"d_model={self.d_model} must be a multiple of heads={self.heads}")
+        if not problems and self.xe_decay_end < self.xe_decay_start:
+            problems.append(f"xe_decay_end={self.xe_decay_end} must be >= xe_decay_start={self.xe_decay_start}")
         if problems:
             raise InputError("captioner config: " + "; ".join(problems))
 
