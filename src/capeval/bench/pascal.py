@@ -12,7 +12,6 @@ from capeval.bench import statistics as stats
 from capeval.bench._common import accuracy_spec, count_spec
 from capeval.bench.base import (Benchmark, Loaded, ScoreItem, Setting, StatSpec, check_loader_options, collapse,
                                 malformed)
-from capeval.errors import InputError
 from capeval.ranges import POSITIVE_INT
 
 CATEGORIES = ("HC", "HI", "HM", "MM")
