@@ -8,8 +8,12 @@ The server (started here, in a thread, on 127.0.0.1) answers every chat completi
 ``--latency`` seconds (a stand-in for the model's generation time): a visual context or a
 rating for VisCE2, CLAIR's JSON, and for FLEUR/EXPERT the answer ``0.75`` with per-token
 ``top_logprobs`` (so the smoothing runs). Rows per judge:
-  c=N     empty cache, N requests in flight
-  cached  the same call again on the c=N cache: no request, hashing and cache reads only
+  c=N       empty cache, N requests in flight
+  cached    the same call again on the c=N cache: no request, hashing and cache reads only
+  new caps  (visce2) new captions of the same images: one rating request per caption, the
+            images' visual contexts come from the cache
+The client side (JSON, base64 of each padded image, atomic cache writes) is what is measured
+beyond ``latency / concurrency``.
 """
 
 from __future__ import annotations
@@ -123,13 +127,15 @@ def main() -> int:
             for judge in args.judges.split(","):
                 for conc in [int(c) for c in args.concurrency.split(",")]:
                     scorer = build(judge, Path(tmp) / f"cache-{judge}-{conc}", conc)
-                    for label in (f"c={conc}", "cached"):
+                    labels = [f"c={conc}", "cached"] + (["new caps"] if judge == "visce2" else [])
+                    for label in labels:
                         before = server.count
                         t0 = time.perf_counter()
+                        run_caps = {k: v + " (new)" for k, v in caps.items()} if label == "new caps" else caps
                         if judge == "clair":
-                            res = scorer.score(caps, refs)[judge]
+                            res = scorer.score(run_caps, refs)[judge]
                         else:
-                            res = scorer.score(caps, refs if judge == "ref-fleur" else None, images=images)[judge]
+                            res = scorer.score(run_caps, refs if judge == "ref-fleur" else None, images=images)[judge]
                         dt = time.perf_counter() - t0
                         assert len(res.items) == args.items, (judge, res.extras.get("errors"))
                         rows.append((judge, label, server.count - before, dt))
