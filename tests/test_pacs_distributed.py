@@ -11,9 +11,6 @@ gradients whose exact value is 0 into lr-sized steps, which no fixed tolerance s
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +19,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("PIL.Image")
 pytest.importorskip("yaml")
 
+from _torchrun import torchrun  # noqa: E402
 from test_scst_distributed import HOOKED, _Split, _write_inputs  # noqa: E402
 
 from capeval.train.runner import Runner  # noqa: E402
@@ -99,17 +97,9 @@ def test_two_processes_compute_the_loss_and_gradients_of_one(tmp_path, monkeypat
 
     clip_file, vocab, coco = _write_inputs(tmp_path)
     cfg = _config(tmp_path / "cfg.yaml", clip_file, coco, _positives(tmp_path, coco))
-    script = tmp_path / "hooked.py"
-    script.write_text(HOOKED)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "CAPEVAL_CLIP_VOCAB": str(vocab),
-           # src, and tests/ for this module's import of test_scst_distributed in each process
-           "PYTHONPATH": os.pathsep.join(str(Path(__file__).resolve().parents[k] / d) for k, d in ((1, "src"), (0, ""))),
-           "OMP_NUM_THREADS": "1"}
     two = tmp_path / "two"
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           str(script), __file__, str(tmp_path), "record_frozen", "train", "pacs", "--config",
-                           str(cfg), "--quiet", "--output-dir", str(two)], env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = torchrun(tmp_path, HOOKED, vocab, __file__, str(tmp_path), "record_frozen", "train", "pacs", "--config",
+                    str(cfg), "--quiet", "--output-dir", str(two))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count('"run_dir"') == 1  # the main process alone reports
     ranks = [torch.load(tmp_path / f"record_frozen{r}.pt", weights_only=False) for r in (0, 1)]

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ torch = pytest.importorskip("torch")
 Image = pytest.importorskip("PIL.Image")
 pytest.importorskip("yaml")
 
+from _torchrun import torchrun  # noqa: E402
 from capeval.train.runner import Runner  # noqa: E402
 from capeval.train.scst import scst_loss, xe_loss  # noqa: E402
 from capeval.train.scst_model import PAD, CaptionTransformer, pad_batch  # noqa: E402
@@ -241,14 +240,9 @@ def test_two_processes_train_the_weights_of_one(tmp_path, monkeypatch):
 
     clip_file, vocab, coco = _write_inputs(tmp_path)
     cfg = _config(tmp_path / "cfg.yaml", clip_file, coco)
-    script = tmp_path / "launch.py"
-    script.write_text(LAUNCH)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "CAPEVAL_CLIP_VOCAB": str(vocab),
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "OMP_NUM_THREADS": "1"}
     two = tmp_path / "two"
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           str(script), __file__, str(tmp_path), "train", "captioner", "--config", str(cfg),
-                           "--quiet", "--output-dir", str(two)], env=env, capture_output=True, text=True, timeout=300)
+    proc = torchrun(tmp_path, LAUNCH, vocab, __file__, str(tmp_path), "train", "captioner", "--config", str(cfg),
+                    "--quiet", "--output-dir", str(two))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count('"run_dir"') == 1  # the main process alone reports
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
@@ -299,14 +293,8 @@ def _one_config(cfg: Path, out: Path):
 
 
 def _torchrun(tmp_path: Path, vocab: Path, hook: str, cfg: Path, out: Path, *args: str):
-    script = tmp_path / "hooked.py"
-    script.write_text(HOOKED)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "CAPEVAL_CLIP_VOCAB": str(vocab),
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           str(script), __file__, str(tmp_path), hook, "train", "captioner", "--config", str(cfg),
-                           "--quiet", "--output-dir", str(out), *args], env=env, capture_output=True, text=True,
-                          timeout=300)
+    return torchrun(tmp_path, HOOKED, vocab, __file__, str(tmp_path), hook, "train", "captioner", "--config",
+                    str(cfg), "--quiet", "--output-dir", str(out), *args)
 
 
 def _rows(run: Path) -> list[dict[str, str]]:
