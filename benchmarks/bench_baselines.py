@@ -34,12 +34,9 @@ DATA = Path(os.environ.get("CAPEVAL_DATA", ROOT.parent / "shared" / "data"))
 
 def load_expert(limit: int) -> tuple[list[str], list[list[str]], list[str]]:
     """``(candidates, references, all captions)`` of the first ``limit`` Flickr8k-Expert items."""
-    captions, by_image = {}, {}
-    for line in (DATA / "flickr8k" / "Flickr8k.token.txt").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            cid, text = line.split("\t", 1)
-            captions[cid] = text
-            by_image.setdefault(cid.split("#")[0], []).append(text)
+    from capeval.bench.flickr8k import read_flickr8k_tokens
+
+    captions, by_image = read_flickr8k_tokens(DATA / "flickr8k" / "Flickr8k.token.txt")
     cands, refs = [], []
     for line in (DATA / "flickr8k" / "ExpertAnnotations.txt").read_text(encoding="utf-8").splitlines():
         image, cid, *_ = line.split("\t")

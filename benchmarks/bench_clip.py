@@ -35,12 +35,9 @@ DATA = Path(os.environ.get("CAPEVAL_DATA", ROOT.parent / "shared" / "data"))
 
 
 def load_expert(limit_images: int | None):
-    captions, by_image = {}, {}
-    for line in (DATA / "flickr8k" / "Flickr8k.token.txt").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            cid, text = line.split("\t", 1)
-            captions[cid] = text
-            by_image.setdefault(cid.split("#")[0], []).append(text)
+    from capeval.bench.flickr8k import read_flickr8k_tokens
+
+    captions, by_image = read_flickr8k_tokens(DATA / "flickr8k" / "Flickr8k.token.txt")
     pairs, seen, order = [], set(), []
     for line in (DATA / "flickr8k" / "ExpertAnnotations.txt").read_text(encoding="utf-8").splitlines():
         image, cid, *_ = line.split("\t")
