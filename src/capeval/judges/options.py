@@ -1,4 +1,6 @@
-"""The judges' common options: their valid ranges and the backend they build.
+"""The judges' common options (their valid ranges, the backend they build) and the judges' one
+generation path: :func:`request_key` (the cache key of a request) and :func:`answers` (cache
+lookups, the backend for the misses, each answer stored as it arrives).
 
 Every judge takes ``backend`` (``"transformers"``, ``"openai"`` or a backend object),
 ``model``, ``base_url``, ``api_key``, ``concurrency``, ``timeout``, ``max_retries``,
