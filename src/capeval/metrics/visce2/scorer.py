@@ -111,9 +111,6 @@ class VisCE2(ScorerBase):
             "context": load_text_table(contexts, "contexts") if contexts else None,
             "description": load_text_table(descriptions, "descriptions") if descriptions else None,
         }
-        if isinstance(backend, str) and backend.strip().lower() == "transformers" and score_mode == "expected" \
-                and base_url is None and api_key is None:
-            raise InputError("visce2 score_mode='expected' needs token log-probabilities: use backend='openai'")
         # the shared layer builds the backend (option ranges checked before any model is loaded)
         self.backend = jopt.make_backend("visce2", backend, model=model, default_model=None, device=device,
                                          dtype=dtype, quantization=quantization, revision=revision,
@@ -122,6 +119,8 @@ class VisCE2(ScorerBase):
                                          retry_backoff=retry_backoff, temperature=temperature, seed=seed,
                                          max_new_tokens=max_new_tokens, top_logprobs=top_logprobs,
                                          pad_to_square=pad)
+        if score_mode == "expected" and isinstance(backend, str) and self.backend.name == "transformers":
+            raise InputError("visce2 score_mode='expected' needs token log-probabilities: use backend='openai'")
 
     # -- step 1: one context / description per image ---------------------------------
     def _step1(self, kind: str, metric: str, items: dict[str, tuple[Any, str]], ident: dict[str, Any],
