@@ -284,7 +284,9 @@ def test_clair_resumes_after_an_interrupted_run(tmp_path):
 
 @pytest.mark.parametrize("kw,msg", [
     ({"tries": 0}, r"clair\.tries=0 out of range"), ({"concurrency": 0}, r"clair\.concurrency=0 out of range"),
-    ({"temperature": -1}, r"clair\.temperature=-1 out of range"), ({"backend": "transformers"}, "clair option backend"),
+    ({"temperature": -1}, r"clair\.temperature=-1 out of range"), ({"backend": "vllm"}, "clair option backend"),
+    ({"backend": "transformers"}, "clair option base_url does not apply"),
+    ({"batch_size": 0}, r"clair\.batch_size=0 out of range"),
     ({"unparsed": "skip"}, "clair option unparsed"), ({"top_logprobs": 3}, "unexpected keyword"),
 ])
 def test_clair_options_are_checked(kw, msg):

@@ -39,8 +39,9 @@ JUDGE_SPECS: list[dict[str, Any]] = [
                      "context; 0-100; higher is better", **_VISCE2_COMMON),
     dict(name="clair", factory="capeval.metrics.clair:CLAIR", group="clair", reference=_CLAIR,
          needs=frozenset({"references"}), accepts=frozenset({"references", "skip_bad_items"}), in_all=False,
-         description="CLAIR: an LLM (any OpenAI-compatible server) rates 0-100 how likely the candidate and the "
-                     "references describe the same image, JSON answer with a reason; score / 100; higher is better"),
+         description="CLAIR: an LLM (any OpenAI-compatible server, or a local chat LLM via transformers) rates 0-100 "
+                     "how likely the candidate and the references describe the same image, JSON answer with a "
+                     "reason; score / 100; higher is better"),
     dict(name="fleur", needs=frozenset({"images"}),
          description="FLEUR: LLaVA-1.5-13B rates the caption 0.0-1.0 from the image; the number smoothed with the "
                      "model's digit probabilities; higher is better", **_FLEUR_COMMON),

@@ -1,15 +1,17 @@
 """Judge backends: what asks a (vision-)language model one question, about one image or none.
 
 A backend takes :class:`Request` objects (image + rendered prompt) and calls back with an
-:class:`Answer` for each as soon as it has it (so the caller can cache it at once). Two ship
+:class:`Answer` for each as soon as it has it (so the caller can cache it at once). Three ship
 with capeval:
 
 - ``transformers`` (:mod:`.transformers_llava`): LLaVA-1.5 / LLaVA-1.6 through the
   ``llava-hf`` ports, wrapped in LLaVA's ``llava_v1`` conversation as the reference does;
+- ``transformers`` for the text-only judges (:mod:`.transformers_text`): a chat LLM, the
+  prompt as one user message through the tokenizer's chat template, as a server applies it;
 - ``openai`` (:mod:`.openai_compat`): any OpenAI-compatible chat server (vLLM, llama.cpp,
   Ollama, hosted APIs); the server applies its own chat template.
 
-Both expose ``identity()`` (what the answers depend on besides the inputs: the cache key's
+All expose ``identity()`` (what the answers depend on besides the inputs: the cache key's
 model part), ``decoding()``, ``signature()`` and ``generate(requests, on_answer, progress)``.
 """
 

@@ -1,4 +1,6 @@
-"""The judges' common options: their valid ranges and the backend they build.
+"""The judges' common options (their valid ranges, the backend they build) and the judges' one
+generation path: :func:`request_key` (the cache key of a request) and :func:`answers` (cache
+lookups, the backend for the misses, each answer stored as it arrives).
 
 Every judge takes ``backend`` (``"transformers"``, ``"openai"`` or a backend object),
 ``model``, ``base_url``, ``api_key``, ``concurrency``, ``timeout``, ``max_retries``,
@@ -11,9 +13,10 @@ too, for scorers built directly, before any model is loaded or request sent.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Hashable, Mapping
 
 from capeval.errors import InputError
+from capeval.judges.cache import cache_key, text_sha
 
 BACKENDS = ("transformers", "openai")
 
@@ -29,13 +32,14 @@ def check_range(label: str, name: str, value: Any) -> None:
 
 
 def make_backend(label: str, backend: Any, *, model: str | None, default_model: str | None,
-                 local: bool = True, device: str = "cpu", dtype: str = "auto", quantization: str | None = None,
+                 text_only: bool = False, device: str = "cpu", dtype: str = "auto", quantization: str | None = None,
                  revision: str | None = None, batch_size: int = 8, base_url: str | None = None,
                  api_key: str | None = None, concurrency: int = 4, timeout: float = 120.0, max_retries: int = 5,
                  retry_backoff: float = 1.0, temperature: float = 0.0, seed: int | None = 0,
                  max_new_tokens: int = 512, top_logprobs: int = 20, pad_to_square: bool = True) -> Any:
     """The backend object for ``backend`` (a name or an object with ``generate``/``identity``/
-    ``decoding``/``signature``). ``local=False``: the judge has no local backend (CLAIR)."""
+    ``decoding``/``signature``). ``text_only``: the judge sends no image (CLAIR), its local
+    backend is a chat LLM (:mod:`.transformers_text`), not LLaVA."""
     for name, value in (("concurrency", concurrency), ("timeout", timeout), ("max_retries", max_retries),
                         ("retry_backoff", retry_backoff), ("temperature", temperature), ("seed", seed),
                         ("max_new_tokens", max_new_tokens), ("top_logprobs", top_logprobs),
@@ -47,14 +51,21 @@ def make_backend(label: str, backend: Any, *, model: str | None, default_model: 
                              "(needs generate, identity, decoding, signature)")
         return backend
     name = backend.strip().lower()
-    choices = BACKENDS if local else ("openai",)
-    if name not in choices:
-        raise InputError(f"{label} option backend: expected {' or '.join(choices)} or a backend object, got {backend!r}")
+    if name not in BACKENDS:
+        raise InputError(f"{label} option backend: expected {' or '.join(BACKENDS)} or a backend object, got {backend!r}")
     given = {"base_url": base_url, "api_key": api_key, "quantization": quantization, "revision": revision}
     wrong = [k for k in (("quantization", "revision") if name == "openai" else ("base_url", "api_key"))
              if given[k] is not None]
     if wrong:
         raise InputError(f"{label} option {wrong[0]} does not apply to backend={name!r}")
+    if name == "transformers" and text_only:
+        from capeval.judges.transformers_text import TransformersText
+
+        if quantization is not None:
+            raise InputError(f"{label} option quantization does not apply to the text-only transformers backend")
+        return TransformersText(model or default_model, device=device, dtype=dtype, revision=revision,
+                                batch_size=batch_size, temperature=temperature, seed=seed,
+                                max_new_tokens=max_new_tokens, label=label)
     if name == "transformers":
         from capeval.judges.transformers_llava import TransformersLlava
 
@@ -100,6 +111,36 @@ def run_cached(backend: Any, cache: Any, kind: str, todo: list[tuple[str, Any]],
 
     with make_progress(len(todo), desc, progress) as bar:
         backend.generate([req for _, req in todo], on_answer, bar)
+
+
+def request_key(kind: str, image: str | None, prompt: str, ident: Any, dec: Any, **more: Any) -> str:
+    """The cache key of one generation: ``kind``, the image's content hash (None: no image), the
+    sha256 of the exact prompt, the backend's identity and decoding, and ``more`` (e.g. CLAIR's try)."""
+    return cache_key(kind, {"image": image, "prompt": text_sha(prompt), "model": ident, "decoding": dec, **more})
+
+
+def answers(backend: Any, cache: Any, kind: str, wanted: Mapping[Hashable, tuple[str, Any]],
+            progress: bool | None, desc: str) -> tuple[dict[Hashable, dict[str, Any]], int, int]:
+    """The one generation path of the judges: ``wanted`` maps a slot (an item, an image digest)
+    to ``(cache key, Request)``. Each distinct key is looked up once (a hit needs log-probs when
+    its request asks for them); the misses are generated through the backend (its batching,
+    concurrency and retries), each answer stored as it arrives (:func:`run_cached`).
+
+    Returns ``({slot: record}, generated, cached)``, the counts over distinct keys.
+    """
+    records: dict[str, dict[str, Any]] = {}
+    todo: dict[str, Any] = {}
+    for key, req in wanted.values():
+        if key in records or key in todo:
+            continue
+        hit = lookup(cache, kind, key, bool(req.logprobs))
+        if hit is not None:
+            records[key] = hit
+        else:
+            todo[key] = req
+    cached = len(records)
+    run_cached(backend, cache, kind, list(todo.items()), records, progress, desc)
+    return {slot: records[key] for slot, (key, _) in wanted.items()}, len(todo), cached
 
 
 def lookup(cache: Any, kind: str, key: str, want_logprobs: bool) -> dict[str, Any] | None:

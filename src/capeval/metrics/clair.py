@@ -4,8 +4,12 @@ A text-only LLM reads the candidate and the references and answers, in JSON, how
 (0-100) it is that both describe the same image, with a reason. The prompt, its "- caption"
 lines, the parsing (:func:`capeval.judges.answers.parse_clair`), the 3 tries and the scale
 (score / 100) are DavidMChan/clair ``clair.py``'s; decoding is greedy (temperature 0) as there,
-``max_tokens`` 1024 (its default). The paper's engine is ChatGPT (``gpt-3.5-turbo``); here any
-OpenAI-compatible server (``backend="openai"``: vLLM, Ollama, llama.cpp, hosted APIs).
+``max_tokens`` 1024 (its default). The paper's engine is ChatGPT (``gpt-3.5-turbo``), which
+clair.py reaches through grazier's chat engine: the prompt is ONE user message. Here any
+OpenAI-compatible server (``backend="openai"``: vLLM, Ollama, llama.cpp, hosted APIs) or a local
+chat LLM in ``transformers`` (``backend="transformers"``, ``model=`` folder or hub name:
+:mod:`capeval.judges.transformers_text` applies the model's chat template to that one message as
+a server does).
 
 Item score = score / 100 (range [0, 1] for answers on the asked scale; not clipped, as the
 official code); system = mean. The reason is in ``extras["reasons"]``, the raw answers in
@@ -25,7 +29,7 @@ from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_re
 from capeval.judges import answers as ans
 from capeval.judges import options as jopt
 from capeval.judges.backends import Request
-from capeval.judges.cache import cache_key, open_cache, text_sha
+from capeval.judges.cache import open_cache
 from capeval.result import MetricResult, Report, Signature
 from capeval.scorer import ScorerBase
 
@@ -56,7 +60,8 @@ class CLAIR(ScorerBase):
     """CLAIR; item range [0, 1] (score / 100), higher is better.
 
     ``backend="openai"`` (default; ``model``, ``base_url``, ``api_key``, ``concurrency``,
-    ``timeout``, ``max_retries``, ``retry_backoff``) or a backend object. ``temperature``
+    ``timeout``, ``max_retries``, ``retry_backoff``), ``"transformers"`` (a local chat LLM:
+    ``model`` (required), ``device``, ``dtype``, ``revision``, ``batch_size``) or a backend object. ``temperature``
     0 (the official), ``seed``, ``max_new_tokens`` 1024, ``tries`` 3 (answers without a number
     are asked again; each try is its own cache entry), ``cache`` (True: ``<capeval cache>/clair``,
     a folder, or None), ``unparsed`` ``"error"`` or ``"zero"``.
@@ -69,12 +74,14 @@ class CLAIR(ScorerBase):
                  base_url: str | None = None, api_key: str | None = None, concurrency: int = 4,
                  timeout: float = 120.0, max_retries: int = 5, retry_backoff: float = 1.0,
                  temperature: float = 0.0, seed: int | None = 0, max_new_tokens: int = 1024, tries: int = 3,
-                 cache: bool | str | os.PathLike[str] | None = True, unparsed: str = "error"):
+                 cache: bool | str | os.PathLike[str] | None = True, unparsed: str = "error",
+                 device: str = "cpu", dtype: str = "auto", revision: str | None = None, batch_size: int = 8):
         self.metrics = self._select(metrics)
         jopt.check_choice(self.label, "unparsed", unparsed, UNPARSED)
         jopt.check_range(self.label, "tries", tries)
         jopt.check_cache(self.label, cache)
-        self.backend = jopt.make_backend(self.label, backend, model=model, default_model=None, local=False,
+        self.backend = jopt.make_backend(self.label, backend, model=model, default_model=None, text_only=True,
+                                         device=device, dtype=dtype, revision=revision, batch_size=batch_size,
                                          base_url=base_url, api_key=api_key, concurrency=concurrency,
                                          timeout=timeout, max_retries=max_retries, retry_backoff=retry_backoff,
                                          temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
@@ -104,23 +111,15 @@ class CLAIR(ScorerBase):
         generated = cached = 0
         pending = list(good)
         for attempt in range(self.tries):
-            keys = {i: cache_key("clair", {"image": None, "prompt": text_sha(prompts[i]), "model": ident,
-                                           "decoding": dec, "try": attempt}) for i in pending}
-            records: dict[str, dict[str, Any]] = {}
-            todo: dict[str, Request] = {}
-            for i in pending:
-                hit = jopt.lookup(self.cache, "clair", keys[i], False)
-                if hit is not None:
-                    records[keys[i]] = hit
-                elif keys[i] not in todo:
-                    todo[keys[i]] = Request(i, None, prompts[i])
-            cached += len({keys[i] for i in pending}) - len(todo)
-            generated += len(todo)
-            jopt.run_cached(self.backend, self.cache, "clair", list(todo.items()), records, progress,
-                            f"clair try {attempt + 1}")
+            wanted = {i: (jopt.request_key("clair", None, prompts[i], ident, dec, **{"try": attempt}),
+                          Request(i, None, prompts[i])) for i in pending}
+            records, n_new, n_cached = jopt.answers(self.backend, self.cache, "clair", wanted, progress,
+                                                    f"clair try {attempt + 1}")
+            generated += n_new
+            cached += n_cached
             still = []
             for i in pending:
-                text = records[keys[i]]["answer"]
+                text = records[i]["answer"]
                 raw[i].append(text)
                 p = ans.parse_clair(text)
                 if p.score is None:

@@ -38,7 +38,7 @@ from capeval.judges import answers as ans
 from capeval.judges import images as imgs
 from capeval.judges import options as jopt
 from capeval.judges.backends import Request
-from capeval.judges.cache import cache_key, open_cache, text_sha
+from capeval.judges.cache import open_cache
 from capeval.result import MetricResult, Report, Signature
 from capeval.scorer import ScorerBase
 
@@ -162,29 +162,18 @@ class _LlavaJudge(ScorerBase):
         good, sources, digests = imgs.usable_items(cands, images, self.label, skip_bad_items)
         ident, dec = self.backend.identity(), self.backend.decoding()
         want_lp = self.score_mode == "smoothed"
-        keys: dict[tuple[str, str], str] = {}
-        records: dict[str, dict[str, Any]] = {}
-        todo: dict[str, Request] = {}
+        wanted: dict[tuple[str, str], tuple[str, Request]] = {}
         for m in self.metrics:
             for i in good:
                 prompt = render(m, cands[i], refs[i] if refs is not None else None)
-                key = cache_key("rating", {"image": digests[i], "prompt": text_sha(prompt), "model": ident,
-                                           "decoding": dec})
-                keys[(m, i)] = key
-                if key in records or key in todo:
-                    continue
-                hit = jopt.lookup(self.cache, "rating", key, want_lp)
-                if hit is not None:
-                    records[key] = hit
-                else:
-                    todo[key] = Request(i, sources[i], prompt, logprobs=want_lp)
-        n_keys = len(set(keys.values()))
-        jopt.run_cached(self.backend, self.cache, "rating", list(todo.items()), records, progress,
-                        f"{self.label} rating")
-        counters = {"generated": len(todo), "cached": n_keys - len(todo)}
+                wanted[(m, i)] = (jopt.request_key("rating", digests[i], prompt, ident, dec),
+                                  Request(i, sources[i], prompt, logprobs=want_lp))
+        records, generated, cached = jopt.answers(self.backend, self.cache, "rating", wanted, progress,
+                                                  f"{self.label} rating")
+        counters = {"generated": generated, "cached": cached}
         results = []
         for m in self.metrics:
-            items, extras = self._items(m, good, keys, records)
+            items, extras = self._items(m, good, records)
             extras.update(counters)
             if self.explanation:
                 extras.update(self._explain(m, good, cands, items, extras, sources, digests, ident, dec, progress))
@@ -195,8 +184,8 @@ class _LlavaJudge(ScorerBase):
                                         extras=extras, skipped=tuple(skipped)))
         return Report(results)
 
-    def _items(self, metric: str, good: list[str], keys: dict[tuple[str, str], str],
-               records: dict[str, dict[str, Any]]) -> tuple[dict[str, float], dict[str, Any]]:
+    def _items(self, metric: str, good: list[str],
+               records: dict[Any, dict[str, Any]]) -> tuple[dict[str, float], dict[str, Any]]:
         items: dict[str, float] = {}
         raw: dict[str, str] = {}
         numbers: dict[str, float] = {}
@@ -204,7 +193,7 @@ class _LlavaJudge(ScorerBase):
         notes: dict[str, list[str]] = {}
         errors: dict[str, dict[str, str]] = {}
         for i in good:
-            record = records[keys[(metric, i)]]
+            record = records[(metric, i)]
             text = record["answer"]
             raw[i] = text
             if self.score_mode == "number":
@@ -239,26 +228,17 @@ class _LlavaJudge(ScorerBase):
                  extras: dict[str, Any], sources: dict[str, Any], digests: dict[str, str], ident: Any, dec: Any,
                  progress: bool | None) -> dict[str, Any]:
         """EXPERT's second turn: the explanation, after the score written back as ``str(score) + "</s>"``."""
-        keys: dict[str, str] = {}
-        records: dict[str, dict[str, Any]] = {}
-        todo: dict[str, Request] = {}
+        wanted: dict[str, tuple[str, Request]] = {}
         for i in good:
             if i not in items or i in extras["errors"]:
                 continue  # the official code stops at the scoring turn for these
             history = ((render(metric, cands[i]), f"{items[i]!r}</s>"),)
             prompt = render_explanation(cands[i])
             blob = json.dumps({"history": history, "prompt": prompt}, ensure_ascii=False)
-            key = cache_key("explanation", {"image": digests[i], "prompt": text_sha(blob), "model": ident,
-                                            "decoding": dec})
-            keys[i] = key
-            hit = jopt.lookup(self.cache, "explanation", key, False)
-            if hit is not None:
-                records[key] = hit
-            elif key not in todo:
-                todo[key] = Request(i, sources[i], prompt, history=history)
-        jopt.run_cached(self.backend, self.cache, "explanation", list(todo.items()), records, progress,
-                        "expert explanation")
-        texts = {i: records[k]["answer"] for i, k in keys.items()}
+            wanted[i] = (jopt.request_key("explanation", digests[i], blob, ident, dec),
+                         Request(i, sources[i], prompt, history=history))
+        records, _, _ = jopt.answers(self.backend, self.cache, "explanation", wanted, progress, "expert explanation")
+        texts = {i: r["answer"] for i, r in records.items()}
         return {"explanation_answers": texts, "explanations": {i: parse_explanation(t) for i, t in texts.items()}}
 
     def signature(self, metric: str, refs: dict[str, list[str]] | None = None) -> Signature:

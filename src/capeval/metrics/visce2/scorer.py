@@ -11,8 +11,10 @@ Sec. 3), clipped to [0, 100] (capeval's choice; clipped answers in ``extras["cli
 ``extras["n_clipped"]``); ``parse_rule="reference"`` takes the reference code's first integer
 with neither (:mod:`.parse`); system score = mean of item scores; higher is better. The ablations
 replace the context by nothing (``-vanilla``), the references (``-ref``) or a free
-description generated in step 1 (``-desc``). Prompts: :mod:`.prompts`; backends:
-:mod:`.backends`; the on-disk cache of every generation: :mod:`.cache`.
+description generated in step 1 (``-desc``). Prompts: :mod:`.prompts`; backends, the on-disk
+cache of every generation and the one generation path (request keys, cache lookups, the
+backend's batching / concurrency / retries, answers stored as they arrive):
+:mod:`capeval.judges` (:func:`capeval.judges.options.answers`), shared with the other judges.
 
 Answers without a number are error items: left out of ``items``, listed in
 ``extras["errors"]`` with the raw answer (and in ``skipped``); ``unparsed="zero"`` scores them
@@ -32,16 +34,14 @@ from typing import Any, ClassVar, Mapping, Sequence
 from capeval.errors import InputError
 from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references
 from capeval.judges import images as imgs
-from capeval.judges.backends import NAMES, Answer, Request
-from capeval.judges.cache import cache_key, open_cache, text_sha
+from capeval.judges import options as jopt
+from capeval.judges.backends import Request
+from capeval.judges.cache import open_cache
 from capeval.metrics.visce2 import parse, prompts
-from capeval.progress import make_progress
 from capeval.result import MetricResult, Report, Signature
 from capeval.scorer import ScorerBase
 
 SCORE_MODES = ("first-integer", "expected")
-_SERVER_ONLY = ("base_url", "api_key")
-_LOCAL_ONLY = ("quantization", "revision")
 
 
 def load_text_table(path: str | os.PathLike[str], option: str) -> tuple[dict[str, str], str]:
@@ -105,41 +105,22 @@ class VisCE2(ScorerBase):
             raise InputError(f"visce2 option score_mode: expected one of {', '.join(SCORE_MODES)}, got {score_mode!r}")
         self.unparsed = unparsed
         self.score_mode = score_mode
-        if not isinstance(cache, (bool, str, os.PathLike)) and cache is not None:
-            raise InputError(f"visce2 option cache: expected true/false or a folder, got {cache!r}")
+        jopt.check_cache("visce2", cache)
         self.cache = open_cache(cache)
         self.tables: dict[str, tuple[dict[str, str], str] | None] = {
             "context": load_text_table(contexts, "contexts") if contexts else None,
             "description": load_text_table(descriptions, "descriptions") if descriptions else None,
         }
-        given = {"base_url": base_url, "api_key": api_key, "quantization": quantization, "revision": revision}
-        if isinstance(backend, str):
-            name = backend.strip().lower()
-            if name not in NAMES:
-                raise InputError(f"visce2 option backend: expected one of {', '.join(NAMES)} or a backend object, "
-                                 f"got {backend!r}")
-            wrong = [k for k in (_LOCAL_ONLY if name == "openai" else _SERVER_ONLY) if given[k] is not None]
-            if wrong:
-                raise InputError(f"visce2 option {wrong[0]} does not apply to backend={name!r}")
-            if name == "transformers":
-                if score_mode == "expected":
-                    raise InputError("visce2 score_mode='expected' needs token log-probabilities: use backend='openai'")
-                from capeval.judges.transformers_llava import TransformersLlava
-
-                backend = TransformersLlava(model, device=device, dtype=dtype, quantization=quantization,
-                                            revision=revision, batch_size=batch_size, temperature=temperature,
-                                            seed=seed, max_new_tokens=max_new_tokens, pad_to_square=pad)
-            else:
-                from capeval.judges.openai_compat import OpenAICompat
-
-                backend = OpenAICompat(model, base_url=base_url, api_key=api_key, concurrency=concurrency,
-                                       timeout=timeout, max_retries=max_retries, retry_backoff=retry_backoff,
-                                       temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                                       top_logprobs=top_logprobs, pad_to_square=pad)
-        elif not all(hasattr(backend, a) for a in ("generate", "identity", "decoding", "signature")):
-            raise InputError(f"visce2 option backend: {type(backend).__name__} is not a backend "
-                             "(needs generate, identity, decoding, signature)")
-        self.backend = backend
+        # the shared layer builds the backend (option ranges checked before any model is loaded)
+        self.backend = jopt.make_backend("visce2", backend, model=model, default_model=None, device=device,
+                                         dtype=dtype, quantization=quantization, revision=revision,
+                                         batch_size=batch_size, base_url=base_url, api_key=api_key,
+                                         concurrency=concurrency, timeout=timeout, max_retries=max_retries,
+                                         retry_backoff=retry_backoff, temperature=temperature, seed=seed,
+                                         max_new_tokens=max_new_tokens, top_logprobs=top_logprobs,
+                                         pad_to_square=pad)
+        if score_mode == "expected" and isinstance(backend, str) and self.backend.name == "transformers":
+            raise InputError("visce2 score_mode='expected' needs token log-probabilities: use backend='openai'")
 
     # -- step 1: one context / description per image ---------------------------------
     def _step1(self, kind: str, metric: str, items: dict[str, tuple[Any, str]], ident: dict[str, Any],
@@ -149,9 +130,9 @@ class VisCE2(ScorerBase):
         assert prompt is not None
         table = self.tables[kind]
         out: dict[str, str] = {}
-        todo: dict[str, tuple[str, Request]] = {}  # digest -> (cache key, request)
+        wanted: dict[str, tuple[str, Request]] = {}  # digest -> (cache key, request)
         for i, (image, dig) in items.items():
-            if dig in out or dig in todo:
+            if dig in out or dig in wanted:
                 continue
             if table is not None:
                 name = os.path.basename(os.fspath(image)) if isinstance(image, (str, os.PathLike)) else None
@@ -160,36 +141,13 @@ class VisCE2(ScorerBase):
                     out[dig] = text
                     stats["from_file"] = stats.get("from_file", 0) + 1
                     continue
-            key = cache_key(kind, {"image": dig, "prompt": text_sha(prompt), "model": ident, "decoding": dec})
-            hit = self.cache.get(kind, key)
-            if hit is not None:
-                out[dig] = hit["answer"]
-                stats["cached"] = stats.get("cached", 0) + 1
-            else:
-                todo[dig] = (key, Request(i, image, prompt))
-        self._run(kind, list(todo.items()), out, progress, f"visce2 {kind}")
-        stats["generated"] = stats.get("generated", 0) + len(todo)
+            wanted[dig] = (jopt.request_key(kind, dig, prompt, ident, dec), Request(i, image, prompt))
+        records, generated, cached = jopt.answers(self.backend, self.cache, kind, wanted, progress, f"visce2 {kind}")
+        out.update({dig: r["answer"] for dig, r in records.items()})
+        stats["generated"] = stats.get("generated", 0) + generated
+        stats["cached"] = stats.get("cached", 0) + cached
         # the reference inserts the decoded answer after .strip(); servers may keep edge whitespace
         return {dig: text.strip() for dig, text in out.items()}
-
-    def _run(self, kind: str, todo: list[tuple[str, tuple[str, Request]]], out: dict[str, Any],
-             progress: bool | None, desc: str, keep: Any = None) -> None:
-        """Generate ``todo`` ((slot, (cache key, request))); store each answer in ``out[slot]`` and the cache."""
-        if not todo:
-            return
-        requests = [req for _, (_, req) in todo]
-
-        def on_answer(index: int, answer: Answer) -> None:
-            slot, (key, req) = todo[index]
-            record: dict[str, Any] = {"answer": answer.text, "item": req.item}
-            if req.logprobs:
-                record["logprobs_requested"] = True
-                record["logprobs"] = answer.logprobs
-            self.cache.put(kind, key, record)  # at once: an interrupted run resumes from here
-            out[slot] = record if keep else answer.text
-
-        with make_progress(len(requests), desc, progress) as bar:
-            self.backend.generate(requests, on_answer, bar)
 
     # -- scoring ---------------------------------------------------------------------
     def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
@@ -213,9 +171,7 @@ class VisCE2(ScorerBase):
                 step1_stats[kind] = {}
                 step1[kind] = self._step1(kind, m, items, ident, dec, progress, step1_stats[kind])
         want_lp = self.score_mode == "expected"
-        rendered: dict[tuple[str, str], str] = {}  # (metric, id) -> rating cache key
-        answers: dict[str, Any] = {}
-        todo: dict[str, tuple[str, Request]] = {}
+        wanted: dict[tuple[str, str], tuple[str, Request]] = {}  # (metric, id) -> (rating cache key, request)
         for m in self.metrics:
             kind = prompts.variant(m).step1_kind
             for i in good:
@@ -224,31 +180,24 @@ class VisCE2(ScorerBase):
                 prompt = prompts.render_rating(m, cands[i], context=text if kind == "context" else None,
                                                description=text if kind == "description" else None,
                                                references=refs[i] if refs is not None else None)
-                key = cache_key("rating", {"image": dig, "prompt": text_sha(prompt), "model": ident, "decoding": dec})
-                rendered[(m, i)] = key
-                if key in answers or key in todo:
-                    continue
-                hit = self.cache.get("rating", key)
-                if hit is not None and (not want_lp or hit.get("logprobs_requested")):
-                    answers[key] = hit
-                else:
-                    todo[key] = (key, Request(i, sources[i], prompt, logprobs=want_lp))
-        self._run("rating", list(todo.items()), answers, progress, "visce2 rating", keep=True)
-        n_ratings = len(set(rendered.values()))
+                wanted[(m, i)] = (jopt.request_key("rating", dig, prompt, ident, dec),
+                                  Request(i, sources[i], prompt, logprobs=want_lp))
+        answers, generated, cached = jopt.answers(self.backend, self.cache, "rating", wanted, progress,
+                                                  "visce2 rating")
         counters: dict[str, Any] = {
-            "generated": {**{k: s.get("generated", 0) for k, s in step1_stats.items()}, "rating": len(todo)},
-            "cached": {**{k: s.get("cached", 0) for k, s in step1_stats.items()}, "rating": n_ratings - len(todo)},
+            "generated": {**{k: s.get("generated", 0) for k, s in step1_stats.items()}, "rating": generated},
+            "cached": {**{k: s.get("cached", 0) for k, s in step1_stats.items()}, "rating": cached},
         }
         from_file = {k: s["from_file"] for k, s in step1_stats.items() if s.get("from_file")}
         if from_file:
             counters["from_file"] = from_file
         usable = set(good)
         skipped_inputs = [i for i in cands if i not in usable]
-        results = [self._result(m, good, rendered, answers, step1, digests, counters, skipped_inputs, refs)
+        results = [self._result(m, good, answers, step1, digests, counters, skipped_inputs, refs)
                    for m in self.metrics]
         return Report(results)
 
-    def _result(self, metric: str, good: list[str], rendered: dict[tuple[str, str], str], answers: dict[str, Any],
+    def _result(self, metric: str, good: list[str], answers: dict[tuple[str, str], dict[str, Any]],
                 step1: dict[str, dict[str, str]], digests: dict[str, str], counters: dict[str, Any],
                 skipped_inputs: list[str], refs: dict[str, list[str]] | None) -> MetricResult:
         items: dict[str, float] = {}
@@ -258,7 +207,7 @@ class VisCE2(ScorerBase):
         clipped: dict[str, str] = {}
         fallback = 0
         for i in good:
-            record = answers[rendered[(metric, i)]]
+            record = answers[(metric, i)]
             text = record["answer"]
             raw[i] = text
             parsed = parse.parse_answer(text, self.unparsed, self.parse_rule)
