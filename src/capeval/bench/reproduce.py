@@ -153,35 +153,39 @@ def reproduce(
         from capeval.bench import run as runner
     known = set(registry.metrics())
     outcomes = []
-    todo: dict[str, set[str]] = {}
+    # one run per benchmark and protocol (loader options: e.g. Nebula's original or corrected scores)
+    todo: dict[tuple[str, str], set[str]] = {}
+    runs: list[tuple[str, str]] = []
     for c in cells:
         tol, _ = pub.tolerance(c.benchmark, kind(c.metric)) if c.metric in known else (None, "")
         o = Outcome(c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic, c.x100, tolerance=tol,
                     source=c.source, protocol=c.protocol)
         o.status = _blocker(c, known, images, videos, checkpoints) or ""
+        runs.append((c.benchmark, c.options))
         if not o.status:
-            todo.setdefault(c.benchmark, set()).add(c.metric)
+            todo.setdefault((c.benchmark, c.options), set()).add(c.metric)
         outcomes.append(o)
-    records: dict[tuple[str, str, str], Any] = {}
-    failed: dict[str, str] = {}
-    for bench, metrics in todo.items():
+    records: dict[tuple[str, str, str, str], Any] = {}
+    failed: dict[tuple[str, str], str] = {}
+    for (bench, opts), metrics in todo.items():
+        extra = {"bench_options": {bench: pub.parse_options(opts)}} if opts else {}
         try:
             result = runner([bench], sorted(metrics), data_root, images=images, videos=videos, seed=seed,
-                            bootstrap=bootstrap, progress=progress)
+                            bootstrap=bootstrap, progress=progress, **extra)
         except CapevalError as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             first = first.split(" (looked in")[0]  # the loader's search paths: too long for a cell
-            failed[bench] = first if len(first) <= 120 else first[:117] + "..."
+            failed[(bench, opts)] = first if len(first) <= 120 else first[:117] + "..."
             continue
         for r in result:
-            records[(r.benchmark, r.metric, r.statistic)] = r
-    for o in outcomes:
+            records[(r.benchmark, opts, r.metric, r.statistic)] = r
+    for o, run_key in zip(outcomes, runs):
         if o.status:
             continue
-        if o.benchmark in failed:
-            o.status = f"not run: data ({failed[o.benchmark]})"
+        if run_key in failed:
+            o.status = f"not run: data ({failed[run_key]})"
             continue
-        r = records.get((o.benchmark, o.metric, o.statistic))
+        r = records.get((o.benchmark, run_key[1], o.metric, o.statistic))
         if r is None or r.value is None or math.isnan(r.value):
             o.status = "not run: no value (the benchmark gave none for this metric)"
             continue
