@@ -146,3 +146,18 @@ def test_nebula_cells_run_under_their_papers_scores(tmp_path: Path, monkeypatch)
     assert by[("deneb", "ref-pac-s", "kendall_tau_c")].difference == 0.0
     assert by[("pearl", "bleu-4", "kendall_tau_b")].difference == pytest.approx(0.3)
     assert all(o.status == "reproduced" for o in out) and len(out) == 18
+
+
+def test_weights_lists_cover_every_learned_metric() -> None:
+    """The hand lists of which weights a metric loads (the registry has no such field) stay complete:
+    every metric with a model extra or media input is in one list (never two), every named checkpoint exists."""
+    from capeval import registry
+    from capeval.models.clip.checkpoints import CHECKPOINTS
+
+    for name in registry.metrics():
+        spec = registry.get(name)
+        learned = spec.extra not in (None, "meteor", "spice") or bool({"images", "videos"} & set(spec.needs))
+        listed = (name in rp._WEIGHTS) + (name in rp._OTHER_WEIGHTS)
+        assert listed <= 1 and (listed == 1 or not learned), (name, spec.extra, listed)  # clair: a server, no extra
+    assert not set(rp._WEIGHTS) - set(registry.metrics()) and not set(rp._OTHER_WEIGHTS) - set(registry.metrics())
+    assert {c for names in rp._WEIGHTS.values() for c in names} <= set(CHECKPOINTS)

@@ -1,4 +1,5 @@
-"""The published-values registry: every human-correlation and accuracy number of the five papers.
+"""The published-values registry: every human-correlation and accuracy number of the five papers
+(and the Polaris/Nebula values of four more, read from their authors' kit; ``upstream.csv``).
 
 Plain data in ``capeval/data/published/`` (package data, reviewable against the papers):
 

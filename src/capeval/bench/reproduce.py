@@ -37,7 +37,11 @@ _STATS = {
     "nebula": r"kendall_tau_[bc]",
 }
 
-# checkpoints of the checkpoint table each learned metric loads by default (registry defaults)
+# checkpoints of the checkpoint table each learned metric loads by default (registry defaults).
+# A hand list: MetricSpec has no field naming the checkpoints a metric loads (the CLIP backbones
+# are scorer defaults, Polos's and MID's sit in registry_baselines.BASELINE_DEFAULTS, the judges'
+# models are options), and registry.py is at its size limit; tests/test_reproduce.py keeps both
+# lists complete against the registry and the checkpoint table.
 _WEIGHTS = {
     "clip-s": ("openai/ViT-B-32",), "ref-clip-s": ("openai/ViT-B-32",),
     "emscore": ("openai/ViT-B-32",), "ref-emscore": ("openai/ViT-B-32",),
@@ -136,7 +140,7 @@ def reproduce(
     runner: Callable[..., Any] | None = None,
     progress: bool | None = False,
 ) -> list[Outcome]:
-    """Run every runnable cell of ``papers`` (all five by default), optionally of one ``table``.
+    """Run every runnable cell of ``papers`` (all of the registry by default), optionally of one ``table``.
 
     ``runner``: :func:`capeval.bench.run` (replaceable in tests). Benchmarks whose data is
     missing make their cells ``not run: data (...)`` instead of failing the whole command."""
