@@ -187,6 +187,17 @@ def test_nebula_corrected_scores_follow_the_spica_rule(tmp_path: Path) -> None:
     specs = {s.name: s for s in b.statistics(loaded, {"": metric})}
     assert specs["kendall_tau_c"].fn(None) == pytest.approx(
         100 * stats.kendalltau(metric, expected, variant="c").statistic, abs=1e-9)
+    # end to end: the loader option through capeval.bench.run, against scipy on the corrected scores
+    from capeval import score
+    from capeval.bench import run
+
+    res = run("nebula", "bleu-1", tmp_path, bootstrap=0, bench_options={"nebula": {"scores": "corrected"}})
+    ours = score({str(k): r[0] for k, r in enumerate(rows)}, {str(k): r[1] for k, r in enumerate(rows)},
+                 metrics=["bleu-1"])["bleu-1"].items
+    m = [ours[str(k)] for k in range(len(rows))]
+    for v in ("b", "c"):
+        assert res.get("nebula", "bleu-1", f"kendall_tau_{v}").value == pytest.approx(
+            100 * stats.kendalltau(m, expected, variant=v).statistic, abs=1e-9)
 
 
 def test_nebula_option_errors_are_one_line(tmp_path: Path) -> None:
