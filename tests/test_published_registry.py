@@ -176,3 +176,12 @@ def test_upstream_attribution_and_protocol() -> None:
             assert c.bench_options()["scores"] in ("original", "corrected"), c
     assert pub.published("polaris", "polos", "kendall_tau_c")[0] == 57.8
     assert "CaptionEvalKit" in pub.published("polaris", "polos", "kendall_tau_c")[1]
+
+
+def test_visce2_comparison_tables_win_over_table_1() -> None:
+    """VisCE2's Table 1 prints its own row again (THumB w/ human R .07) where the comparison Table 2
+    prints .06: the paper column shows Table 2's; both are stored and Table 1's row is runnable."""
+    assert pub.published("thumb", "visce2", "pearson_R") == (6.0, "Maeda et al. 2024 (VisCE2), Table 2")
+    t1 = [c for c in pub.cells() if (c.paper, c.table, c.metric) == ("visce2", "1", "visce2")]
+    assert len(t1) == 9 and all(c.main for c in t1)
+    assert {c.variant for c in pub.cells() if (c.paper, c.table) == ("visce2", "4")} == {"LLaVA-v1.5", "GPT-4V"}

@@ -56,7 +56,7 @@ def main(papers: Path) -> None:
 def _record(t, bench, stat, scale, name, variant, cell, anchor, offset, col, protocol) -> dict:
     return {"paper": t.paper, "table": t.table, "benchmark": bench, "metric": name, "variant": variant,
             "statistic": stat, "value": cell, "scale": f"{scale[0] if scale else t.scale:g}", "row": anchor,
-            "offset": offset, "col": col, "main": int(is_main(t.paper, t.table, variant, name)),
+            "offset": offset, "col": col, "main": int(is_main(t.paper, t.table, variant)),
             "protocol": protocol or t.protocol}
 
 

@@ -294,11 +294,7 @@ def video_names(bench: str, metric: str, stat: str) -> tuple[str, str]:
 
 # tables whose rows vary the metric (backbones, ablations): not the metric's headline number
 ABLATIONS = {("pac-s++", "8"), ("pac-s", "poster-5"), ("bridge", "7"), ("bridge", "8"), ("visce2", "4")}
-# a metric's own row inside an ablation-style table whose headline is printed elsewhere: VisCE2's
-# Table 1 row repeats Tables 2/3/6 (and prints THumB w/ human R as .07 where Table 2 has .06)
-NOT_MAIN_ROWS = {("visce2", "1", "visce2")}
 
 
-def is_main(paper: str, table: str, variant: str, metric: str = "") -> bool:
-    return ((paper, table) not in ABLATIONS and (paper, table, metric) not in NOT_MAIN_ROWS
-            and variant not in ("ViT-L/14",))
+def is_main(paper: str, table: str, variant: str) -> bool:
+    return (paper, table) not in ABLATIONS and variant not in ("ViT-L/14",)
