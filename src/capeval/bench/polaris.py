@@ -103,7 +103,7 @@ class Polaris(_HumanScoreBenchmark):
                 f"(CVPR); data: huggingface.co/datasets/yuwd/Polaris@{POLARIS_REVISION[:12]}")
     protocol = ("26,122 test rows (candidate, references, image, mean human score in [0, 1]); Kendall tau-c "
                 "(headline) and tau-b x100 between the metric and the human score; bootstrap resamples rows.")
-    protocol_id = "polaris-v1"
+    protocol_id = "polaris-v2"  # v2: strings as written (v1 collapsed whitespace)
     files = POLARIS_FILES
     loader_options = {"split": ("test", "val")}
 
@@ -155,7 +155,7 @@ class Nebula(_HumanScoreBenchmark):
                 "(the release's human_score) or scores=corrected (Spica corrections). Images are "
                 "embedded in the Parquet files: extract them to <images>/nebula/images/<file_name> for "
                 "image-conditioned metrics.")
-    protocol_id = "nebula-v1"
+    protocol_id = "nebula-v2"  # v2: strings as written; scores option
     files: dict[str, str | None] = {}  # shard names carry their own hash suffix; no sha256 published here
     loader_options = {"split": ("test", "valid"), "scores": ("original", "corrected")}
 
