@@ -124,3 +124,92 @@ def test_bench_list_shows_both(capsys) -> None:
     assert main(["bench", "--list"]) == 0
     out = capsys.readouterr().out
     assert "polaris" in out and "nebula" in out
+
+
+def test_polaris_passes_strings_as_written_and_declares_its_split(tmp_path: Path) -> None:
+    """The Polos code hands mt and refs to the metric unchanged (validate/dataset.py): no whitespace
+    normalisation; ``split`` is a declared loader option (so bench/reproduce accept it)."""
+    (tmp_path / "polaris").mkdir()
+    with open(tmp_path / "polaris" / "polaris_test.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["", "mt", "refs", "score", "imgid"])
+        w.writerow([0, "a  dog\truns ", repr(["a dog  runs", " x"]), 0.5, "1.jpg"])
+        w.writerow([1, "b", repr(["c"]), 0.25, "2.jpg"])
+    items = list(get_benchmark("polaris").load(tmp_path).settings[""].items.values())
+    assert (items[0].candidate, items[0].references) == ("a  dog\truns ", ("a dog  runs", " x"))
+    assert get_benchmark("polaris").loader_options == {"split": ("test", "val")}
+    with open(tmp_path / "polaris" / "polaris_test.csv", "a", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerow([2, "", repr(["c"]), 0.25, "3.jpg"])
+    with pytest.raises(CapevalError, match=r"row 4.*empty candidate") as e:
+        get_benchmark("polaris").load(tmp_path)
+    assert "\n" not in str(e.value)
+
+
+def _spica(root: Path, rows_by_file: dict[str, list[tuple[str, str, float]]]) -> None:
+    (root / "spica").mkdir()
+    for name, rows in rows_by_file.items():
+        with open(root / "spica" / name, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["mt", "refs", "score", "imgid"])
+            for imgid, mt, score in rows:
+                w.writerow([mt, "['r']", score, imgid])
+
+
+def test_nebula_corrected_scores_follow_the_spica_rule(tmp_path: Path) -> None:
+    """scores=corrected: a test row takes the mean Spica score of its (image stem, whitespace-collapsed
+    candidate) over the three Spica files; rows Spica lacks keep their own (the authors' kit's rule),
+    checked against a literal transcription of that rule, and the Kendall tau follows."""
+    stats = pytest.importorskip("scipy.stats")
+    rows = _nebula(tmp_path)
+    # shard 0 holds rows[:15] with file_name img0_<k>.jpg, shard 1 rows[15:] with img1_<k>.jpg
+    names = [f"img0_{k}.jpg" for k in range(15)] + [f"img1_{k}.jpg" for k in range(15)]
+    spica_rows = {
+        "spica_train.csv": [("img0_0.png", rows[0][0], 0.9), ("img0_1", "  " + rows[1][0].replace(" ", "   "), 0.2)],
+        "spica_val.csv": [("img0_0.jpg", rows[0][0], 0.5), ("img1_3.jpg", "another caption", 0.1)],
+        "spica_test.csv": [("img1_2.jpg", rows[17][0], 0.0), ("img9_9.jpg", rows[5][0], 1.0)],
+    }
+    _spica(tmp_path, spica_rows)
+    acc: dict[tuple[str, str], list[float]] = {}
+    for file_rows in spica_rows.values():
+        for imgid, mt, score in file_rows:
+            acc.setdefault((imgid.rsplit(".", 1)[0] if "." in imgid else imgid, " ".join(mt.split())), []).append(score)
+    expected = [float(np.mean(acc[(n.rsplit(".", 1)[0], r[0])])) if (n.rsplit(".", 1)[0], r[0]) in acc else r[2]
+                for n, r in zip(names, rows)]
+    assert expected[0] == pytest.approx(0.7) and expected[1] == 0.2 and expected[17] == 0.0
+    b = get_benchmark("nebula")
+    loaded = b.load(tmp_path, scores="corrected")
+    np.testing.assert_array_equal(loaded.data, expected)
+    assert loaded.info["corrected_rows"] == sum(e != r[2] for e, r in zip(expected, rows))
+    assert set(loaded.files) >= {"spica/spica_train.csv", "spica/spica_val.csv", "spica/spica_test.csv"}
+    original = b.load(tmp_path)
+    np.testing.assert_array_equal(original.data, [r[2] for r in rows])
+    metric = np.array([len(r[0]) for r in rows], float)
+    specs = {s.name: s for s in b.statistics(loaded, {"": metric})}
+    assert specs["kendall_tau_c"].fn(None) == pytest.approx(
+        100 * stats.kendalltau(metric, expected, variant="c").statistic, abs=1e-9)
+    # end to end: the loader option through capeval.bench.run, against scipy on the corrected scores
+    from capeval import score
+    from capeval.bench import run
+
+    res = run("nebula", "bleu-1", tmp_path, bootstrap=0, bench_options={"nebula": {"scores": "corrected"}})
+    ours = score({str(k): r[0] for k, r in enumerate(rows)}, {str(k): r[1] for k, r in enumerate(rows)},
+                 metrics=["bleu-1"])["bleu-1"].items
+    m = [ours[str(k)] for k in range(len(rows))]
+    for v in ("b", "c"):
+        assert res.get("nebula", "bleu-1", f"kendall_tau_{v}").value == pytest.approx(
+            100 * stats.kendalltau(m, expected, variant=v).statistic, abs=1e-9)
+
+
+def test_nebula_option_errors_are_one_line(tmp_path: Path) -> None:
+    from capeval.bench.base import check_loader_options
+
+    _nebula(tmp_path)
+    b = get_benchmark("nebula")
+    for kwargs, pattern in (({"scores": "corrected"}, r"scores=corrected needs spica/spica_train.csv"),
+                            ({"scores": "fixed"}, r"scores must be 'original' or 'corrected'"),
+                            ({"scores": "corrected", "split": "valid"}, r"test split only")):
+        with pytest.raises(CapevalError, match=pattern) as e:
+            b.load(tmp_path, **kwargs)
+        assert "\n" not in str(e.value)
+    with pytest.raises(CapevalError, match=r"nebula.scores"):
+        check_loader_options([b], {"nebula": {"scores": "fixed"}})

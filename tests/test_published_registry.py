@@ -11,7 +11,10 @@ citations ``[12]`` left out.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -69,9 +72,13 @@ def _as_float(tok: str) -> float:
     return float(tok)
 
 
+def _text_cells() -> list[pub.Cell]:
+    return [c for c in pub.cells() if not c.upstream]
+
+
 def test_every_stored_value_is_printed_at_its_row_and_column(texts) -> None:
     bad = []
-    for c in pub.cells():
+    for c in _text_cells():
         block = _block(texts, c.paper, c.table)
         k = _row(block, c.row) + c.offset
         line = block[k]
@@ -85,7 +92,7 @@ def test_every_stored_value_is_printed_at_its_row_and_column(texts) -> None:
 def test_no_printed_number_of_a_stored_row_is_left_out(texts) -> None:
     """Every number on a stored line is stored (a row typed with a column too few fails)."""
     stored = defaultdict(set)
-    for c in pub.cells():
+    for c in _text_cells():
         stored[(c.paper, c.table, c.row, c.offset)].add(c.col)
     for (paper, table, row, offset), cols in stored.items():
         block = _block(texts, paper, table)
@@ -100,7 +107,7 @@ def test_registry_shape_and_names() -> None:
     keys = Counter((c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic) for c in cells)
     assert max(keys.values()) == 1, [k for k, n in keys.items() if n > 1][:5]
     benches = {"flickr8k-expert", "flickr8k-cf", "composite", "pascal-50s", "foil", "thumb", "vatex-eval",
-               "activitynet-foil"}
+               "activitynet-foil", "polaris", "nebula"}
     assert {c.benchmark for c in cells} <= benches
     # capeval's names where capeval has the metric (the paper's "ROUGE" is rouge-l, "CIDEr" cider-d)
     assert {"bleu-1", "bleu-4", "rouge-l", "meteor", "cider-d", "spice", "clip-s", "pac-s++", "hice-s",
@@ -117,3 +124,64 @@ def test_published_lookup_prefers_the_metrics_own_paper() -> None:
     assert pub.published("flickr8k-expert", "pac-s++", "kendall_tau_b")[0] == 54.1  # Table 1, not Table 8 (ViT-L/14)
     assert pub.PUBLISHED[("foil", "ref-hice-s", "accuracy_1ref")][0] == 96.4
     assert pub.published("flickr8k-expert", "no-such-metric", "kendall_tau_b") is None
+
+
+# --- the values of papers not in ../shared/papers, read from a repository file ---------------------
+
+_UPSTREAM = re.compile(r"^github:(?P<repo>[\w.-]+/[\w.-]+)@(?P<commit>[0-9a-f]{40}):(?P<path>\S+)$")
+
+
+def _mirror(repo: str) -> Path | None:
+    """A local git mirror of ``repo``: ``$CAPEVAL_UPSTREAM_MIRRORS/<owner>+<name>/repo`` or the
+    ``.mirror`` folder beside or above the checkout; None when there is none."""
+    roots = [Path(os.environ["CAPEVAL_UPSTREAM_MIRRORS"])] if os.environ.get("CAPEVAL_UPSTREAM_MIRRORS") else []
+    here = Path(__file__).resolve().parents[1]
+    roots += [here.parent / ".mirror", here.parent.parent / ".mirror"]
+    for root in roots:
+        git_dir = root / repo.replace("/", "+") / "repo"
+        if git_dir.is_dir():
+            return git_dir
+    return None
+
+
+def test_upstream_values_are_those_of_their_repository_file() -> None:
+    """Every upstream.csv value equals the number at its key in the named file at the named commit,
+    and the paper/table the file names is the stored note (so a typo or a wrong attribution fails)."""
+    ups = [c for c in pub.cells() if c.upstream]
+    assert {c.benchmark for c in ups} == {"polaris", "nebula"}
+    repos = {m["repo"] for c in ups for m in [_UPSTREAM.match(c.upstream)] if m}
+    assert len(repos) == 1 and all(_UPSTREAM.match(c.upstream) for c in ups)
+    git_dir = _mirror(next(iter(repos)))
+    if git_dir is None:
+        pytest.skip(f"no local mirror of {next(iter(repos))} (set CAPEVAL_UPSTREAM_MIRRORS): upstream.csv not re-read")
+    bad = []
+    for c in ups:
+        m = _UPSTREAM.match(c.upstream)
+        data = json.loads(subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{m['commit']}:{m['path']}"],
+                                         check=True, capture_output=True, text=True).stdout)
+        value = data
+        for part in c.key.split("."):
+            value = value[part]
+        if float(value) != c.value or data["source"] != c.note:
+            bad.append(f"{c.upstream} {c.key}: stored {c.value} / {c.note!r}, file {value} / {data['source']!r}")
+    assert not bad, "\n".join(bad)
+
+
+def test_upstream_attribution_and_protocol() -> None:
+    """The paper of each upstream cell is the one its note names; Nebula cells say which test scores."""
+    names = {"polos": ("Polos",), "deneb": ("DENEB",), "pearl": ("arXiv:2512.21582",), "expert": ("EXPERT",)}
+    for c in (c for c in pub.cells() if c.upstream):
+        assert any(n in c.note for n in names[c.paper]) and f"Table {c.table}" in c.note, c
+        if c.benchmark == "nebula" and c.paper != "expert":
+            assert c.bench_options()["scores"] in ("original", "corrected"), c
+    assert pub.published("polaris", "polos", "kendall_tau_c")[0] == 57.8
+    assert "CaptionEvalKit" in pub.published("polaris", "polos", "kendall_tau_c")[1]
+
+
+def test_visce2_comparison_tables_win_over_table_1() -> None:
+    """VisCE2's Table 1 prints its own row again (THumB w/ human R .07) where the comparison Table 2
+    prints .06: the paper column shows Table 2's; both are stored and Table 1's row is runnable."""
+    assert pub.published("thumb", "visce2", "pearson_R") == (6.0, "Maeda et al. 2024 (VisCE2), Table 2")
+    t1 = [c for c in pub.cells() if (c.paper, c.table, c.metric) == ("visce2", "1", "visce2")]
+    assert len(t1) == 9 and all(c.main for c in t1)
+    assert {c.variant for c in pub.cells() if (c.paper, c.table) == ("visce2", "4")} == {"LLaVA-v1.5", "GPT-4V"}

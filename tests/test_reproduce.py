@@ -121,3 +121,43 @@ def test_bench_tables_have_a_paper_column() -> None:
     assert lines[3].split()[-1] == "5664"  # no published value for length on Flickr8k: empty cell
     html = _stat_table(list(recs))
     assert "<th class='paper'>paper</th>" in html and ">41.8</td>" in html
+
+
+def test_nebula_cells_run_under_their_papers_scores(tmp_path: Path, monkeypatch) -> None:
+    """DENEB printed tau on the release's test scores, arXiv 2512.21582 on the corrected ones: one
+    Nebula run per protocol, each given its loader options, each cell compared with its own run."""
+    monkeypatch.setattr(rp, "missing_weights", lambda metric, directory=None: None)
+    calls = []
+
+    def runner(benches, metrics, data_root, **kw):
+        (bench,) = benches
+        opts = dict(kw.get("bench_options", {}).get(bench, {}))
+        calls.append((bench, opts.get("scores"), tuple(metrics)))
+        shift = {"original": 0.0, "corrected": 0.3, None: 0.0}[opts.get("scores")]
+        return [SimpleNamespace(benchmark=bench, metric=c.metric, statistic=c.statistic, value=c.x100 + shift,
+                                ci_low=None, ci_high=None)
+                for c in pub.cells() if c.benchmark == bench and c.metric in metrics
+                and c.bench_options().get("scores") == opts.get("scores")]
+
+    out = rp.reproduce(["deneb", "pearl"], None, tmp_path, runner=runner, images=tmp_path)
+    assert sorted((b, s) for b, s, _ in calls) == [("nebula", "corrected"), ("nebula", "original")]
+    assert dict((s, m) for _, s, m in calls)["original"] == ("ref-clip-s", "ref-pac-s")
+    by = {(o.paper, o.metric, o.statistic): o for o in out}
+    assert by[("deneb", "ref-pac-s", "kendall_tau_c")].difference == 0.0
+    assert by[("pearl", "bleu-4", "kendall_tau_b")].difference == pytest.approx(0.3)
+    assert all(o.status == "reproduced" for o in out) and len(out) == 18
+
+
+def test_weights_lists_cover_every_learned_metric() -> None:
+    """The hand lists of which weights a metric loads (the registry has no such field) stay complete:
+    every metric with a model extra or media input is in one list (never two), every named checkpoint exists."""
+    from capeval import registry
+    from capeval.models.clip.checkpoints import CHECKPOINTS
+
+    for name in registry.metrics():
+        spec = registry.get(name)
+        learned = spec.extra not in (None, "meteor", "spice") or bool({"images", "videos"} & set(spec.needs))
+        listed = (name in rp._WEIGHTS) + (name in rp._OTHER_WEIGHTS)
+        assert listed <= 1 and (listed == 1 or not learned), (name, spec.extra, listed)  # clair: a server, no extra
+    assert not set(rp._WEIGHTS) - set(registry.metrics()) and not set(rp._OTHER_WEIGHTS) - set(registry.metrics())
+    assert {c for names in rp._WEIGHTS.values() for c in names} <= set(CHECKPOINTS)

@@ -19,6 +19,7 @@ from published_specs import (
     cells_of,
     find_row,
     is_main,
+    vertical_cells,
     video_names,
 )
 
@@ -44,9 +45,19 @@ def main(papers: Path) -> None:
                     continue
                 bench, stat, *scale = cols[col]
                 name, stat = video_names(bench, metric, stat)
-                out.writerow({"paper": t.paper, "table": t.table, "benchmark": bench, "metric": name,
-                              "variant": variant, "statistic": stat, "value": cell, "scale": f"{scale[0] if scale else t.scale:g}",
-                              "row": anchor, "offset": offset, "col": col, "main": int(is_main(t.paper, t.table, variant)), "protocol": protocol or t.protocol})
+                out.writerow(_record(t, bench, stat, scale, name, variant, cell, anchor, offset, col, protocol))
+        for anchor, metric, variant, protocol in t.vertical:
+            # one cell per line: the column is the cell's position, the stored col its place on its line (0)
+            for (bench, stat, *scale), (offset, cell) in zip(t.columns, vertical_cells(lines, anchor, len(t.columns))):
+                name, stat = video_names(bench, metric, stat)
+                out.writerow(_record(t, bench, stat, scale, name, variant, cell, anchor, offset, 0, protocol))
+
+
+def _record(t, bench, stat, scale, name, variant, cell, anchor, offset, col, protocol) -> dict:
+    return {"paper": t.paper, "table": t.table, "benchmark": bench, "metric": name, "variant": variant,
+            "statistic": stat, "value": cell, "scale": f"{scale[0] if scale else t.scale:g}", "row": anchor,
+            "offset": offset, "col": col, "main": int(is_main(t.paper, t.table, variant)),
+            "protocol": protocol or t.protocol}
 
 
 if __name__ == "__main__":

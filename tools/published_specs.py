@@ -56,10 +56,31 @@ def block_lines(text: str, start: str, end: str) -> list[str]:
 
 
 def find_row(lines: list[str], anchor: str, offset: int) -> str:
+    return lines[row_index(lines, anchor) + offset]
+
+
+def row_index(lines: list[str], anchor: str) -> int:
     hits = [k for k, line in enumerate(lines) if label_of(line) == anchor]
     if len(hits) != 1:
         raise ValueError(f"row {anchor!r}: {len(hits)} lines in block starting {lines[0][:60]!r}")
-    return lines[hits[0] + offset]
+    return hits[0]
+
+
+def vertical_cells(lines: list[str], anchor: str, n: int) -> list[tuple[int, float]]:
+    """``(offset, value)`` of the first ``n`` cells printed one per line below ``anchor``
+    (delta lines such as "(+.10)" carry no token and are passed over)."""
+    k = row_index(lines, anchor)
+    out: list[tuple[int, float]] = []
+    for off in range(1, len(lines) - k):
+        cells = cells_of(lines[k + off])
+        if not tokens(lines[k + off]):
+            continue
+        if len(cells) != 1 or cells[0] is None or label_of(lines[k + off]):
+            raise ValueError(f"row {anchor!r}: line +{off} is not a single cell: {lines[k + off][:60]!r}")
+        out.append((off, cells[0]))
+        if len(out) == n:
+            return out
+    raise ValueError(f"row {anchor!r}: {len(out)} of {n} cells found")
 
 
 @dataclass
@@ -74,6 +95,9 @@ class Table:
     rows: list = field(default_factory=list)
     scale: float = 1.0
     protocol: str = ""
+    # rows printed one cell per line under their label, each cell followed by its delta line
+    # ("(+.10)"): (anchor, metric, variant, protocol)
+    vertical: list = field(default_factory=list)
 
 
 NAMES = {
@@ -196,7 +220,8 @@ TABLES += [
           [("thumb", "pearson_P_no_human", 100), ("thumb", "pearson_R_no_human", 100),
            ("thumb", "pearson_total_no_human", 100), ("thumb", "pearson_P", 100), ("thumb", "pearson_R", 100),
            ("thumb", "pearson_total", 100), ("flickr8k-expert", "kendall_tau"), ("composite", "kendall_tau"), ("pascal-50s", "accuracy_mean")],
-          rows("Vanilla", "Reference", "Description")),
+          rows("Vanilla", "Reference", "Description"),
+          vertical=[("VisCE2 (Ours)", "visce2", "", "")]),
     Table("visce2", "2", V, "Table 2: Correlation (Pearson", "4.4 Correlation with Human Judgment",
           "Pearson correlation on THumB 1.0",
           [("thumb", "pearson_P_no_human"), ("thumb", "pearson_R_no_human"), ("thumb", "pearson_total_no_human"),
@@ -208,6 +233,13 @@ TABLES += [
           rows("BLEU-4", "ROUGE", "METEOR", "CIDEr", "SPICE", "BERTScore++", "RefCLIP-S", "RefPAC-S",
                "CLAIRClaude", "CLAIRE", "InfoMetIC", "CLIP-S", "PAC-S", "VisCE2"),
           protocol="Kendall tau variant not stated"),
+    Table("visce2", "4", V, "Table 4: Comparison VLM", "Image Candidate Caption Human",
+          "VLM-based caption evaluation with two VLMs (THumB 1.0 Pearson)",
+          [("thumb", "pearson_P_no_human"), ("thumb", "pearson_R_no_human"), ("thumb", "pearson_total_no_human"),
+           ("thumb", "pearson_P"), ("thumb", "pearson_R"), ("thumb", "pearson_total")],
+          [("LLaVA-v1.5 Vanilla", 0, "visce2-vanilla", "LLaVA-v1.5", ""),
+           ("GPT-4V Vanilla", 0, "visce2-vanilla", "GPT-4V", "")], scale=100.0,
+          vertical=[("LLaVA-v1.5 VisCE2", "visce2", "LLaVA-v1.5", ""), ("GPT-4V VisCE2", "visce2", "GPT-4V", "")]),
     Table("visce2", "6", V, "Table 6: Accuracy on the Pascal-50S", "Appendix B", "Pascal-50S accuracy", PASCAL,
           rows("BLEU-4", "ROUGE", "METEOR", "CIDEr", "SPICE", "BERTScore++", "RefCLIP-S", "RefPAC-S",
                "CLAIRClaude", "CLAIRE", "InfoMetIC", "CLIP-S", "PAC-S", "VisCE2")),
@@ -261,7 +293,7 @@ def video_names(bench: str, metric: str, stat: str) -> tuple[str, str]:
 
 
 # tables whose rows vary the metric (backbones, ablations): not the metric's headline number
-ABLATIONS = {("pac-s++", "8"), ("pac-s", "poster-5"), ("bridge", "7"), ("bridge", "8")}
+ABLATIONS = {("pac-s++", "8"), ("pac-s", "poster-5"), ("bridge", "7"), ("bridge", "8"), ("visce2", "4")}
 
 
 def is_main(paper: str, table: str, variant: str) -> bool:

@@ -1,21 +1,43 @@
 """Polaris (Wada et al., CVPR 2024, the Polos paper) and Nebula (Matsuda et al., ACCV 2024, the
 DENEB paper): large human-judgment sets for image captioning, one human score per candidate.
 
-Layouts (under ``--data-root``), exactly as the datasets publish them:
+Polaris protocol, read in the official evaluation code (github.com/keio-smilab24/Polos at
+839d64d): ``validate/validate_cvpr.py`` lines 17-26 (``compute_coef``) evaluates the **test**
+split only, ``data_en/polaris/polaris_test.csv``; ``validate/dataset.py`` lines 5-19 reads its
+columns ``mt`` (the candidate, ``astype(str)``), ``refs`` (a Python list literal, ``eval``-ed:
+**all** references of the row go to the metric), ``score`` (the human score, float) and
+``imgid`` (the image file name inside ``data_en/polaris/images``, i.e. ``images.tar.gz``
+extracted); ``polos/models/model_base.py`` lines 502-509 (``CVPRDataset``) keeps **every row**
+(it asserts that each image opens; nothing is deduplicated, filtered or aggregated per image);
+``validate/metrics.py`` lines 14-37 scores each row and correlates the per-row scores with the
+per-row human scores through ``polos/metrics/regression_metrics.py`` lines 32-47:
+``scipy.stats.kendalltau(x, y, variant="c")`` (kendall_type ``'c'``, line 25 of validate_cvpr.py).
+So the statistic is Kendall tau-c x100 over all 26,122 test rows (tau-b is reported beside it,
+as ``validate/compute_correlations.py`` lines 84-89 print both). Strings are passed on as
+written (the Polos code does not normalise whitespace); an empty candidate is an error here
+(pandas would have turned it into the string ``"nan"``).
 
-- Polaris, Hugging Face dataset ``yuwd/Polaris`` at revision :data:`POLARIS_REVISION`:
-  ``polaris/polaris_test.csv`` (and ``polaris_val.csv``, ``polaris_train.csv``) with the
-  columns the Polos code reads (``validate/dataset.py`` of the Polos demo): ``mt`` (the
-  candidate), ``refs`` (a Python list literal of references), ``score`` (the human score) and
-  ``imgid`` (the image file name inside ``images.tar.gz``, extracted to ``polaris/images/``).
-- Nebula, Hugging Face dataset ``Ka2ukiMatsuda/Nebula`` at revision :data:`NEBULA_REVISION`:
-  ``nebula/data/test-*.parquet`` with the columns of its dataset card: ``file_name``,
-  ``image`` (embedded bytes), ``refs`` (list of strings), ``mt`` (the candidate),
-  ``human_score``. Reading Parquet needs ``pyarrow`` (extra ``capeval[parquet]``).
+Nebula protocol: the DENEB code (github.com/Ka2ukiMatsuda/DENEB at 0dfea82) is the Polos code
+with Nebula's paths: ``validate/validate_cvpr.py`` lines 18-31 evaluate the **test** split
+with ``kendall_type='c'``, ``validate/dataset.py`` lines 5-19 read the same four columns from
+a CSV. The public release is the Hugging Face dataset ``Ka2ukiMatsuda/Nebula`` (Parquet:
+``file_name``, ``image``, ``refs``, ``mt``, ``human_score``; train 26,382 / valid 3,298 /
+test 3,298 rows, the repository README); this loader reads that release, row by row, all
+references, tau-c headline. Test scores: ``scores="original"`` (the release's
+``human_score``, the DENEB paper's numbers) or ``scores="corrected"`` (the Spica corrections
+applied as the authors' kit does, see :mod:`capeval.bench.spica`; the numbers of arXiv
+2512.21582). The default is ``original``: the benchmark's own paper.
 
-Statistic: Kendall tau (b and c, x100) between the metric and the human score over the
-test split's rows; tau-c is the headline, as in the Polos paper's Polaris column. The
-sha256 of every file read is checked against the hashes below where the dataset publishes
+Layouts (under ``--data-root``):
+
+- Polaris, Hugging Face dataset ``yuwd/Polaris`` at revision :data:`POLARIS_REVISION`, its
+  root files in ``polaris/``: ``polaris/polaris_test.csv`` (``polaris_val.csv``), images in
+  ``polaris/images/<imgid>``.
+- Nebula at revision :data:`NEBULA_REVISION`: ``nebula/data/test-*.parquet`` (reading Parquet
+  needs ``pyarrow``, extra ``capeval[parquet]``); for ``scores="corrected"`` also
+  ``spica/spica_{train,val,test}.csv``.
+
+The sha256 of every file read is checked against the hashes below where the dataset publishes
 one (a mismatch is a one-line error); files whose hash is not published are recorded in the
 benchmark signature as computed here.
 """
@@ -29,14 +51,17 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from capeval.bench import spica
 from capeval.bench._common import kendall_specs
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed, sha256_file
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, malformed, sha256_file
 from capeval.errors import InputError, ResourceError
 
 POLARIS_REVISION = "c3a34f70ac797e64d2d5096c34add3507f7ce10c"
 NEBULA_REVISION = "a4c99b14818d834bca2b9a8b1fa3741deda94b47"
 
-# Git LFS sha256 published on the dataset's file pages; None: not published (recorded only)
+# Git LFS sha256 published on the dataset's file pages; None: not published (recorded only).
+# polaris_val.csv: huggingface.co/datasets/yuwd/Polaris/blob/da6b83d461434b45a9b520329ad1de3cc9bb0150/polaris_val.csv
+# ("Git LFS Details"); no page giving polaris_test.csv's was found
 POLARIS_FILES: dict[str, str | None] = {
     "polaris/polaris_test.csv": None,
     "polaris/polaris_val.csv": "fb57d64d31e09abd44ce152c83c8411b386e49d3ed55509c4b58d1f7556b54a4",
@@ -78,8 +103,9 @@ class Polaris(_HumanScoreBenchmark):
                 f"(CVPR); data: huggingface.co/datasets/yuwd/Polaris@{POLARIS_REVISION[:12]}")
     protocol = ("26,122 test rows (candidate, references, image, mean human score in [0, 1]); Kendall tau-c "
                 "(headline) and tau-b x100 between the metric and the human score; bootstrap resamples rows.")
-    protocol_id = "polaris-v1"
+    protocol_id = "polaris-v2"  # v2: strings as written (v1 collapsed whitespace)
     files = POLARIS_FILES
+    loader_options = {"split": ("test", "val")}
 
     def load(self, root: Path, seed: int = 0, split: str = "test", **options: Any) -> Loaded:
         if options:
@@ -106,8 +132,10 @@ class Polaris(_HumanScoreBenchmark):
                     raise malformed(path, where, "refs must be a list of strings")
                 if not np.isfinite(score):
                     raise malformed(path, where, f"score is {score}")
-                items[str(len(items))] = ScoreItem(collapse(row["mt"]), tuple(collapse(r) for r in refs),
-                                                   image=f"polaris/images/{row['imgid']}")
+                if not row["mt"].strip() or not row["imgid"].strip():
+                    raise malformed(path, where, "empty candidate (mt) or image (imgid)")
+                # as written: the Polos code hands mt and refs to the metric without normalising them
+                items[str(len(items))] = ScoreItem(row["mt"], tuple(refs), image=f"polaris/images/{row['imgid']}")
                 human.append(score)
         if not items:
             raise malformed(path, "whole file", "no rows")
@@ -123,17 +151,26 @@ class Nebula(_HumanScoreBenchmark):
     citation = ("Matsuda et al. 2024, DENEB: A Hallucination-Robust Automatic Evaluation Metric for Image "
                 f"Captioning (ACCV); data: huggingface.co/datasets/Ka2ukiMatsuda/Nebula@{NEBULA_REVISION[:12]}")
     protocol = ("3,298 test rows (candidate mt, references, image, human score); Kendall tau-c (headline) and "
-                "tau-b x100 between the metric and the human score; bootstrap resamples rows. Images are "
+                "tau-b x100 between the metric and the human score; bootstrap resamples rows; scores=original "
+                "(the release's human_score) or scores=corrected (Spica corrections). Images are "
                 "embedded in the Parquet files: extract them to <images>/nebula/images/<file_name> for "
                 "image-conditioned metrics.")
-    protocol_id = "nebula-v1"
+    protocol_id = "nebula-v2"  # v2: strings as written; scores option
     files: dict[str, str | None] = {}  # shard names carry their own hash suffix; no sha256 published here
+    loader_options = {"split": ("test", "valid"), "scores": ("original", "corrected")}
 
-    def load(self, root: Path, seed: int = 0, split: str = "test", **options: Any) -> Loaded:
+    def load(self, root: Path, seed: int = 0, split: str = "test", scores: str = "original",
+             **options: Any) -> Loaded:
         if options:
-            raise InputError(f"nebula: unknown option(s) {', '.join(sorted(options))} (known: split)")
+            raise InputError(f"nebula: unknown option(s) {', '.join(sorted(options))} (known: split, scores)")
         if split not in ("test", "valid"):
             raise InputError(f"nebula: split must be 'test' or 'valid', got {split!r}")
+        if scores not in ("original", "corrected"):
+            raise InputError(f"nebula: scores must be 'original' or 'corrected', got {scores!r}")
+        if scores == "corrected" and split != "test":
+            raise InputError("nebula: scores=corrected applies to the test split only (the corrections are "
+                             "of test scores)")
+        fixes = spica.spica_paths(root) if scores == "corrected" else {}
         shards = sorted((root / "nebula" / "data").glob(f"{split}-*.parquet"))
         if not shards:
             raise ResourceError(f"nebula: missing data files nebula/data/{split}-*.parquet under {root}; "
@@ -153,11 +190,19 @@ class Nebula(_HumanScoreBenchmark):
                 refs, score = row["refs"], row["human_score"]
                 if not isinstance(refs, list) or score is None or not np.isfinite(float(score)):
                     raise malformed(shard, f"row {k}", "refs must be a list and human_score a number")
-                items[str(len(items))] = ScoreItem(collapse(str(row["mt"])), tuple(collapse(str(r)) for r in refs),
+                if not isinstance(row["mt"], str) or not row["mt"].strip() or not row["file_name"]:
+                    raise malformed(shard, f"row {k}", "empty candidate (mt) or file_name")
+                # as written (the DENEB code does not normalise the strings either)
+                items[str(len(items))] = ScoreItem(row["mt"], tuple(str(r) for r in refs),
                                                    image=f"nebula/images/{row['file_name']}")
                 human.append(float(score))
-        info: dict[str, Any] = {"rows": len(items), "split": split, "revision": NEBULA_REVISION,
+        info: dict[str, Any] = {"rows": len(items), "split": split, "scores": scores, "revision": NEBULA_REVISION,
                                 "shards": [s.name for s in shards]}
-        files = _check(self.name, root, {f"nebula/data/{s.name}": s for s in shards}, self.files, info)
+        if fixes:
+            human, info["corrected_rows"] = spica.apply([i.image for i in items.values()],
+                                                        [i.candidate for i in items.values()], human,
+                                                        spica.corrected_scores(fixes))
+        paths = {f"nebula/data/{s.name}": s for s in shards} | fixes
+        files = _check(self.name, root, paths, self.files, info)
         return Loaded(self, {"": Setting("", items)}, np.array(human, float), files, info, root,
-                      options={"split": split})
+                      options={"split": split, "scores": scores})

@@ -1,4 +1,5 @@
-"""The published-values registry: every human-correlation and accuracy number of the five papers.
+"""The published-values registry: every human-correlation and accuracy number of the five papers
+(and the Polaris/Nebula values of four more, read from their authors' kit; ``upstream.csv``).
 
 Plain data in ``capeval/data/published/`` (package data, reviewable against the papers):
 
@@ -14,6 +15,13 @@ Plain data in ``capeval/data/published/`` (package data, reviewable against the 
   to the first containing ``end``) and its caption.
 - ``tolerances.csv``: how far ours may be from the published value per benchmark and metric
   kind (``text`` / ``learned``) and why.
+- ``upstream.csv``: the Polaris and Nebula values of papers not in ../shared/papers (Polos,
+  DENEB, Pearl = arXiv 2512.21582, EXPERT), as their authors' reproduction kit transcribes
+  them: ``upstream`` (``github:owner/repo@commit:path`` of the file), ``key`` (the value's
+  place in that JSON file), ``note`` (the paper and table the file names), ``options`` (the
+  benchmark loader options of that paper's protocol, e.g. Nebula's ``scores=corrected``), ``caption``;
+  written by tools/published_upstream.py; the test re-reads each value from that file when a
+  mirror of the repository is present.
 
 ``tests/test_published_registry.py`` re-reads every stored value from ../shared/papers.
 A difference is expected where the protocol differs (reference draws, image versions, region
@@ -31,7 +39,7 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
-PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2")
+PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2", "polos", "deneb", "pearl", "expert")
 
 CITATIONS = {
     "pac-s": "Sarto et al. 2023 (PAC-S, CVPR poster)",
@@ -39,14 +47,21 @@ CITATIONS = {
     "hice-s": "Zeng et al. 2024 (HICEScore)",
     "bridge": "Sarto et al. 2024 (BRIDGE, ECCV)",
     "visce2": "Maeda et al. 2024 (VisCE2)",
+    "polos": "Wada et al. 2024 (Polos, CVPR)",
+    "deneb": "Matsuda et al. 2024 (DENEB, ACCV)",
+    "pearl": "Hirano et al. 2025 (Pearl, arXiv 2512.21582)",
+    "expert": "Kim et al. 2025 (EXPERT, ACL Findings)",
 }
 
 # the paper a metric comes from: its own number wins when several papers print one
 _OWN = {"pac-s": "pac-s", "ref-pac-s": "pac-s", "pac-s-video": "pac-s", "ref-pac-s-video": "pac-s",
         "pac-s++": "pac-s++", "ref-pac-s++": "pac-s++", "hice-s": "hice-s", "ref-hice-s": "hice-s",
         "bridge": "bridge", "visce2": "visce2", "visce2-vanilla": "visce2", "visce2-ref": "visce2",
-        "visce2-desc": "visce2"}
-_ORDER = ("pac-s++", "hice-s", "bridge", "pac-s", "visce2")
+        "visce2-desc": "visce2", "polos": "polos", "expert": "expert"}
+# tables whose rows repeat the paper's comparison tables and lose to them: VisCE2's Table 1 (textual
+# resources) prints its own row again, THumB w/ human R as .07 where the comparison Table 2 has .06
+_SECONDARY = {"visce2": ("1",)}
+_ORDER = ("pac-s++", "hice-s", "bridge", "pac-s", "visce2", "polos", "deneb", "pearl", "expert")
 
 
 @dataclass(frozen=True)
@@ -66,6 +81,14 @@ class Cell:
     col: int
     main: bool
     protocol: str
+    upstream: str = ""  # github:owner/repo@commit:path where the value was read (papers not in ../shared/papers)
+    key: str = ""
+    note: str = ""
+    options: str = ""  # benchmark loader options of the paper's protocol, "key=value;key=value"
+
+    def bench_options(self) -> dict[str, str]:
+        """:attr:`options` as a mapping (``capeval reproduce`` loads the benchmark with them)."""
+        return parse_options(self.options)
 
     @property
     def x100(self) -> float:
@@ -74,7 +97,13 @@ class Cell:
 
     @property
     def source(self) -> str:
-        return f"{CITATIONS[self.paper]}, Table {self.table}"
+        where = f" (as transcribed in {self.upstream})" if self.upstream else ""
+        return f"{CITATIONS[self.paper]}, Table {self.table}{where}"
+
+
+def parse_options(text: str) -> dict[str, str]:
+    """``"key=value;key=value"`` as a mapping (empty text: none)."""
+    return dict(kv.split("=", 1) for kv in text.split(";") if kv)
 
 
 def _read(name: str) -> list[dict[str, str]]:
@@ -84,18 +113,27 @@ def _read(name: str) -> list[dict[str, str]]:
 
 @lru_cache(maxsize=1)
 def cells() -> tuple[Cell, ...]:
-    """Every stored published number, in the papers' order."""
-    return tuple(
+    """Every stored published number: the papers' text first, in their order, then upstream.csv."""
+    text = tuple(
         Cell(r["paper"], r["table"], r["benchmark"], r["metric"], r["variant"], r["statistic"], float(r["value"]),
              float(r["scale"]), r["row"], int(r["offset"]), int(r["col"]), r["main"] == "1", r["protocol"])
         for r in _read("values.csv")
+    )
+    return text + tuple(
+        Cell(r["paper"], r["table"], r["benchmark"], r["metric"], r["variant"], r["statistic"], float(r["value"]),
+             float(r["scale"]), "", 0, -1, r["main"] == "1", r["protocol"], r["upstream"], r["key"], r["note"], r["options"])
+        for r in _read("upstream.csv")
     )
 
 
 @lru_cache(maxsize=1)
 def tables() -> dict[tuple[str, str], dict[str, str]]:
-    """``{(paper, table): {file, start, end, caption}}``."""
-    return {(r["paper"], r["table"]): r for r in _read("tables.csv")}
+    """``{(paper, table): {file, start, end, caption}}`` (``file`` empty for upstream.csv's tables)."""
+    out = {(r["paper"], r["table"]): r for r in _read("tables.csv")}
+    for r in _read("upstream.csv"):
+        out.setdefault((r["paper"], r["table"]), {"paper": r["paper"], "table": r["table"], "file": "",
+                                                  "start": "", "end": "", "caption": r["caption"]})
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -121,15 +159,16 @@ def _best(benchmark: str, metric: str, statistic: str) -> Cell | None:
     if not found:
         return None
     own = _OWN.get(metric)
-    found.sort(key=lambda c: (c.paper != own, _ORDER.index(c.paper)))
+    found.sort(key=lambda c: (c.paper != own, _ORDER.index(c.paper), c.table in _SECONDARY.get(c.paper, ())))
     return found[0]
 
 
 def published(benchmark: str, metric: str, statistic: str) -> tuple[float, str] | None:
     """``(value x100, source)`` published for this benchmark, metric and statistic, or None.
 
-    The metric's own paper wins; otherwise the first of PAC-S++, HICE-S, BRIDGE, PAC-S, VisCE2
-    (they copy each other's baseline rows). Backbone and ablation tables are not used."""
+    The metric's own paper wins; otherwise the first of PAC-S++, HICE-S, BRIDGE, PAC-S, VisCE2,
+    Polos, DENEB, Pearl, EXPERT (they copy each other's baseline rows); within a paper its
+    comparison tables win over a table that repeats them. Backbone and ablation tables are not used."""
     c = _best(benchmark, metric, statistic)
     return None if c is None else (c.x100, c.source)
 

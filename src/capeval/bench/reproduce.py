@@ -37,7 +37,11 @@ _STATS = {
     "nebula": r"kendall_tau_[bc]",
 }
 
-# checkpoints of the checkpoint table each learned metric loads by default (registry defaults)
+# checkpoints of the checkpoint table each learned metric loads by default (registry defaults).
+# A hand list: MetricSpec has no field naming the checkpoints a metric loads (the CLIP backbones
+# are scorer defaults, Polos's and MID's sit in registry_baselines.BASELINE_DEFAULTS, the judges'
+# models are options), and registry.py is at its size limit; tests/test_reproduce.py keeps both
+# lists complete against the registry and the checkpoint table.
 _WEIGHTS = {
     "clip-s": ("openai/ViT-B-32",), "ref-clip-s": ("openai/ViT-B-32",),
     "emscore": ("openai/ViT-B-32",), "ref-emscore": ("openai/ViT-B-32",),
@@ -136,7 +140,7 @@ def reproduce(
     runner: Callable[..., Any] | None = None,
     progress: bool | None = False,
 ) -> list[Outcome]:
-    """Run every runnable cell of ``papers`` (all five by default), optionally of one ``table``.
+    """Run every runnable cell of ``papers`` (all of the registry by default), optionally of one ``table``.
 
     ``runner``: :func:`capeval.bench.run` (replaceable in tests). Benchmarks whose data is
     missing make their cells ``not run: data (...)`` instead of failing the whole command."""
@@ -153,35 +157,39 @@ def reproduce(
         from capeval.bench import run as runner
     known = set(registry.metrics())
     outcomes = []
-    todo: dict[str, set[str]] = {}
+    # one run per benchmark and protocol (loader options: e.g. Nebula's original or corrected scores)
+    todo: dict[tuple[str, str], set[str]] = {}
+    runs: list[tuple[str, str]] = []
     for c in cells:
         tol, _ = pub.tolerance(c.benchmark, kind(c.metric)) if c.metric in known else (None, "")
         o = Outcome(c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic, c.x100, tolerance=tol,
                     source=c.source, protocol=c.protocol)
         o.status = _blocker(c, known, images, videos, checkpoints) or ""
+        runs.append((c.benchmark, c.options))
         if not o.status:
-            todo.setdefault(c.benchmark, set()).add(c.metric)
+            todo.setdefault((c.benchmark, c.options), set()).add(c.metric)
         outcomes.append(o)
-    records: dict[tuple[str, str, str], Any] = {}
-    failed: dict[str, str] = {}
-    for bench, metrics in todo.items():
+    records: dict[tuple[str, str, str, str], Any] = {}
+    failed: dict[tuple[str, str], str] = {}
+    for (bench, opts), metrics in todo.items():
+        extra = {"bench_options": {bench: pub.parse_options(opts)}} if opts else {}
         try:
             result = runner([bench], sorted(metrics), data_root, images=images, videos=videos, seed=seed,
-                            bootstrap=bootstrap, progress=progress)
+                            bootstrap=bootstrap, progress=progress, **extra)
         except CapevalError as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             first = first.split(" (looked in")[0]  # the loader's search paths: too long for a cell
-            failed[bench] = first if len(first) <= 120 else first[:117] + "..."
+            failed[(bench, opts)] = first if len(first) <= 120 else first[:117] + "..."
             continue
         for r in result:
-            records[(r.benchmark, r.metric, r.statistic)] = r
-    for o in outcomes:
+            records[(r.benchmark, opts, r.metric, r.statistic)] = r
+    for o, run_key in zip(outcomes, runs):
         if o.status:
             continue
-        if o.benchmark in failed:
-            o.status = f"not run: data ({failed[o.benchmark]})"
+        if run_key in failed:
+            o.status = f"not run: data ({failed[run_key]})"
             continue
-        r = records.get((o.benchmark, o.metric, o.statistic))
+        r = records.get((o.benchmark, run_key[1], o.metric, o.statistic))
         if r is None or r.value is None or math.isnan(r.value):
             o.status = "not run: no value (the benchmark gave none for this metric)"
             continue

@@ -12,13 +12,13 @@ from capeval.errors import InputError
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "reproduce",
-        help="run every published number of the five papers that the local data allow",
+        help="run every published number of the registry's papers that the local data allow",
         description="For every human-correlation and accuracy value the papers print (the registry "
         "capeval/data/published/), run the benchmark with the metric where data, media and weights are "
         "here, and print published, ours (95% bootstrap CI), difference, tolerance and status "
         "(reproduced, differs, not run: <what is missing>).",
     )
-    p.add_argument("papers", nargs="*", metavar="PAPER", help="pac-s, pac-s++, hice-s, bridge, visce2 (default: all)")
+    p.add_argument("papers", nargs="*", metavar="PAPER", help="pac-s, pac-s++, hice-s, bridge, visce2, polos, deneb, pearl, expert (default: all)")
     p.add_argument("--table", "-t", help="only this table of the paper(s), e.g. 1 or poster-3")
     p.add_argument("--data-root", help="folder with the benchmark files (default: $CAPEVAL_DATA)")
     p.add_argument("--images", help="folder with the benchmark images (image-conditioned metrics)")

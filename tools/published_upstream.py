@@ -1,0 +1,81 @@
+"""One-off extraction of src/capeval/data/published/upstream.csv: the Polaris and Nebula values.
+
+The Polos (arXiv 2402.18091) and DENEB (arXiv 2409.19255) papers are not in ../shared/papers.
+Their tables' Polaris/Nebula numbers are read here from the expected-value files of the Polos
+authors' own reproduction kit, github.com/YuigaWada/CaptionEvalKit-for-VLMs, at a pinned commit
+(benchmarks/expected/<metric>/<benchmark>.json: ``source`` names the paper and table the numbers
+were copied from, ``correlations`` holds them). A file whose ``source`` names no paper table
+("Polaris benchmark table, ...") is left out and listed on stderr.
+tests/test_published_registry.py re-reads every stored value from the same commit's file.
+Run: python tools/published_upstream.py /path/to/mirror/of/CaptionEvalKit-for-VLMs.git \\
+     > src/capeval/data/published/upstream.csv
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+
+REPO = "YuigaWada/CaptionEvalKit-for-VLMs"
+COMMIT = "23f154b924618cc257458291434c4b44e5bf7410"
+
+# the kit's metric directory -> capeval's name (BLEU is BLEU-4 and ROUGE is ROUGE-L: the files' score_name)
+METRICS = {"bleu": "bleu-4", "cider": "cider-d", "meteor": "meteor", "rouge": "rouge-l", "spice": "spice",
+           "clipscore": "clip-s", "refclipscore": "ref-clip-s", "pacscore": "pac-s", "refpacscore": "ref-pac-s",
+           "polos": "polos", "expert": "expert"}
+
+# the paper and table a file's ``source`` names (checked against the whole string, nothing guessed)
+SOURCES = [
+    (re.compile(r"^(Polos CVPR 2024|Wada et al\. 2024 Polos) Table 1\b"), "polos", "1"),
+    (re.compile(r"^Matsuda et al\. 2024 DENEB Table 1\b"), "deneb", "1"),
+    (re.compile(r"^arXiv:2512\.21582 Table 1\b"), "pearl", "1"),
+    (re.compile(r"^EXPERT ACL 2025 Findings Table 2\b"), "expert", "2"),
+]
+CAPTIONS = {("polos", "1"): "Correlation with human judgments (Polaris column)",
+            ("deneb", "1"): "Correlation with human judgments (Nebula column)",
+            ("pearl", "1"): "Correlation with human judgments (Nebula column, corrected test scores)",
+            ("expert", "2"): "Correlation with human judgments (Polaris and Nebula columns)"}
+# the Nebula test scores the paper used: arXiv 2512.21582 reports on the corrected scores
+# (the kit applies the Spica corrections before comparing with these files), DENEB on the release's
+PROTOCOL = {("pearl", "nebula"): "corrected test scores (hiranohachiman/Spica)",
+            ("deneb", "nebula"): "original test scores (the release's human_score)"}
+# the loader options of capeval's benchmark that give that protocol (capeval reproduce passes them)
+OPTIONS = {("pearl", "nebula"): "scores=corrected", ("deneb", "nebula"): "scores=original"}
+
+FIELDS = ["paper", "table", "benchmark", "metric", "variant", "statistic", "value", "scale", "main",
+          "protocol", "options", "caption", "upstream", "key", "note"]
+
+
+def _git(mirror: str, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", mirror, *args], check=True, capture_output=True, text=True).stdout
+
+
+def main(mirror: str) -> None:
+    out = csv.DictWriter(sys.stdout, FIELDS, lineterminator="\n")
+    out.writeheader()
+    paths = _git(mirror, "ls-tree", "-r", "--name-only", COMMIT, "benchmarks/expected").split()
+    for path in paths:
+        _, _, kit_metric, name = path.split("/")
+        bench = name.removesuffix(".json")
+        if bench not in ("polaris", "nebula") or kit_metric not in METRICS:
+            continue
+        data = json.loads(_git(mirror, "show", f"{COMMIT}:{path}"))
+        hit = next(((p, t) for rx, p, t in SOURCES if rx.match(data["source"])), None)
+        if hit is None:
+            print(f"left out {path}: source names no paper table ({data['source']!r})", file=sys.stderr)
+            continue
+        paper, table = hit
+        for stat, value in sorted(data["correlations"].items()):
+            out.writerow({"paper": paper, "table": table, "benchmark": bench, "metric": METRICS[kit_metric],
+                          "variant": "", "statistic": stat, "value": value, "scale": 1, "main": 1,
+                          "protocol": PROTOCOL.get((paper, bench), ""),
+                          "options": OPTIONS.get((paper, bench), ""), "caption": CAPTIONS[(paper, table)],
+                          "upstream": f"github:{REPO}@{COMMIT}:{path}", "key": f"correlations.{stat}",
+                          "note": data["source"]})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
