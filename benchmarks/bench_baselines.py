@@ -25,6 +25,8 @@ stubbed by transformers' as in ``tests/test_bertscore_plusplus.py``), else a ``s
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import sys
 import tempfile
@@ -171,7 +173,8 @@ def bertspp_part(cands: list[str], refs: list[list[str]], texts: list[str], fold
     words = [w.strip() for w in stop.read_text(encoding="utf-8").splitlines()]
     with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as work:
         t0 = time.perf_counter()
-        theirs = _official(Path(src), bert, items, words, Path(work), mp, dtype=torch.float32)
+        with contextlib.redirect_stdout(io.StringIO()):  # the script prints every sample's score
+            theirs = _official(Path(src), bert, items, words, Path(work), mp, dtype=torch.float32)
         dt_peer = time.perf_counter() - t0
     diff = float(np.max(np.abs(theirs - np.array([ours.items[str(i)] for i in range(len(cands))]))))
     print(f"official run_metric.py (captions embedded one by one): {len(cands) / dt_peer:8.2f} items/s "

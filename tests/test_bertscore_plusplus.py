@@ -361,3 +361,15 @@ def test_bench_flickr8k_expert_end_to_end(model64, stop_file, shared_data, tmp_p
     row = rows[("bertscore++", "kendall_tau_c")]
     assert row["n"] == 16992 and -100 <= row["value"] <= 100
     assert "46.7" in run.stdout  # PAC-S++ Table 1's published BERT-S++ cell beside the row
+
+
+def test_reproduce_and_download_name_the_two_entries(tmp_path, monkeypatch, capsys):
+    from capeval.bench.reproduce import missing_weights
+    from capeval.cli.main import main
+    from capeval.models import download as dl
+
+    assert missing_weights("bertscore++", tmp_path) == "bertscore++/bert-base-uncased"
+    fetched = []
+    monkeypatch.setattr(dl, "download", lambda name, d, force: (fetched.append(name), (tmp_path / name, "0" * 64))[1])
+    assert main(["download", "bertscore++", "--dir", str(tmp_path)]) == 0
+    assert fetched == ["bertscore++/bert-base-uncased", "bertscore++/stop-words"]
