@@ -87,7 +87,7 @@ def _ours(folder, items, stop_file, **opts):
 
 
 def _transcribed(folder, items, stop, num_layers=8, threshold=0.4, idf=True):
-    """run_metric.py l. 11-212 in float64, literally (its loops and its index arithmetic)."""
+    """run_metric.py l. 11-218 in float64, literally (its loops and its index arithmetic)."""
     thr = threshold
     from transformers import BertModel, BertTokenizer
 

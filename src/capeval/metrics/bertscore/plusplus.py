@@ -6,11 +6,11 @@ Inputs per sentence: ``emb`` = the unit-normalised hidden states of ``[CLS] t_1 
 (rows 0..n+1), ``tokens`` = the word pieces ``t_1 .. t_n``. Cosines use the token rows
 ``emb[1:-1]`` (``sim[:, 1:-1, 1:-1]``). ``thr`` is ``THRESHOLD`` (0.4 in the script).
 
-1. Matches among the references (``matrix_search_mismatch``, l. 54-67): ``M[a][b][k]`` is
+1. Matches among the references (``matrix_search_mismatch``, l. 52-65, called l. 163-177): ``M[a][b][k]`` is
    whether token k of reference b has a cosine above ``thr`` with some token of reference a
    (the running maximum starts at 0, so an empty reference a matches nothing).
 2. Combined reference of base reference i (the ``combine and avoid overlap-combination`` loop,
-   l. 182-201): reference i's rows, then for every other reference j in order and each token k
+   l. 186-206): reference i's rows, then for every other reference j in order and each token k
    of j with ``M[i][j][k] = 0``, unless an earlier reference c < j (c != i) has
    ``M[c][j][k] = 1``: the hidden-state row k of j and the word piece ``tokens_j[k]``. The row
    index counts ``[CLS]`` while the token index does not, so the row appended is the one
@@ -21,14 +21,14 @@ Inputs per sentence: ``emb`` = the unit-normalised hidden states of ``[CLS] t_1 
    the candidate's token rows, ``best_r = max(0, max_g cos(c_g, col_r))``:
 
    - ``full = sum_{best_r > thr} idf_r best_r / sum_{best_r > thr} idf_r`` (0 when the
-     denominator is 0; ``matrix_compute_full``, l. 90-106);
+     denominator is 0; ``matrix_compute_full``, l. 92-109);
    - ``content`` = the mean of ``best_r > thr`` over the columns and candidate tokens whose
-     word piece is not a stop word (0 when none; ``matrix_compute_rm_stop_word``, l. 70-87).
+     word piece is not a stop word (0 when none; ``matrix_compute_rm_stop_word``, l. 68-89).
 
-4. Item score = ``sum_i content_i * full_i / K`` over the K references (l. 210-212).
+4. Item score = ``sum_i content_i * full_i / K`` over the K references (l. 207-218).
 
 idf: over every caption of the call (references and candidates, each a document:
-``get_idf_dict_from_samples``), ``idf(t) = log((N + 1) / (df(t) + 1))``
+``get_idf_dict_from_samples``, l. 11-18, 159), ``idf(t) = log((N + 1) / (df(t) + 1))``
 (:func:`capeval.metrics.bertscore.formulas.idf_table`), rounded to float32 as the official
 ``collate_idf_tokenized`` pads it as ``torch.float``. Everything else is float64 here.
 """
@@ -53,12 +53,11 @@ def matched(emb_a: np.ndarray, emb_b: np.ndarray, thr: float) -> np.ndarray:
 
 
 def combine(i: int, embs: Sequence[np.ndarray], tokens: Sequence[Sequence[str]],
-            match: Sequence[Sequence[np.ndarray | None]]) -> tuple[np.ndarray, list[str], list[tuple[int, int]]]:
-    """Columns, labels and ``(reference, token)`` sources of base reference ``i`` combined with
+            match: Sequence[Sequence[np.ndarray | None]]) -> tuple[np.ndarray, list[str]]:
+    """Columns and labels of base reference ``i`` combined with
     the unmatched tokens of the other references (step 2 of the module docstring)."""
     rows = [embs[i]]
     labels = list(tokens[i])
-    sources = [(i, k) for k in range(len(tokens[i]))]
     for j in range(len(embs)):
         if j == i:
             continue
@@ -71,8 +70,7 @@ def combine(i: int, embs: Sequence[np.ndarray], tokens: Sequence[Sequence[str]],
                 continue
             rows.append(embs[j][k: k + 1])  # row k: [CLS] is row 0, so this is token k-1's state
             labels.append(tokens[j][k])
-            sources.append((j, k))
-    return np.concatenate(rows)[1:-1], labels, sources
+    return np.concatenate(rows)[1:-1], labels
 
 
 def full_recall(cand: np.ndarray, columns: np.ndarray, idf: np.ndarray, thr: float) -> float:
@@ -105,7 +103,7 @@ def item_score(cand: np.ndarray, cand_tokens: Sequence[str], refs: Sequence[np.n
     match = [[matched(refs[a], refs[b], thr) if a != b else None for b in range(k)] for a in range(k)]
     fulls, contents = [], []
     for i in range(k):
-        columns, labels, _ = combine(i, refs, ref_tokens, match)
+        columns, labels = combine(i, refs, ref_tokens, match)
         idf = np.array([idf_of[t] for t in labels] if idf_of is not None else [1.0] * len(labels), dtype=np.float64)
         fulls.append(full_recall(cand, columns, idf, thr))
         contents.append(content_recall(cand, cand_tokens, columns, labels, stop, thr))

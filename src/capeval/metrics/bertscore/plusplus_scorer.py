@@ -2,10 +2,10 @@
 
 Defaults are the official code's (ck0123/improved-bertscore-for-image-captioning-evaluation
 @ b837055, ``run_metric.py``; the paper gives no other values): ``bert-base-uncased``
-(l. 155), its first 8 layers (l. 160: the encoder is cut to ``layer[:8]`` and the last kept
+(l. 147), its first 8 layers (l. 153: the encoder is cut to ``layer[:8]`` and the last kept
 layer's output is the embedding, ``bert_score/utils.py`` l. 33-39), idf over every caption of
-the call (l. 11-18, 164), ``THRESHOLD = 0.4`` for both the matches among references and the
-scores (l. 167, 177), the repository's ``stop_word_list.txt`` (l. 166; fetched by
+the call (l. 11-18, 159), ``THRESHOLD = 0.4`` for both the matches among references and the
+scores (l. 161, 173), the repository's ``stop_word_list.txt`` (l. 160; fetched by
 ``capeval download bertscore++``, sha256-checked, never shipped). Formulas:
 :mod:`capeval.metrics.bertscore.plusplus`. Range [0, 1]; higher is better.
 
@@ -32,9 +32,9 @@ from capeval.result import MetricResult, Report, Signature
 from capeval.scorer import ScorerBase
 
 NAME = "bertscore++"
-DEFAULT_MODEL = "bert-base-uncased"  # run_metric.py l. 155
-DEFAULT_LAYERS = 8  # run_metric.py l. 160
-DEFAULT_THRESHOLD = 0.4  # run_metric.py l. 167 (and the literal 0.4 of l. 177)
+DEFAULT_MODEL = "bert-base-uncased"  # run_metric.py l. 147
+DEFAULT_LAYERS = 8  # run_metric.py l. 153
+DEFAULT_THRESHOLD = 0.4  # run_metric.py l. 161 (and the literal 0.4 of l. 173)
 STOP_WORDS_ENTRY = "bertscore++/stop-words"  # the official stop_word_list.txt in the checkpoint table
 
 
@@ -55,7 +55,7 @@ def stop_words_path(path: str | os.PathLike[str] | None) -> Path:
 
 
 def read_stop_words(path: Path) -> frozenset[str]:
-    """One word a line, stripped (``get_stop_word_list``, run_metric.py l. 142-147)."""
+    """One word a line, stripped (``get_stop_word_list``, run_metric.py l. 137-142)."""
     try:
         with open(path, encoding="utf-8") as f:
             return frozenset(line.strip() for line in f)
