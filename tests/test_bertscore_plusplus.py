@@ -373,3 +373,18 @@ def test_reproduce_and_download_name_the_two_entries(tmp_path, monkeypatch, caps
     monkeypatch.setattr(dl, "download", lambda name, d, force: (fetched.append(name), (tmp_path / name, "0" * 64))[1])
     assert main(["download", "bertscore++", "--dir", str(tmp_path)]) == 0
     assert fetched == ["bertscore++/bert-base-uncased", "bertscore++/stop-words"]
+
+
+def test_cli_score_with_device_flag(model64, stop_file, tmp_path):
+    import subprocess
+
+    (tmp_path / "c.json").write_text(json.dumps({"a": "a dog runs", "b": "the cat sits"}))
+    (tmp_path / "r.json").write_text(json.dumps({"a": ["a dog runs on the grass", "two dogs"], "b": ["a cat"]}))
+    base = [sys.executable, "-m", "capeval.cli", "score", "-m", "bertscore++", "-c", str(tmp_path / "c.json"),
+            "-r", str(tmp_path / "r.json"), "-O", f"bertscore++.model={model64}", "-O",
+            f"bertscore++.stop_words={stop_file}", "--quiet", "--device", "cpu"]
+    out = subprocess.run(base, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    items = [{"refs": ["a dog runs on the grass", "two dogs"], "cand": "a dog runs"}, {"refs": ["a cat"], "cand": "the cat sits"}]
+    expected = float(np.mean(_transcribed(model64, items, set(STOP))))
+    assert json.loads(out.stdout)["scores"]["bertscore++"] == pytest.approx(expected, abs=TOL)
