@@ -9,20 +9,30 @@ with the same batch size on this CPU; the first call of each is a warm-up on 8 i
 
     python benchmarks/bench_baselines.py --items 60      # a few minutes on 2 cores
     python benchmarks/bench_baselines.py --siglip-only --items 30
+    CAPEVAL_BERTSPP_SRC=DIR python benchmarks/bench_baselines.py --bertspp-only --items 30
 
 SigLIP (second part): CLIP-S on siglip-base-patch16-224's architecture (random weights,
 synthetic 500x375 JPEGs, the same BPE tokenizer), capeval's ``clip-s`` next to transformers'
 own ``model.get_*_features(**processor(...))`` per batch of 32 (the model cards' way).
+
+BERT-S++ (third part): ``bertscore++`` on bert-base-uncased's architecture (12 x 768, vocab
+30522, random weights, a WordPiece vocabulary of the Flickr8k words) next to the official
+``run_metric.py`` run on the same folder when ``CAPEVAL_BERTSPP_SRC`` names a checkout of
+ck0123/improved-bertscore-for-image-captioning-evaluation (its pytorch-pretrained-bert model
+stubbed by transformers' as in ``tests/test_bertscore_plusplus.py``), else a ``skipped`` line.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from _peers import missing, skipped
@@ -114,6 +124,63 @@ def siglip_part(cands: list[str], folder: Path, batch: int = 32) -> None:
           f"max |CLIP-S difference| {diff:.2e}", flush=True)
 
 
+def bert_base_random(folder: Path, texts: list[str]) -> Path:
+    """bert-base-uncased's architecture with random weights and a WordPiece vocabulary of ``texts``."""
+    import re
+
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    words = dict.fromkeys(w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower()))
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *list(words)[:30000]]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    BertTokenizer(vocab=str(folder / "vocab.txt"), model_max_length=512).save_pretrained(str(folder))
+    torch.manual_seed(0)
+    BertModel(BertConfig(), add_pooling_layer=False).save_pretrained(str(folder))  # the defaults: bert-base
+    return folder
+
+
+def bertspp_part(cands: list[str], refs: list[list[str]], texts: list[str], folder: Path, batch: int) -> None:
+    """items/s of BERT-S++ on a bert-base-sized random model: capeval vs the official script."""
+    from capeval.metrics.bertscore.plusplus_scorer import BertScorePlusPlus
+
+    src = os.environ.get("CAPEVAL_BERTSPP_SRC")
+    stop = Path(src) / "stop_word_list.txt" if src else folder / "stop.txt"
+    if not src:
+        stop.write_text("a\nthe\non\nin\nof\n.\n", encoding="utf-8")
+    bert = bert_base_random(folder / "bert", texts)
+    t0 = time.perf_counter()
+    scorer = BertScorePlusPlus(model=str(bert), stop_words=str(stop), batch_size=batch)
+    load = time.perf_counter() - t0
+    scorer.score(cands[:8], {str(i): refs[i] for i in range(8)})  # warm-up
+    t0 = time.perf_counter()
+    ours = scorer.score(cands, {str(i): g for i, g in enumerate(refs)})["bertscore++"]
+    dt = time.perf_counter() - t0
+    print(f"capeval bertscore++ (bert-base arch, layer 8): {len(cands) / dt:8.2f} items/s ({dt:.1f} s; model load "
+          f"{load:.1f} s)", flush=True)
+    if not src or not (Path(src) / "run_metric.py").is_file():
+        skipped("BERT-S++ official run_metric.py", "ck0123/improved-bertscore-for-image-captioning-evaluation "
+                "(CAPEVAL_BERTSPP_SRC)")
+        return
+    import pytest
+    import torch
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_bertscore_plusplus import _official
+
+    items = [{"refs": g, "cand": c} for c, g in zip(cands, refs)]
+    words = [w.strip() for w in stop.read_text(encoding="utf-8").splitlines()]
+    with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as work:
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):  # the script prints every sample's score
+            theirs = _official(Path(src), bert, items, words, Path(work), mp, dtype=torch.float32)
+        dt_peer = time.perf_counter() - t0
+    diff = float(np.max(np.abs(theirs - np.array([ours.items[str(i)] for i in range(len(cands))]))))
+    print(f"official run_metric.py (captions embedded one by one): {len(cands) / dt_peer:8.2f} items/s "
+          f"({dt_peer:.1f} s, model load included); max |score difference| {diff:.2e}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--items", type=int, default=60, help="Flickr8k-Expert items to score (default 60)")
@@ -121,6 +188,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--siglip-only", action="store_true", help="only the SigLIP part")
     ap.add_argument("--no-siglip", action="store_true", help="skip the SigLIP part")
+    ap.add_argument("--bertspp-only", action="store_true", help="only the BERT-S++ part")
+    ap.add_argument("--no-bertspp", action="store_true", help="skip the BERT-S++ part")
     args = ap.parse_args()
     import torch
 
@@ -128,10 +197,13 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     cands, refs, texts = load_expert(args.items)
     n_sent = len(set(cands) | {r for g in refs for r in g})
+    arch = "" if args.bertspp_only else "roberta-large architecture (random weights), layer 17, "
     print(f"items: {len(cands)} Flickr8k-Expert candidates x {len(refs[0])} references ({n_sent} distinct sentences); "
-          f"roberta-large architecture (random weights), layer 17, batch {args.batch_size}, torch threads "
-          f"{torch.get_num_threads()}", flush=True)
+          f"{arch}batch {args.batch_size}, torch threads {torch.get_num_threads()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
+        if args.bertspp_only:
+            bertspp_part(cands, refs, texts, Path(tmp), args.batch_size)
+            return 0
         folder = roberta_large_random(Path(tmp), texts)
         if args.siglip_only:
             siglip_part(cands, folder)
@@ -150,20 +222,27 @@ def main() -> int:
         peer = missing("bert_score")
         if peer:
             skipped("bert_score 0.3.13", "bert_score")
-            return 0
-        import bert_score
-
-        kw = dict(model_type=str(folder), num_layers=17, batch_size=args.batch_size, nthreads=0, device="cpu")
-        bert_score.score(cands[:8], refs[:8], **kw)  # warm-up (the package loads the model on every call)
-        t0 = time.perf_counter()
-        p, r, f = bert_score.score(cands, refs, **kw)
-        dt_peer = time.perf_counter() - t0
-        diff = float(np.max(np.abs(np.array([ours.items[str(i)] for i in range(len(cands))]) - f.numpy())))
-        print(f"bert_score 0.3.13: {len(cands) / dt_peer:8.2f} items/s ({dt_peer:.1f} s, model load included: the "
-              f"package loads it on every score() call); max |F1 difference| {diff:.2e}", flush=True)
+        else:
+            bert_score_part(cands, refs, folder, ours, args.batch_size)
         if not args.no_siglip:
             siglip_part(cands, folder)
+        if not args.no_bertspp:
+            bertspp_part(cands, refs, texts, Path(tmp), args.batch_size)
     return 0
+
+
+def bert_score_part(cands: list[str], refs: list[list[str]], folder: Path, ours: Any, batch: int) -> None:
+    """bert_score 0.3.13 on the same folder and items as capeval's ``ours``."""
+    import bert_score
+
+    kw = dict(model_type=str(folder), num_layers=17, batch_size=batch, nthreads=0, device="cpu")
+    bert_score.score(cands[:8], refs[:8], **kw)  # warm-up (the package loads the model on every call)
+    t0 = time.perf_counter()
+    p, r, f = bert_score.score(cands, refs, **kw)
+    dt_peer = time.perf_counter() - t0
+    diff = float(np.max(np.abs(np.array([ours.items[str(i)] for i in range(len(cands))]) - f.numpy())))
+    print(f"bert_score 0.3.13: {len(cands) / dt_peer:8.2f} items/s ({dt_peer:.1f} s, model load included: the "
+          f"package loads it on every score() call); max |F1 difference| {diff:.2e}", flush=True)
 
 
 if __name__ == "__main__":

@@ -40,3 +40,37 @@ def tiny_roberta(folder: Path, *, dtype: str = "float32", layers: int = 4, hidde
         model = model.double()
     model.save_pretrained(str(folder))
     return folder
+
+
+#: word pieces of the tiny BERT vocabulary besides the words of :data:`TEXTS` (stop words, suffixes)
+BERT_EXTRA = ["a", "an", "the", "is", "on", "in", "of", "with", "and", ".", ",", "##s", "##ing", "dog", "cat", "run",
+              "walk", "sit", "red", "blue", "bike", "man", "woman", "play", "##er", "##ed"]
+
+
+def tiny_bert(folder: Path, *, dtype: str = "float32", layers: int = 4, hidden: int = 32, heads: int = 4,
+              intermediate: int = 64, max_length: int = 40, bias: float = 0.5, seed: int = 0) -> Path:
+    """A randomly initialised BERT with a WordPiece vocabulary (lower-cased) of :data:`TEXTS`'
+    words and :data:`BERT_EXTRA`, saved with ``save_pretrained``. ``bias``: every output
+    LayerNorm gets this shared bias, so that token cosines spread around BERT-S++'s 0.4."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    words = dict.fromkeys(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *BERT_EXTRA,
+                           *(w for t in TEXTS for w in t.split())])
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
+    tok = BertTokenizer(vocab=str(folder / "vocab.txt"), do_lower_case=True, model_max_length=max_length)
+    tok.save_pretrained(str(folder))
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=len(words), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                     intermediate_size=intermediate, max_position_embeddings=max_length + 2,
+                     pad_token_id=tok.pad_token_id)
+    model = BertModel(cfg, add_pooling_layer=False)
+    with torch.no_grad():
+        for layer in model.encoder.layer:
+            layer.output.LayerNorm.bias.fill_(bias)
+        model.embeddings.LayerNorm.bias.fill_(bias)
+    if dtype == "float64":
+        model = model.double()
+    model.save_pretrained(str(folder))
+    return folder

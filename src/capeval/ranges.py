@@ -125,6 +125,13 @@ METRIC_RANGES: dict[str, dict[str, Range]] = {
                                                           "checked again against the model's depth"),
         "batch_size": Range(1, 4096, integer=True),
     },
+    "bertscore++": {
+        "num_layers": Range(0, 1024, integer=True, source="BERT-S++ run_metric.py keeps layer[:8]; checked again "
+                                                          "against the model's depth"),
+        "threshold": Range(0, 1, source="a cosine threshold (run_metric.py THRESHOLD = 0.4; the official maxima "
+                                        "start at 0, so a negative one would act as 0)"),
+        "batch_size": Range(1, 4096, integer=True),
+    },
 }
 
 _FRACTION = Range(0, 1, high_open=True)

@@ -1,4 +1,4 @@
-"""Registry entries of the comparison baselines (MID, Polos, BERTScore): plain data, no imports.
+"""Registry entries of the comparison baselines (MID, Polos, BERTScore, BERT-S++): plain data, no imports.
 
 Kept beside :mod:`capeval.registry` (which turns each dict into a ``MetricSpec``) so that the
 main table stays one screenful per family; the same rules apply (``docs/adding-a-metric.md``).
@@ -46,5 +46,15 @@ BASELINE_SPECS: list[dict[str, Any]] = [
         aliases=("bert-score", "bert_score"),
         description="BERTScore F1 (max over references; P, R in the extras), bert-score 0.3.13's English defaults: "
                     "roberta-large layer 17, no idf, no baseline rescaling; higher is better",
+    ),
+    dict(
+        name="bertscore++", factory="capeval.metrics.bertscore.plusplus_scorer:BertScorePlusPlus",
+        group="bertscore++", needs=frozenset({"references"}), range=(0.0, 1.0), extra="bertscore", in_all=False,
+        reference="Yi, Deng & Hu 2020, Improving Image Captioning Evaluation by Considering Inter References "
+                  "Variance (ACL 2020)",
+        aliases=("bert-s++", "bert-score++"),
+        description="BERT-S++: BERTScore recall over each reference combined with the other references' unmatched "
+                    "tokens, idf x content-word recall, as the official code: bert-base-uncased layer 8, cosine "
+                    "threshold 0.4, its stop-word list; [0, 1]; higher is better (`capeval download bertscore++`)",
     ),
 ]

@@ -51,6 +51,7 @@ _WEIGHTS = {
     "hice-s": ("alpha-clip/ViT-L-14-grit20m", "openai/ViT-L-14", "factual/flan-t5-base-VG-factual-sg"),
     "ref-hice-s": ("alpha-clip/ViT-L-14-grit20m", "openai/ViT-L-14", "factual/flan-t5-base-VG-factual-sg"),
     "bertscore": ("bertscore/roberta-large",),
+    "bertscore++": ("bertscore++/bert-base-uncased", "bertscore++/stop-words"),
     "mid": ("openai/ViT-B-32",),
     "polos": ("polos/reprod", "polos/sup-simcse-roberta-base", "openai/ViT-B-32"),
 }

@@ -16,7 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="checkpoint names (see --list); 'spice': CoreNLP 3.6.0 for spice-java (sha256-checked); "
                         "'factual': hice-s's FACTUAL phrase parser (a Hugging Face hub folder); "
-                        "'bertscore': BERTScore's roberta-large")
+                        "'bertscore': BERTScore's roberta-large; 'bertscore++': BERT-S++'s bert-base-uncased "
+                        "and stop-word list")
     p.add_argument("--dir", help="target folder (default: $CAPEVAL_CHECKPOINTS or <cache>/clip)")
     p.add_argument("--list", action="store_true", help="show the checkpoint table and which files are present")
     p.add_argument("--json", action="store_true", help="with --list: the table as JSON")
@@ -73,7 +74,10 @@ def run(args: argparse.Namespace) -> int:
             name = by_hub(FACTUAL_HUB).name  # type: ignore[union-attr]
         if name.lower() == "bertscore":  # short name of BERTScore's default model
             name = "bertscore/roberta-large"
-        path, digest = download(name, args.dir, args.force)
-        print(json.dumps({"name": name, "path": str(path), "sha256": digest}))
-        sys.stdout.flush()
+        # short name of BERT-S++'s model and stop-word list
+        group = ["bertscore++/bert-base-uncased", "bertscore++/stop-words"] if name.lower() == "bertscore++" else [name]
+        for one in group:
+            path, digest = download(one, args.dir, args.force)
+            print(json.dumps({"name": one, "path": str(path), "sha256": digest}))
+            sys.stdout.flush()
     return 0

@@ -148,6 +148,13 @@ def _set_read_limits(args: argparse.Namespace) -> None:
     max_json_bytes(), max_line_bytes()  # a bad environment variable is refused before any work too
 
 
+def _takes_device(spec: Any) -> bool:
+    """Whether the scorer of a text metric runs a model on a device (its constructor takes ``device``)."""
+    import inspect
+
+    return "device" in inspect.signature(spec.factory_class()).parameters
+
+
 def run(args: argparse.Namespace) -> int:
     from capeval import registry
     from capeval.api import score
@@ -172,9 +179,12 @@ def run(args: argparse.Namespace) -> int:
                 opts.setdefault("device", args.device)
             if args.backbone:
                 opts.setdefault("backbone", args.backbone)
+        elif args.device and _takes_device(spec):  # text metrics on a model (bertscore, bertscore++)
+            opts.setdefault("device", args.device)
     media = [n for n in names if registry.get(n).needs & {"images", "videos"}]
-    for flag, value in (("--backbone", args.backbone), ("--device", args.device)):
-        if value and not media:  # as an unused --images: a flag no metric reads is a mistake
+    on_model = media + [n for n in names if n not in media and args.device and _takes_device(registry.get(n))]
+    for flag, value, users in (("--backbone", args.backbone, media), ("--device", args.device, on_model)):
+        if value and not users:  # as an unused --images: a flag no metric reads is a mistake
             raise InputError(f"{flag} given, but none of the metrics {', '.join(names)} uses a model")
     if args.explain:
         _route_explain(names, options, args.explain)

@@ -24,13 +24,13 @@ DEFAULT_LAYERS = {"roberta-large": 17}
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
-def missing_message(name: str) -> str:
-    return (f"bertscore: the model {name!r} is not on this machine: run `capeval download bertscore` once online "
-            f"(roberta-large), download {name} once into the Hugging Face cache, or give a folder saved with "
-            "save_pretrained: -O bertscore.model=PATH")
+def missing_message(name: str, metric: str = "bertscore", default: str = DEFAULT_MODEL) -> str:
+    return (f"{metric}: the model {name!r} is not on this machine: run `capeval download {metric}` once online "
+            f"({default}), download {name} once into the Hugging Face cache, or give a folder saved with "
+            f"save_pretrained: -O {metric}.model=PATH")
 
 
-def locate(name: str) -> Path:
+def locate(name: str, metric: str = "bertscore", default: str = DEFAULT_MODEL) -> Path:
     """The folder to load ``name`` from: a folder as it is; capeval's downloaded copy of a hub
     name of the checkpoint table; else the Hugging Face cache's snapshot (offline lookup)."""
     if os.path.isdir(os.path.expanduser(name)):
@@ -45,11 +45,11 @@ def locate(name: str) -> Path:
 
         return Path(snapshot_download(HUB_ALIASES.get(name, name), local_files_only=True))
     except Exception:  # not in the cache (offline lookup only): many exception types
-        raise ResourceError(missing_message(name)) from None
+        raise ResourceError(missing_message(name, metric, default)) from None
 
 
 #: short hub names that moved under an organisation (the package uses the short ones)
-HUB_ALIASES = {"roberta-large": "FacebookAI/roberta-large"}
+HUB_ALIASES = {"roberta-large": "FacebookAI/roberta-large", "bert-base-uncased": "google-bert/bert-base-uncased"}
 
 
 def weights_sha256(folder: Path) -> str:
@@ -79,7 +79,8 @@ def layer_count(folder: Path) -> int:
 class Embedder:
     """Tokenizer + encoder truncated to ``num_layers``; ``embed`` returns unit-normalised embeddings."""
 
-    def __init__(self, folder: Path, name: str, num_layers: int, device: str = "cpu", batch_size: int = 64):
+    def __init__(self, folder: Path, name: str, num_layers: int, device: str = "cpu", batch_size: int = 64,
+                 metric: str = "bertscore"):
         from capeval._optional import require
 
         torch = require("torch", extra="bertscore", purpose="bertscore")
@@ -90,13 +91,13 @@ class Embedder:
             model = tf.AutoModel.from_pretrained(str(folder))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ResourceError(f"bertscore: cannot load the model {name} from {folder} ({first[:200]})") from None
+            raise ResourceError(f"{metric}: cannot load the model {name} from {folder} ({first[:200]})") from None
         model.eval()
         if hasattr(model, "decoder") and hasattr(model, "encoder"):
             model = model.encoder
         layers = getattr(getattr(model, "encoder", None), "layer", None)
         if layers is None:
-            raise InputError(f"bertscore: model {name} ({type(model).__name__}) is not a BERT-like encoder "
+            raise InputError(f"{metric}: model {name} ({type(model).__name__}) is not a BERT-like encoder "
                              "(no encoder.layer); capeval supports BERT/RoBERTa-style models")
         model.encoder.layer = torch.nn.ModuleList(list(layers)[:num_layers])  # the package's truncation
         self.model = model.to(device)

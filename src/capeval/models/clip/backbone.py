@@ -32,7 +32,7 @@ from capeval.models.clip.tokenizer import ClipTokenizer, load_tokenizer
 
 
 # entries whose file is not a whole CLIP state dict (Alpha-CLIP files: capeval.models.clip.alpha)
-_NOT_CLIP = ("vocab", "alpha-clip", "hf-model")
+_NOT_CLIP = ("vocab", "text", "alpha-clip", "hf-model")
 
 
 def _by_filename(path: Path) -> ck.Checkpoint | None:

@@ -51,11 +51,13 @@ _OPENAI = "https://openaipublic.azureedge.net/clip/models"
 _PACS_DRIVE_FOLDER = "https://drive.google.com/drive/folders/15Da_nh7CYv8xfryIdETG6dPFSqcBiqpd"
 _PACPP = "https://ailb-web.ing.unimore.it/publicfiles/pac++"
 FACTUAL_HUB = "lizhuang144/flan-t5-base-VG-factual-sg"
+_BSPP = ("https://raw.githubusercontent.com/ck0123/improved-bertscore-for-image-captioning-evaluation/"
+         "b83705562ffc9a564ec3a20c5dcc7fb56a163b82")
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """One entry of the table. ``kind``: openai | open_clip | pacs | pacs++ | alpha-clip | vocab | hf-model.
+    """One entry of the table. ``kind``: openai | open_clip | pacs | pacs++ | alpha-clip | vocab | text | hf-model.
 
     ``hf-model`` entries are Hugging Face hub repositories (``hub``), downloaded as a folder
     named ``filename``."""
@@ -171,6 +173,17 @@ CHECKPOINTS: dict[str, Checkpoint] = {
             ("https://huggingface.co/FacebookAI/roberta-large",), None, hub="FacebookAI/roberta-large",
             note="BERTScore's default English model (bert-score's lang2model['en']); a hub folder; sha256 not "
             "published (the weights' sha256 is recorded in the bertscore signature)",
+        ),
+        Checkpoint(
+            "bertscore++/bert-base-uncased", "bert-base-uncased", "hf-model", "bert-base-uncased",
+            ("https://huggingface.co/google-bert/bert-base-uncased",), None, hub="google-bert/bert-base-uncased",
+            note="BERT-S++'s model (ck0123/improved-bertscore-for-image-captioning-evaluation run_metric.py); a hub "
+            "folder; sha256 not published (the weights' sha256 is recorded in the bertscore++ signature)",
+        ),
+        Checkpoint(
+            "bertscore++/stop-words", "", "text", "stop_word_list.txt", (f"{_BSPP}/stop_word_list.txt",),
+            "5a5e87d822fcd97bbc7b3e75d9b31bb92da3d99ba61e9f7b21111ffc24da520e",
+            note="BERT-S++'s stop-word list (the official repository's stop_word_list.txt at b837055)",
         ),
         Checkpoint(
             "clip-vocab", "", "vocab", "bpe_simple_vocab_16e6.txt.gz",
