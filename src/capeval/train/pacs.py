@@ -65,6 +65,8 @@ from capeval.train.pacs_lora import (
     import_state,
     train_projections,
 )
+from capeval.train.pacs_backbone import load_training_backbone, shape_only_model
+from capeval.train.pacs_siglip import as_trainable
 from capeval.train.runner import Runner, atomic_torch_save, launched_processes
 
 LOSS_FIELDS = ("loss", "l_vt", "l_gv_t", "l_v_gt")
@@ -86,6 +88,7 @@ class PacsObjective(nn.Module):
 
     def __init__(self, clip: nn.Module, tokenizer: Any, cfg: PacsTrainConfig):
         super().__init__()
+        clip = as_trainable(clip, tokenizer)  # SigLIP: transformers' model behind CLIP's hooks
         self.clip, self.tokenizer, self.cfg = clip, tokenizer, cfg
         self.lambda_v, self.lambda_t = cfg.lambdas
         # Runner.gather on several processes: batches then carry "global" (the global batch's size)
@@ -101,6 +104,8 @@ class PacsObjective(nn.Module):
         return self.clip.logit_scale.detach().exp()
 
     def text(self, texts: Sequence[str], device: Any) -> torch.Tensor:
+        if hasattr(self.clip, "encode_captions"):  # SigLIP: its own tokenizer and padding
+            return self.clip.encode_captions(texts, device)
         ids, eot = tokenize(self.tokenizer, texts, device)
         return self.clip.encode_text(ids, eot)
 
@@ -163,7 +168,9 @@ def export(objective: PacsObjective, folder: Path, stem: str, meta: Mapping[str,
     """``<stem>.safetensors`` (tensors + run metadata) and ``<stem>.pth`` (``{"state_dict": ...}``)."""
     from safetensors.torch import save_file
 
-    state = {k: v.contiguous() for k, v in export_state(objective.clip, extras).items()}
+    own = getattr(objective.clip, "export_tensors", None)  # SigLIP: the trained tensors only
+    state = {k: v.contiguous() for k, v in (own() if own else export_state(objective.clip, extras)).items()}
+    meta = {**meta, **getattr(objective.clip, "export_meta", dict)()}
     st, pth = folder / f"{stem}.safetensors", folder / f"{stem}.pth"
     save_file(state, str(st), metadata={k: json.dumps(v, default=str) for k, v in meta.items()})
     atomic_torch_save({"state_dict": state}, pth)
@@ -204,34 +211,6 @@ def plan(cfg: PacsTrainConfig, n_train: int, clip_config: Any = None, trainable:
 def _items(cfg: PacsTrainConfig, data: Sequence[CaptionedImage] | None, split: str, limit: int | None
            ) -> list[CaptionedImage] | None:
     return split_items(data, cfg.coco_root, cfg.annotations, split, limit)
-
-
-def load_training_backbone(name: str, seed: int = 0) -> Any:
-    """A ClipBackbone to fine-tune: a checkpoint name or path (LoRA deltas not merged), or
-    ``random/<arch>`` (random weights, toy tokenizer: smoke tests and benchmarks)."""
-    from capeval.models.clip.backbone import load_backbone, random_backbone
-
-    if name.startswith("random/"):
-        return random_backbone(name.split("/", 1)[1], seed=seed)
-    return load_backbone(name, device="cpu", lora="none")
-
-
-def _shape_only_model(name: str) -> nn.Module:
-    """A CLIP of the backbone's architecture on the meta device (no memory, no weights read)."""
-    from capeval.models.clip import checkpoints as ck
-    from capeval.models.clip.model import ARCHITECTURES, CLIP, get_config
-
-    arch = name.split("/", 1)[1] if name.startswith("random/") else name
-    if name in ck.CHECKPOINTS:
-        arch = ck.CHECKPOINTS[name].arch
-    if arch not in ARCHITECTURES:
-        from capeval.models.clip.model import clean_state_dict, infer_config
-
-        return_cfg = infer_config(clean_state_dict(ck.read_state_dict(name, trusted=True)))
-    else:
-        return_cfg = get_config(arch)
-    with torch.device("meta"):
-        return CLIP(return_cfg)
 
 
 @dataclass
@@ -278,7 +257,7 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     if dry_run and backbone is None:
-        clip = _shape_only_model(cfg.backbone)
+        clip = shape_only_model(cfg.backbone)
         counts = describe_trainable(PacsObjective(clip, None, cfg).clip)
         return plan(cfg, len(train_items), clip.config, counts["trainable"], counts["parameters"],
                     launched_processes())
