@@ -108,7 +108,7 @@ def test_steps_change_only_trainable_tensors_and_lower_the_loss(model_dir, mode)
         out["loss"].backward()
         opt.step()
         opt.zero_grad()
-    assert losses[-1] < losses[0] and all(float(out[k]) > 0 for k in ("l_vt", "l_gv_t", "l_v_gt"))
+    assert losses[-1] < losses[0] and all(float(out[k].detach()) > 0 for k in ("l_vt", "l_gv_t", "l_v_gt"))
     names = {n for n, p in obj.clip.model.named_parameters() if p.requires_grad}
     if mode == "pacs":
         assert names and all(n.startswith(("text_model.head.", "vision_model.head.")) for n in names)
@@ -242,3 +242,36 @@ def test_paper_w_is_refused_on_siglip(model_dir):
 
     with pytest.raises(InputError, match="w='paper'"):
         PacScorePlusPlus(backbone=str(model_dir), w="paper")
+
+
+def test_sigmoid_loss_matches_a_loop_transcription():
+    import math
+
+    from capeval.train.losses import sigmoid_pairs
+
+    g = torch.Generator().manual_seed(3)
+    a = torch.nn.functional.normalize(torch.randn(5, 7, generator=g, dtype=torch.float64), dim=-1)
+    b = torch.nn.functional.normalize(torch.randn(5, 7, generator=g, dtype=torch.float64), dim=-1)
+    t, bias = 10.0, -4.0
+    want = 0.0  # Zhai et al. 2023, Algorithm 1: -sum log sigmoid(z_ij (t cos + b)) / n
+    for i in range(5):
+        for j in range(5):
+            z = 1.0 if i == j else -1.0
+            x = z * (t * float(a[i] @ b[j]) + bias)
+            want -= -math.log1p(math.exp(-x))
+    assert abs(float(sigmoid_pairs(a, b, t, bias)) - want / 5) <= 1e-12
+
+
+def test_sigmoid_option_trains_on_siglip_and_is_refused_on_clip(model_dir, tmp_path):
+    from safetensors import safe_open
+
+    from capeval.models.clip.backbone import random_backbone
+
+    res = _train(model_dir, tmp_path, "sig", "pacs++", 2, loss="sigmoid", val_every=1)
+    assert res.history[-1]["val_loss"] > 0
+    with safe_open(str(res.last), "pt") as f:
+        assert f.metadata()["loss"] == '"sigmoid"'
+    with pytest.raises(InputError, match="loss=sigmoid needs a SigLIP backbone"):
+        PacsObjective(random_backbone("tiny").model, None, PacsTrainConfig(loss="sigmoid"))
+    with pytest.raises(InputError, match="loss="):
+        PacsTrainConfig(loss="hinge")

@@ -6,7 +6,10 @@ code). capeval therefore applies the recipe of :mod:`capeval.train.pacs` unchang
 embeddings: the same loss (softmax InfoNCE over cosine similarities, averaged over both
 directions, scaled by the backbone's own learned ``exp(logit_scale)``, frozen; SigLIP's
 ``logit_bias`` is not used, as the softmax is invariant to it), the same lambdas, LoRA rank and
-optimiser. :class:`SiglipDual` gives transformers' model the CLIP-side hooks the trainer uses:
+optimiser. Option ``loss: sigmoid`` (capeval's, not the paper's) trains with SigLIP's own
+pairwise sigmoid loss instead (:func:`capeval.train.losses.sigmoid_pairs`, Zhai et al. 2023,
+Algorithm 1) at the backbone's frozen ``exp(logit_scale)`` and ``logit_bias``, each of the three
+PAC-S terms in that form. :class:`SiglipDual` gives transformers' model the CLIP-side hooks the trainer uses:
 
 - LoRA targets (PAC-S++), the analogues of the CLIP path's (:mod:`capeval.train.pacs_lora`) in
   every encoder layer of both towers: ``attn`` = ``self_attn.q_proj/k_proj/v_proj`` (CLIP's
@@ -56,6 +59,10 @@ class SiglipDual(nn.Module):
     @property
     def logit_scale(self) -> torch.Tensor:
         return self.model.logit_scale
+
+    @property
+    def logit_bias(self) -> torch.Tensor:
+        return self.model.logit_bias
 
     def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
         return image_features(self.model, pixels)

@@ -99,5 +99,6 @@ def merge(backbone: Any, path: str | os.PathLike[str], meta: dict[str, Any]) -> 
     lora = (f"merged: rank {meta['lora_rank']}, {meta.get('lora_layers')} layers, scaling {scale}"
             if scale is not None and "lora_rank" in meta else "n/a")
     backbone.signature.update({"checkpoint": os.path.basename(os.fspath(path)), "mode": meta.get("mode"),
+                               "loss": meta.get("loss"),
                                "checkpoint_sha256": file_digest(Path(path), "sha256", cached=False),
                                "lora": lora, "run": f"config:{meta.get('config_hash')}"})
