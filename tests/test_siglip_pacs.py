@@ -275,3 +275,20 @@ def test_sigmoid_option_trains_on_siglip_and_is_refused_on_clip(model_dir, tmp_p
         PacsObjective(random_backbone("tiny").model, None, PacsTrainConfig(loss="sigmoid"))
     with pytest.raises(InputError, match="loss="):
         PacsTrainConfig(loss="hinge")
+
+
+def test_evaluator_merges_into_its_own_backbone(model_dir, tmp_path):
+    """checkpoint= must not change the backbone the evaluator shares with clip-s; without backbone=
+    the backbone recorded in the file is used."""
+    from capeval.evaluator import Evaluator
+
+    res = _train(model_dir, tmp_path, "run", "pacs++", 1)
+    images = {"a": _image("red", "circle"), "b": _image("blue", "square")}
+    cands = {"a": "a red circle", "b": "a red circle"}
+    alone = Evaluator(["clip-s"], options={"clip-s": {"backbone": str(model_dir)}}).score(cands, images=images)
+    both = Evaluator(["clip-s", "pac-s++"], options={"clip-s": {"backbone": str(model_dir)},
+                                                     "pac-s++": {"backbone": str(model_dir),
+                                                                 "checkpoint": str(res.last)}}).score(cands, images=images)
+    recorded = Evaluator(["pac-s++"], options={"pac-s++": {"checkpoint": str(res.last)}}).score(cands, images=images)
+    assert both["clip-s"].items == alone["clip-s"].items
+    assert recorded["pac-s++"].items == both["pac-s++"].items

@@ -62,6 +62,7 @@ class _ClipFamilyScorer(ScorerBase):
     default_backbone: ClassVar[str] = ""
     default_w: ClassVar[float] = 2.5
     signature_w_from: ClassVar[bool] = False  # record where w came from (families with a disputed w)
+    checkpoint_owns_backbone: ClassVar[bool] = True  # checkpoint= merges into a backbone (evaluator: not shared)
 
     def __init__(self, metrics: Sequence[str] | None = None, backbone: Any = None, device: str = "cpu",
                  w: float | str | None = None, prompt: str = PROMPT, batch_size: int = 64, text_batch_size: int = 256,

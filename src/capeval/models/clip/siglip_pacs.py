@@ -43,7 +43,8 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 def load_siglip_checkpoint(path: str | os.PathLike[str], backbone: Any = None, device: str = "cpu") -> Any:
     """A :class:`~capeval.models.clip.siglip.SiglipBackbone` with the checkpoint merged.
 
-    ``backbone``: None (the recorded one), a hub name / folder, or a loaded SiglipBackbone.
+    ``backbone``: None (the recorded one), a hub name / folder, or a loaded SiglipBackbone (copied,
+    not changed).
     """
     from capeval.models.clip.siglip import SiglipBackbone, is_siglip
 
@@ -58,7 +59,11 @@ def load_siglip_checkpoint(path: str | os.PathLike[str], backbone: Any = None, d
             raise InputError(f"checkpoint {path} was trained on the SigLIP backbone {meta.get('backbone')}; "
                              f"backbone {os.fspath(backbone)!r} is not a SigLIP model")
         backbone = SiglipBackbone(os.fspath(backbone), device=device)
-    elif not isinstance(backbone, SiglipBackbone):
+    elif isinstance(backbone, SiglipBackbone):
+        import copy
+
+        backbone = copy.deepcopy(backbone)  # the caller's backbone stays as it was
+    else:
         raise InputError(f"checkpoint {path} is a SigLIP PAC-S checkpoint; the backbone {backbone!r} is not SigLIP")
     merge(backbone, path, meta)
     return backbone
