@@ -27,6 +27,9 @@ never adds the MLP branch after loading (lora.py), so only merged weights make i
 computation, and capeval's default ``lora="effective"``, equal the trained model.
 (``lora="all"`` would count the MLP deltas twice on such a file.) ``offset`` makes a loaded
 file round-trip bit for bit: for a file's merged MLP weight it is the file's own s B0 A0.
+
+SigLIP backbones (:class:`capeval.train.pacs_siglip.SiglipDual`) name their own targets
+(``lora_layers``) and projections (``projection_parameters``) and export their own layout.
 """
 
 from __future__ import annotations
