@@ -292,3 +292,33 @@ def test_evaluator_merges_into_its_own_backbone(model_dir, tmp_path):
     recorded = Evaluator(["pac-s++"], options={"pac-s++": {"checkpoint": str(res.last)}}).score(cands, images=images)
     assert both["clip-s"].items == alone["clip-s"].items
     assert recorded["pac-s++"].items == both["pac-s++"].items
+
+
+def test_cli_trains_resumes_and_scores(model_dir, tmp_path, capsys):
+    import json
+
+    from PIL import Image
+
+    from capeval.cli.main import main
+
+    root = tmp_path / "coco"
+    (root / "train2014").mkdir(parents=True)
+    records = []
+    for n, it in enumerate(_items()):
+        Image.fromarray(it.image).save(root / "train2014" / f"{n}.png")
+        records.append({"filepath": "train2014", "filename": f"{n}.png", "cocoid": n, "split": ["train", "val"][n % 2],
+                        "sentences": [{"raw": c} for c in it.captions]})
+    (root / "dataset_coco.json").write_text(json.dumps({"images": records}))
+    cfg = tmp_path / "pacs.yaml"
+    cfg.write_text(f"mode: pacs++\ncoco_root: {root}\nbackbone: {model_dir}\nlambda_v: 0\nlambda_t: 0\nbatch_size: 2\n"
+                   f"val_every: 1\nworkers: 0\ndevice: cpu\naccelerate: 'no'\noutput_dir: {tmp_path / 'run'}\n")
+    assert main(["train", "pacs", "--config", str(cfg), "--set", "max_steps=1"]) == 0
+    assert main(["train", "pacs", "--config", str(cfg), "--set", "max_steps=2", "--resume"]) == 0
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["backbone"] == str(model_dir) and run["files"]["last.safetensors"]["step"] == 2
+    (tmp_path / "c.json").write_text(json.dumps({"0": "a red square", "1": "a red circle"}))
+    capsys.readouterr()
+    assert main(["score", "-m", "pac-s++", "--backbone", str(tmp_path / "run" / "last.safetensors"), "-c",
+                 str(tmp_path / "c.json"), "--images", str(root / "train2014"), "-o", str(tmp_path / "out.json")]) == 0
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert "checkpoint_sha256:" + run["files"]["last.safetensors"]["sha256"] in out["signatures"]["pac-s++"]
