@@ -89,7 +89,8 @@ class Evaluator:
         if preflight is not None:  # cheap checks (a missing model) before the backbone is loaded
             preflight(opts)
         default = getattr(cls, "default_backbone", None)
-        if default is not None:
+        # a SigLIP PAC-S checkpoint= is merged into a backbone of its own (never into the shared one)
+        if default is not None and not (opts.get("checkpoint") and getattr(cls, "checkpoint_owns_backbone", False)):
             name = opts.get("backbone") or default
             if isinstance(name, (str, os.PathLike)):
                 types_ = option_types(spec) or {}

@@ -26,6 +26,14 @@ takes any positive number (``w="code"`` names the default). w never changes the 
 the reference-free score, but it does change the ``ref-`` variant (the harmonic mean weighs
 the image part by w). The signature records the number used; for PAC-S++ also the choice
 (``w_from=code|paper|user``).
+
+SigLIP / SigLIP 2 (PAC-S++ journal Table 8): ``backbone`` = a hub name or folder
+(:mod:`capeval.models.clip.siglip`; its own tokenizer, 64 padded tokens, and image processor,
+the same prompt and formula); a PAC-S / PAC-S++ model trained on it by ``capeval train pacs``
+is ``checkpoint=FILE`` (on ``backbone``, else on the backbone the file records) or
+``backbone=FILE`` (:mod:`capeval.models.clip.siglip_pacs`); the signature then names the
+backbone, its weights' sha256, the checkpoint and its sha256. The journal gives no ``w`` for
+SigLIP: the family's default stands (``w="paper"`` is refused on SigLIP).
 """
 
 from __future__ import annotations
@@ -54,13 +62,19 @@ class _ClipFamilyScorer(ScorerBase):
     default_backbone: ClassVar[str] = ""
     default_w: ClassVar[float] = 2.5
     signature_w_from: ClassVar[bool] = False  # record where w came from (families with a disputed w)
+    checkpoint_owns_backbone: ClassVar[bool] = True  # checkpoint= merges into a backbone (evaluator: not shared)
 
     def __init__(self, metrics: Sequence[str] | None = None, backbone: Any = None, device: str = "cpu",
                  w: float | str | None = None, prompt: str = PROMPT, batch_size: int = 64, text_batch_size: int = 256,
-                 cache: Any = None, lora: str = "effective", workers: int | None = None):
+                 cache: Any = None, lora: str = "effective", workers: int | None = None,
+                 checkpoint: str | os.PathLike[str] | None = None):
         self.metrics = self._select(metrics)
         self.workers = workers  # image decoding threads; None: min(4, cores)
-        if backbone is None or isinstance(backbone, (str, os.PathLike)):
+        if checkpoint is not None:  # a SigLIP PAC-S file: on ``backbone``, else on the one it records
+            from capeval.models.clip.siglip_pacs import load_siglip_checkpoint
+
+            backbone = load_siglip_checkpoint(checkpoint, backbone, device=device)
+        elif backbone is None or isinstance(backbone, (str, os.PathLike)):
             from capeval.models.clip.backbone import load_backbone
 
             backbone = load_backbone(backbone or self.default_backbone, device=device, lora=lora)
@@ -206,7 +220,7 @@ def _vit_arch(backbone: Any) -> str:
     if arch in ("ViT-B-32", "ViT-L-14"):
         return arch
     cfg = getattr(getattr(backbone, "model", None), "config", None)
-    if cfg is not None:
+    if cfg is not None and hasattr(cfg, "vision_width"):  # capeval's CLIP (SigLIP: transformers' config)
         shape = (cfg.patch_size, cfg.vision_width, cfg.vision_layers, cfg.text_width, cfg.text_layers)
         if shape == (32, 768, 12, 512, 12):
             return "ViT-B-32"

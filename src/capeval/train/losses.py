@@ -1,4 +1,4 @@
-"""Contrastive losses for training caption metrics (InfoNCE, van den Oord et al. 2018).
+"""Contrastive losses for training caption metrics (InfoNCE, van den Oord et al. 2018; SigLIP's sigmoid loss).
 
 BRIDGE (Sarto et al. 2024, Sec. 3.3) trains with "a weighted version of the symmetric InfoNCE
 loss, where positive and negative items are weighted according to the number of noun chunks
@@ -113,3 +113,14 @@ def infonce(a: torch.Tensor, b: torch.Tensor, scale: float | torch.Tensor, same:
         logits = logits.masked_fill(same & ~eye, float("-inf"))
     target = torch.arange(len(a), device=a.device)
     return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target))
+
+
+def sigmoid_pairs(a: torch.Tensor, b: torch.Tensor, scale: float | torch.Tensor, bias: float | torch.Tensor
+                  ) -> torch.Tensor:
+    """SigLIP's pairwise sigmoid loss (Zhai et al. 2023, Algorithm 1) between paired unit rows (M, D)::
+
+        L = -1/M sum_i sum_j log sigmoid(z_ij (scale * cos(a_i, b_j) + bias)),  z_ii = 1, z_ij = -1 (i != j)
+    """
+    logits = scale * a @ b.T + bias
+    labels = 2 * torch.eye(len(a), dtype=logits.dtype, device=a.device) - 1
+    return -F.logsigmoid(labels * logits).sum() / len(a)

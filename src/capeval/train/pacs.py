@@ -25,6 +25,10 @@ are the whole global micro-batch, as on one process and as pacscore's all-gather
 helper suggests the authors trained. Every process then holds the global loss L and backpropagates
 ``world_size * L``: DDP's gradient average is exactly the one-process gradient
 (tests/test_pacs_distributed.py).
+
+SigLIP / SigLIP 2 backbones (journal Table 8): the same recipe on transformers' models
+(:mod:`capeval.train.pacs_siglip`), exporting only the trained tensors; option ``loss: sigmoid``
+replaces InfoNCE by SigLIP's own sigmoid loss with its frozen learned bias (not the paper's).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import json
 import os
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +53,7 @@ from capeval.progress import make_progress
 from capeval.train.coco import CaptionedImage, split_items
 from capeval.train.config import dump_yaml, load_config, to_dict
 from capeval.train.logging import MetricsLog
-from capeval.train.losses import infonce
+from capeval.train.losses import infonce, sigmoid_pairs
 from capeval.train.pacs_config import PacsTrainConfig
 from capeval.train.pacs_data import (
     PacsDataset,
@@ -65,19 +70,24 @@ from capeval.train.pacs_lora import (
     import_state,
     train_projections,
 )
+from capeval.train.pacs_backbone import load_training_backbone, shape_only_model
+from capeval.train.pacs_siglip import as_trainable
 from capeval.train.runner import Runner, atomic_torch_save, launched_processes
 
 LOSS_FIELDS = ("loss", "l_vt", "l_gv_t", "l_v_gt")
 
 
 def pacs_loss(v: torch.Tensor, t: torch.Tensor, v_gen: torch.Tensor | None, t_gen: torch.Tensor | None,
-              scale: torch.Tensor | float, lambda_v: float, lambda_t: float) -> dict[str, torch.Tensor]:
-    """The module docstring's L from unnormalised (N, D) features; terms with lambda 0 or None inputs are 0."""
+              scale: torch.Tensor | float, lambda_v: float, lambda_t: float, bias: torch.Tensor | None = None
+              ) -> dict[str, torch.Tensor]:
+    """The module docstring's L from unnormalised (N, D) features; terms with lambda 0 or None inputs are 0.
+    ``bias`` (option ``loss: sigmoid``, SigLIP only): SigLIP's sigmoid loss with that bias replaces InfoNCE."""
+    pair = infonce if bias is None else partial(sigmoid_pairs, bias=bias)
     v, t = F.normalize(v.float(), dim=-1), F.normalize(t.float(), dim=-1)
-    l_vt = infonce(v, t, scale)
+    l_vt = pair(v, t, scale)
     zero = l_vt * 0.0
-    l_gv = infonce(F.normalize(v_gen.float(), dim=-1), t, scale) if v_gen is not None and lambda_v else zero
-    l_gt = infonce(v, F.normalize(t_gen.float(), dim=-1), scale) if t_gen is not None and lambda_t else zero
+    l_gv = pair(F.normalize(v_gen.float(), dim=-1), t, scale) if v_gen is not None and lambda_v else zero
+    l_gt = pair(v, F.normalize(t_gen.float(), dim=-1), scale) if t_gen is not None and lambda_t else zero
     return {"loss": l_vt + lambda_v * l_gv + lambda_t * l_gt, "l_vt": l_vt, "l_gv_t": l_gv, "l_v_gt": l_gt}
 
 
@@ -86,6 +96,7 @@ class PacsObjective(nn.Module):
 
     def __init__(self, clip: nn.Module, tokenizer: Any, cfg: PacsTrainConfig):
         super().__init__()
+        clip = as_trainable(clip, tokenizer)  # SigLIP: transformers' model behind CLIP's hooks
         self.clip, self.tokenizer, self.cfg = clip, tokenizer, cfg
         self.lambda_v, self.lambda_t = cfg.lambdas
         # Runner.gather on several processes: batches then carry "global" (the global batch's size)
@@ -94,6 +105,8 @@ class PacsObjective(nn.Module):
             add_lora(clip, cfg.lora_rank, cfg.lora_alpha, cfg.lora_targets, cfg.seed, cfg.lora_qkv_init)
         else:
             train_projections(clip)
+        if cfg.loss == "sigmoid" and not hasattr(clip, "logit_bias"):
+            raise InputError("PAC-S training option loss=sigmoid needs a SigLIP backbone (it uses SigLIP's logit_bias)")
 
     def scale(self) -> torch.Tensor:
         if self.cfg.temperature is not None:
@@ -101,6 +114,8 @@ class PacsObjective(nn.Module):
         return self.clip.logit_scale.detach().exp()
 
     def text(self, texts: Sequence[str], device: Any) -> torch.Tensor:
+        if hasattr(self.clip, "encode_captions"):  # SigLIP: its own tokenizer and padding
+            return self.clip.encode_captions(texts, device)
         ids, eot = tokenize(self.tokenizer, texts, device)
         return self.clip.encode_text(ids, eot)
 
@@ -123,7 +138,8 @@ class PacsObjective(nn.Module):
         v, t, *rest = views
         v_gen = rest.pop(0) if use_v else None
         t_gen = rest.pop(0) if use_t else None
-        return pacs_loss(v, t, v_gen, t_gen, self.scale().to(dev), self.lambda_v, self.lambda_t)
+        bias = self.clip.logit_bias.detach().to(dev) if self.cfg.loss == "sigmoid" else None
+        return pacs_loss(v, t, v_gen, t_gen, self.scale().to(dev), self.lambda_v, self.lambda_t, bias)
 
 
 def global_batches(order: Sequence[int], size: int) -> list[list[int]]:
@@ -163,7 +179,9 @@ def export(objective: PacsObjective, folder: Path, stem: str, meta: Mapping[str,
     """``<stem>.safetensors`` (tensors + run metadata) and ``<stem>.pth`` (``{"state_dict": ...}``)."""
     from safetensors.torch import save_file
 
-    state = {k: v.contiguous() for k, v in export_state(objective.clip, extras).items()}
+    own = getattr(objective.clip, "export_tensors", None)  # SigLIP: the trained tensors only
+    state = {k: v.contiguous() for k, v in (own() if own else export_state(objective.clip, extras)).items()}
+    meta = {**meta, **getattr(objective.clip, "export_meta", dict)()}
     st, pth = folder / f"{stem}.safetensors", folder / f"{stem}.pth"
     save_file(state, str(st), metadata={k: json.dumps(v, default=str) for k, v in meta.items()})
     atomic_torch_save({"state_dict": state}, pth)
@@ -204,34 +222,6 @@ def plan(cfg: PacsTrainConfig, n_train: int, clip_config: Any = None, trainable:
 def _items(cfg: PacsTrainConfig, data: Sequence[CaptionedImage] | None, split: str, limit: int | None
            ) -> list[CaptionedImage] | None:
     return split_items(data, cfg.coco_root, cfg.annotations, split, limit)
-
-
-def load_training_backbone(name: str, seed: int = 0) -> Any:
-    """A ClipBackbone to fine-tune: a checkpoint name or path (LoRA deltas not merged), or
-    ``random/<arch>`` (random weights, toy tokenizer: smoke tests and benchmarks)."""
-    from capeval.models.clip.backbone import load_backbone, random_backbone
-
-    if name.startswith("random/"):
-        return random_backbone(name.split("/", 1)[1], seed=seed)
-    return load_backbone(name, device="cpu", lora="none")
-
-
-def _shape_only_model(name: str) -> nn.Module:
-    """A CLIP of the backbone's architecture on the meta device (no memory, no weights read)."""
-    from capeval.models.clip import checkpoints as ck
-    from capeval.models.clip.model import ARCHITECTURES, CLIP, get_config
-
-    arch = name.split("/", 1)[1] if name.startswith("random/") else name
-    if name in ck.CHECKPOINTS:
-        arch = ck.CHECKPOINTS[name].arch
-    if arch not in ARCHITECTURES:
-        from capeval.models.clip.model import clean_state_dict, infer_config
-
-        return_cfg = infer_config(clean_state_dict(ck.read_state_dict(name, trusted=True)))
-    else:
-        return_cfg = get_config(arch)
-    with torch.device("meta"):
-        return CLIP(return_cfg)
 
 
 @dataclass
@@ -278,7 +268,7 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     if dry_run and backbone is None:
-        clip = _shape_only_model(cfg.backbone)
+        clip = shape_only_model(cfg.backbone)
         counts = describe_trainable(PacsObjective(clip, None, cfg).clip)
         return plan(cfg, len(train_items), clip.config, counts["trainable"], counts["parameters"],
                     launched_processes())
@@ -313,7 +303,7 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
     core.gather = runner.gather
     objective, optimizer = runner.prepare(objective, optimizer)
     run.mkdir(parents=True, exist_ok=True)
-    meta = {"capeval_version": __version__, "mode": cfg.mode, "config_hash": config_hash(cfg),
+    meta = {"capeval_version": __version__, "mode": cfg.mode, "loss": cfg.loss, "config_hash": config_hash(cfg),
             "data": {"train": items_hash(train_items), "val": items_hash(val_items) if val_items else None,
                      "positives": (positives.hashes if positives else {})},
             "backbone": backbone.signature.get("backbone"), "backbone_sha256": backbone.signature.get("sha256"),

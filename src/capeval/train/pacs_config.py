@@ -6,6 +6,8 @@ validation loss has not decreased for 1,500 iterations. PAC-S (Sarto et al. 2023
 Table 7 first row): only the final projections trained, lambda_v 0.05, lambda_t 0.1.
 Not given by the papers (capeval's choices): validation every 100 steps, AdamW's default
 weight decay 0.01, CLIP's own logit scale (frozen) as 1/tau, constant lr, max 30 epochs.
+SigLIP / SigLIP 2 backbones (journal Table 8, "the same training strategies"): the same
+settings; ``loss: sigmoid`` (capeval's option, not the paper's) trains with SigLIP's loss.
 ``mode`` picks the defaults of ``lambda_v`` / ``lambda_t`` when they are left unset (null).
 """
 
@@ -18,6 +20,7 @@ from capeval.errors import InputError
 from capeval.train.config import runtime_problems
 from capeval.train.pacs_lora import QKV_INITS, TARGETS
 
+LOSSES = ("infonce", "sigmoid")  # the papers' InfoNCE | SigLIP's sigmoid loss (Zhai et al. 2023), an option
 MODE_LAMBDAS = {"pacs": (0.05, 0.1), "pacs++": (0.1, 0.001)}
 
 
@@ -46,6 +49,7 @@ class PacsTrainConfig:
     lambda_v: float | None = None          # None: 0.05 (pacs) / 0.1 (pacs++)
     lambda_t: float | None = None          # None: 0.1 (pacs) / 0.001 (pacs++)
     temperature: float | None = None       # None: CLIP's learned logit scale (1 / temperature)
+    loss: str = "infonce"                  # infonce: the papers' | sigmoid: SigLIP's own loss (SigLIP backbones)
     # optimisation
     lr: float = 1e-4
     weight_decay: float = 0.01
@@ -73,6 +77,8 @@ class PacsTrainConfig:
         problems += runtime_problems(self)
         if not problems and self.batch_size % self.grad_accum:
             problems.append(f"batch_size {self.batch_size} must be a multiple of grad_accum {self.grad_accum}")
+        if self.loss not in LOSSES:
+            problems.append(f"loss={self.loss!r} ({' or '.join(LOSSES)})")
         if self.lora_qkv_init not in QKV_INITS:
             problems.append(f"lora_qkv_init={self.lora_qkv_init!r} ({' or '.join(QKV_INITS)})")
         bad = sorted(set(self.lora_targets) - set(TARGETS))

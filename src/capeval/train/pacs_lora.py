@@ -27,6 +27,9 @@ never adds the MLP branch after loading (lora.py), so only merged weights make i
 computation, and capeval's default ``lora="effective"``, equal the trained model.
 (``lora="all"`` would count the MLP deltas twice on such a file.) ``offset`` makes a loaded
 file round-trip bit for bit: for a file's merged MLP weight it is the file's own s B0 A0.
+
+SigLIP backbones (:class:`capeval.train.pacs_siglip.SiglipDual`) name their own targets
+(``lora_layers``) and projections (``projection_parameters``) and export their own layout.
 """
 
 from __future__ import annotations
@@ -82,6 +85,8 @@ def _layers(model: nn.Module, targets: Iterable[str]) -> list[tuple[str, nn.Modu
     unknown = targets - set(TARGETS)
     if unknown:
         raise InputError(f"unknown LoRA targets {sorted(unknown)}; known: {', '.join(TARGETS)}")
+    if hasattr(model, "lora_layers"):  # SigLIP (capeval.train.pacs_siglip.SiglipDual)
+        return model.lora_layers(targets)
     out = []
     for prefix, tower in (("transformer", model.transformer), ("visual.transformer", model.visual.transformer)):
         for i, block in enumerate(tower.resblocks):
@@ -114,7 +119,7 @@ def add_lora(model: nn.Module, rank: int = 4, alpha: float = 1.0, targets: Itera
             k = w.shape[-1]
             delta = LoraDelta(w.shape, rank * k, alpha / rank, w.shape[1] * k, w.shape[0] * k, seed + n)
         else:
-            xavier = qkv_init == "xavier" and pname == "in_proj_weight"
+            xavier = qkv_init == "xavier" and (pname == "in_proj_weight" or group == "qkv")
             delta = LoraDelta(w.shape, rank, alpha / rank, w.shape[1], w.shape[0], seed + n, xavier)
         delta.to(w.device)
         parametrize.register_parametrization(module, pname, delta, unsafe=True)
@@ -131,7 +136,8 @@ def lora_modules(model: nn.Module) -> list[LoraDelta]:
 def train_projections(model: nn.Module) -> list[nn.Parameter]:
     """PAC-S: freeze everything but ``visual.proj`` and ``text_projection``; return those two."""
     model.requires_grad_(False)
-    params = [model.visual.proj, model.text_projection]
+    hook = getattr(model, "projection_parameters", None)  # SigLIP (capeval.train.pacs_siglip.SiglipDual)
+    params = hook() if hook else [model.visual.proj, model.text_projection]
     for p in params:
         p.requires_grad_(True)
     return params

@@ -25,6 +25,8 @@ from capeval.models.clip.lora import apply_lora, describe, has_lora
 from capeval.models.clip.model import ClipConfig, build_model, clean_state_dict, get_config, infer_config
 from capeval.models.clip.preprocess import Preprocess
 from capeval.models.clip.siglip import SiglipBackbone, is_siglip
+from capeval.models.clip.siglip_pacs import load_siglip_checkpoint
+from capeval.models.clip.siglip_pacs import read_meta as read_siglip_meta
 from capeval.models.clip.tokenizer import ClipTokenizer, load_tokenizer
 
 
@@ -54,12 +56,17 @@ def load_backbone(name_or_path: str | os.PathLike[str], device: str = "cpu", lor
     must hold that entry's architecture (:func:`check_architecture`). ``lora`` (PAC-S++
     only): ``effective`` (what the official code computes, default), ``all`` or ``none``;
     see :mod:`capeval.models.clip.lora`. Alpha-CLIP names (``alpha-clip/...``) go to
-    :func:`capeval.models.clip.alpha.load_alpha_backbone` (with its defaults).
+    :func:`capeval.models.clip.alpha.load_alpha_backbone` (with its defaults). SigLIP hub names and
+    folders give a :class:`~capeval.models.clip.siglip.SiglipBackbone`; a SigLIP PAC-S file of
+    ``capeval train pacs`` is merged onto the backbone its header records
+    (:mod:`capeval.models.clip.siglip_pacs`).
     """
     key = os.fspath(name_or_path)
     entry: ck.Checkpoint | None
     if key not in ck.CHECKPOINTS and is_siglip(key):  # PAC-S++ journal Table 8's SigLIP backbones
         return SiglipBackbone(key, device=device)  # type: ignore[return-value]
+    if key not in ck.CHECKPOINTS and read_siglip_meta(key) is not None:  # SigLIP PAC-S, on its recorded backbone
+        return load_siglip_checkpoint(key, device=device)
     if key in ck.CHECKPOINTS and ck.CHECKPOINTS[key].kind == "alpha-clip":
         return load_alpha_backbone(key, device=device, tokenizer=tokenizer, checkpoint_dir=checkpoint_dir)
     if key in ck.CHECKPOINTS and ck.CHECKPOINTS[key].kind in _NOT_CLIP:

@@ -1,4 +1,4 @@
-"""SigLIP / SigLIP 2 (fixed-resolution checkpoints) as a CLIP-family backbone, via transformers.
+"""SigLIP / SigLIP 2 as a CLIP-family backbone, via transformers.
 
 PAC-S++ journal, Table 8 and Sec. 4 ("Effect of Changing Backbone"): CLIP-S, PAC-S and
 PAC-S++ are also evaluated with SigLIP (Zhai et al. 2023) and SigLIP 2 (Tschannen et al. 2025)
@@ -14,6 +14,12 @@ Same interface as :class:`capeval.models.clip.backbone_base.ClipBackbone` (``tok
   truncation, as the model cards prescribe (the text tower pools the last position, so the
   padding is part of the embedding), an attention mask only when the tokenizer returns one
   (``model_input_names``); ``get_text_features`` / ``get_image_features``.
+
+SigLIP 2's NaFlex models (``Siglip2Model``, model type ``siglip2``) take patch sequences plus a
+patch mask and the patch grid's shape: :func:`pack_pixels` packs the three into one
+``(max_num_patches, C*p*p + 3)`` tensor per image (so images stack as CLIP's do) and
+:func:`unpack_pixels` restores them; fixed-resolution SigLIP 2 releases are ``siglip`` models.
+PAC-S checkpoints trained on these backbones: :mod:`capeval.models.clip.siglip_pacs`.
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ class SiglipBackbone:
             h.update(k.encode())
             h.update(state[k].detach().cpu().contiguous().numpy().tobytes())
         proc = self.processor.to_dict()
+        self.preprocess = SiglipPreprocess(self.processor, self.model.config.model_type == "siglip2")
         self.signature: dict[str, Any] = {
             "backbone": self.name, "arch": self.model.config.model_type, "sha256": h.hexdigest(),
             "img_size": json.dumps(proc.get("size")), "img_mean": list(proc.get("image_mean") or []),
@@ -86,31 +93,74 @@ class SiglipBackbone:
     def tokenize(self, texts: Sequence[str]) -> tuple[list[list[int]], int]:
         """Ids padded to 64 (``padding="max_length"``) and the number of texts truncated."""
         full = self.tokenizer(list(texts))["input_ids"]
-        ids = self.tokenizer(list(texts), padding="max_length", max_length=TEXT_LENGTH, truncation=True)["input_ids"]
-        return [list(x) for x in ids], sum(1 for x in full if len(x) > TEXT_LENGTH)
+        return pad_ids(self.tokenizer, texts), sum(1 for x in full if len(x) > TEXT_LENGTH)
 
     def encode_texts(self, ids: Sequence[Sequence[int]]) -> Any:
         with self.torch.inference_mode():
-            batch = self.torch.as_tensor([list(x) for x in ids], dtype=self.torch.long, device=self.device)
-            inputs = {"input_ids": batch}
-            # as model(**tokenizer(...)) in the model cards: SigLIP's tokenizer gives no mask
-            # (the padding is attended to), SigLIP 2's Gemma tokenizer gives one
-            if "attention_mask" in self.tokenizer.model_input_names:
-                inputs["attention_mask"] = (batch != self.tokenizer.pad_token_id).long()
-            return _features(self.model.get_text_features(**inputs))
+            return text_features(self.model, self.tokenizer, ids, self.device)
 
     def load_image(self, image: Any, name: str | None = None) -> Any:
-        from capeval.models.clip.preprocess import open_image
-
-        img = open_image(image, name).convert("RGB")
-        return self.processor(images=img, return_tensors="pt")["pixel_values"][0]
+        return self.torch.from_numpy(self.preprocess(image, name))
 
     def encode_images(self, pixels: Any) -> Any:
         with self.torch.inference_mode():
-            return _features(self.model.get_image_features(pixel_values=pixels.to(self.device, self.torch.float32)))
+            return image_features(self.model, pixels.to(self.device, self.torch.float32))
 
     def __repr__(self) -> str:
         return f"SiglipBackbone({self.name!r}, embed_dim={self.embed_dim}, device={self.device})"
+
+
+class SiglipPreprocess:
+    """``(image, name) -> float32 array``: the checkpoint's image processor (NaFlex: :func:`pack_pixels`)."""
+
+    def __init__(self, processor: Any, naflex: bool):
+        self.processor, self.naflex = processor, naflex
+
+    def __call__(self, image: Any, name: str | None = None) -> Any:
+        from capeval.models.clip.preprocess import open_image
+
+        out = self.processor(images=open_image(image, name).convert("RGB"), return_tensors="pt")
+        return (pack_pixels(out) if self.naflex else out["pixel_values"][0]).float().numpy()
+
+
+def pack_pixels(out: Any) -> Any:
+    """One image's NaFlex inputs as ``(P, C*p*p + 3)``: patches, then the patch mask, then the grid's (h, w)."""
+    import torch
+
+    pv, mask, shape = out["pixel_values"][0], out["pixel_attention_mask"][0], out["spatial_shapes"][0]
+    return torch.cat([pv.float(), mask[:, None].float(), shape.float().expand(len(pv), 2)], dim=1)
+
+
+def unpack_pixels(packed: Any) -> dict[str, Any]:
+    """The inverse of :func:`pack_pixels` for a stacked batch (B, P, C*p*p + 3)."""
+    return {"pixel_values": packed[..., :-3], "pixel_attention_mask": packed[..., -3].long(),
+            "spatial_shapes": packed[:, 0, -2:].long()}
+
+
+def text_features(model: Any, tokenizer: Any, ids: Sequence[Sequence[int]], device: Any) -> Any:
+    """``get_text_features`` of padded ids (B, 64), with a mask only where the tokenizer makes one."""
+    import torch
+
+    batch = torch.as_tensor([list(x) for x in ids], dtype=torch.long, device=device)
+    inputs = {"input_ids": batch}
+    # as model(**tokenizer(...)) in the model cards: SigLIP's tokenizer gives no mask
+    # (the padding is attended to), SigLIP 2's Gemma tokenizer gives one
+    if "attention_mask" in tokenizer.model_input_names:
+        inputs["attention_mask"] = (batch != tokenizer.pad_token_id).long()
+    return _features(model.get_text_features(**inputs))
+
+
+def image_features(model: Any, pixels: Any) -> Any:
+    """``get_image_features`` of a stacked batch of :class:`SiglipPreprocess` outputs."""
+    if model.config.model_type == "siglip2":
+        return _features(model.get_image_features(**unpack_pixels(pixels)))
+    return _features(model.get_image_features(pixel_values=pixels))
+
+
+def pad_ids(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+    """Ids padded to 64 (``padding="max_length"``, truncated), as the model cards tokenize."""
+    ids = tokenizer(list(texts), padding="max_length", max_length=TEXT_LENGTH, truncation=True)["input_ids"]
+    return [list(x) for x in ids]
 
 
 def _features(out: Any) -> Any:
