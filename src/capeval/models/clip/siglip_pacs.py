@@ -35,8 +35,8 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         with safe_open(str(p), "pt") as f:
             raw = f.metadata() or {}
         meta = {k: json.loads(v) for k, v in raw.items()}
-    except (OSError, ValueError, ImportError):
-        return None
+    except Exception:  # noqa: BLE001 - safetensors' SafetensorError derives from Exception only; a broken
+        return None    # file is then reported by the CLIP loader's checks, as any other
     return meta if meta.get("format") == FORMAT else None
 
 
