@@ -85,7 +85,9 @@ def _hub_folder(repo: str, what: str) -> Path:
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(repo, revision=REVISIONS.get(repo)))
+        # transformers' weights only: the CLIP repository also holds TensorFlow and Flax copies
+        return Path(snapshot_download(repo, revision=REVISIONS.get(repo),
+                                      ignore_patterns=["*.h5", "*.msgpack", "*.onnx", "*.ot", "*.tflite", "*.ckpt"]))
     except Exception as exc:  # network and hub errors come in many types
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ResourceError(f"could not download {repo} ({type(exc).__name__}: {first[:160]}); "
@@ -172,6 +174,8 @@ def convert(base: str | os.PathLike[str] | None, lora: str | os.PathLike[str] | 
             raise ResourceError(f"{what}: missing folder {path}")
         folders[what] = path
         sources[what] = {"hub": repo, "revision": REVISIONS[repo], "path": str(path), "given": given is not None}
+        if given is None:  # huggingface_hub's cache: .../snapshots/<commit>
+            sources[what]["commit"] = path.name
     base_p, lora_p, vision_p = folders["base"], folders["lora"], folders["vision"]
     lo = ll.Lora(lora_p)
     native, native_from = _native_config(base_p, lora_p)
