@@ -261,3 +261,26 @@ def test_existing_output_is_not_replaced_without_force(native, converted):
     out, _ = converted
     with pytest.raises(InputError, match="--force"):
         convert(native["base"], native["lora"], native["clip"], out)
+
+
+def test_bin_adapter_and_manifest_hashes(native, converted, tmp_path):
+    """LLaVA-era peft saved ``adapter_model.bin``: the same folder comes out; the manifest's sha256 are the files'."""
+    import hashlib
+    import shutil
+
+    from safetensors.torch import load_file
+
+    from capeval.models.expert_convert import MANIFEST, convert
+
+    out, manifest = converted
+    lora = tmp_path / "lora"
+    shutil.copytree(native["lora"], lora)
+    torch.save(load_file(str(lora / "adapter_model.safetensors")), lora / "adapter_model.bin")
+    (lora / "adapter_model.safetensors").unlink()
+    again = convert(native["base"], lora, native["clip"], tmp_path / "out")
+    for name, entry in manifest["outputs"].items():
+        if name.endswith(".safetensors"):
+            assert again["outputs"][name]["sha256"] == entry["sha256"], name
+        assert hashlib.sha256((out / name).read_bytes()).hexdigest() == entry["sha256"], name
+    assert json.loads((out / MANIFEST).read_text())["inputs"]["lora"]["adapter_model.safetensors"]["sha256"] == \
+        hashlib.sha256((native["lora"] / "adapter_model.safetensors").read_bytes()).hexdigest()
