@@ -20,6 +20,7 @@ SUBCOMMANDS = (
     "capeval.cli.listing",
     "capeval.cli.info",
     "capeval.cli.download",
+    "capeval.cli.convert",
     "capeval.cli.scene_graph",
     "capeval.cli.train",
 )

@@ -10,10 +10,10 @@ own token probabilities (:func:`capeval.judges.answers.smooth`).
   on ``liuhaotian/llava-v1.5-13b``, same template, decoding and smoothing, its scoring prompt;
   ``explanation=True`` asks the official second turn (explanation of Fluency, Relevance,
   Descriptiveness after the score, written back as ``str(score) + "</s>"`` as there) and keeps
-  it in ``extras["explanations"]``. The LoRA is in LLaVA's own format: merge it into the base
-  (LLaVA ``scripts/merge_lora_weights.py``) and convert the result to the llava-hf layout
-  (transformers ``convert_llava_weights_to_hf.py``), then pass that folder as ``model``, or serve
-  it with vLLM and use ``backend="openai"``.
+  it in ``extras["explanations"]``. The LoRA is in LLaVA's own format: ``capeval convert expert``
+  (:mod:`capeval.models.expert_convert`) merges it into the base as LLaVA's
+  ``scripts/merge_lora_weights.py`` does and writes the llava-hf layout; pass that folder as
+  ``model``, or serve it with vLLM and use ``backend="openai"``.
 
 Captions are whitespace-normalised (``' '.join(caption.split())``) as the official scripts do.
 Item score: the smoothed score in [0, 1] (``score_mode="number"``: the number the model wrote);
@@ -132,8 +132,8 @@ class _LlavaJudge(ScorerBase):
             raise InputError(f"{self.label} option explanation applies to expert only")
         if isinstance(backend, str) and backend.strip().lower() == "transformers" and model is None \
                 and self.default_model is None:
-            raise InputError("expert backend='transformers' needs model=<folder of the merged, llava-hf converted "
-                             "EXPERT checkpoint> (the release hjkim811/EXPERT-llava-13b-lora is a LoRA in LLaVA's "
+            raise InputError("expert backend='transformers' needs model=<the folder `capeval convert expert --out "
+                             "FOLDER` writes> (the release hjkim811/EXPERT-llava-13b-lora is a LoRA in LLaVA's "
                              "own format over liuhaotian/llava-v1.5-13b; see docs/judges.md)")
         if score_mode == "smoothed" and top_logprobs == 0 and isinstance(backend, str) and backend == "openai":
             raise InputError(f"{self.label} score_mode='smoothed' needs top_logprobs >= 1")
