@@ -561,3 +561,62 @@ def test_cli_routes_judge_options_and_signatures(tmp_path, image_dir):
     finally:
         srv_c.close()
         srv_f.close()
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_native_vocab_leaves_the_padded_rows_out(tiny_llava, image_dir, native):
+    """llava-hf ports pad LLaVA's output layer past Llama's 32,000 tokens (<image>, <pad>, rows up to a
+    multiple of 64); FLEUR/EXPERT's official LLaVA has none. With ``native_vocab`` (their default) those
+    rows never win greedy decoding and are out of the digit softmax: the log-probs equal a teacher-forced
+    log-softmax over the base vocabulary of the unpadded model. Without it the padded rows (steered to
+    win here) are generated."""
+    import copy
+
+    import torch
+
+    from capeval.judges.backends import Request
+    from capeval.judges.images import expand_to_square, mean_fill
+    from capeval.judges.transformers_llava import TransformersLlava
+    from PIL import Image
+
+    model, proc = tiny_llava
+    tokz = proc.tokenizer
+    n_text, n_rows = tokz.vocab_size, model.get_output_embeddings().weight.shape[0]
+    padded = copy.deepcopy(model)
+    padded.resize_token_embeddings(n_rows + 6)
+    extra = list(range(n_text, n_rows + 6))
+    assert TransformersLlava.added_rows(tokz, padded) == extra
+
+    def steer(module, inputs, output):  # the padded rows would win every step
+        out = output.clone()
+        out[..., n_rows:] = out.max(dim=-1, keepdim=True).values + 5.0
+        return out
+
+    handle = padded.get_output_embeddings().register_forward_hook(steer)
+    try:
+        backend = TransformersLlava.from_loaded(padded, proc, "tiny", max_new_tokens=4, label="fleur",
+                                                native_vocab=native)
+        got: dict[int, Any] = {}
+        req = Request("img0", image_dir / "img0.png", FLEUR_EXPECTED, logprobs=True)
+        backend.generate([req], lambda i, a: got.__setitem__(i, a))
+    finally:
+        handle.remove()
+    ids_out = [t["id"] for t in got[0].logprobs]
+    assert ("vocab" in backend.identity()) == native
+    if not native:
+        assert ids_out[0] >= n_rows  # a padded row was generated
+        return
+    assert ids_out and all(i < n_text for i in ids_out)
+    image = expand_to_square(Image.open(req.image).convert("RGB"), mean_fill(proc.image_processor.image_mean))
+    enc = proc(text=["<image>"], images=[image], return_tensors="pt")
+    n_img = int((enc["input_ids"] == model.config.image_token_index).sum())
+    ids = backend.token_ids(backend.load(), req.prompt, n_img, model.config.image_token_index)
+    with torch.no_grad():  # the unpadded model, base vocabulary only
+        logits = model(input_ids=torch.tensor([ids + ids_out]), pixel_values=enc["pixel_values"]).logits[0].double()
+    digits = TransformersLlava.digit_ids(tokz)
+    for pos, entry in enumerate(got[0].logprobs):
+        lsm = torch.log_softmax(logits[len(ids) + pos - 1, :n_text], dim=-1)
+        assert int(lsm.argmax()) == entry["id"]
+        assert entry["logprob"] == pytest.approx(float(lsm[entry["id"]]), abs=1e-4)
+        assert [a["logprob"] for a in entry["top_logprobs"]] == pytest.approx([float(lsm[d]) for d in digits],
+                                                                               abs=1e-4)

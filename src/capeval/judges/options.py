@@ -36,10 +36,12 @@ def make_backend(label: str, backend: Any, *, model: str | None, default_model: 
                  revision: str | None = None, batch_size: int = 8, base_url: str | None = None,
                  api_key: str | None = None, concurrency: int = 4, timeout: float = 120.0, max_retries: int = 5,
                  retry_backoff: float = 1.0, temperature: float = 0.0, seed: int | None = 0,
-                 max_new_tokens: int = 512, top_logprobs: int = 20, pad_to_square: bool = True) -> Any:
+                 max_new_tokens: int = 512, top_logprobs: int = 20, pad_to_square: bool = True,
+                 native_vocab: bool = False) -> Any:
     """The backend object for ``backend`` (a name or an object with ``generate``/``identity``/
     ``decoding``/``signature``). ``text_only``: the judge sends no image (CLAIR), its local
-    backend is a chat LLM (:mod:`.transformers_text`), not LLaVA."""
+    backend is a chat LLM (:mod:`.transformers_text`), not LLaVA. ``native_vocab`` (FLEUR,
+    EXPERT): the local LLaVA's output rows past the tokenizer's base vocabulary are suppressed."""
     for name, value in (("concurrency", concurrency), ("timeout", timeout), ("max_retries", max_retries),
                         ("retry_backoff", retry_backoff), ("temperature", temperature), ("seed", seed),
                         ("max_new_tokens", max_new_tokens), ("top_logprobs", top_logprobs),
@@ -71,7 +73,8 @@ def make_backend(label: str, backend: Any, *, model: str | None, default_model: 
 
         return TransformersLlava(model or default_model, device=device, dtype=dtype, quantization=quantization,
                                  revision=revision, batch_size=batch_size, temperature=temperature, seed=seed,
-                                 max_new_tokens=max_new_tokens, pad_to_square=pad_to_square, label=label)
+                                 max_new_tokens=max_new_tokens, pad_to_square=pad_to_square, label=label,
+                                 native_vocab=native_vocab)
     from capeval.judges.openai_compat import OpenAICompat
 
     return OpenAICompat(model, base_url=base_url, api_key=api_key, concurrency=concurrency, timeout=timeout,

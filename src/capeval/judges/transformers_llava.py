@@ -70,8 +70,13 @@ class TransformersLlava:
     def __init__(self, model: str | None = None, *, device: str = "cpu", dtype: str = "auto",
                  quantization: str | None = None, revision: str | None = None, batch_size: int = 8,
                  temperature: float = 0.0, seed: int | None = 0, max_new_tokens: int = 1024,
-                 pad_to_square: bool = True, loaded: Loaded | None = None, label: str = "visce2"):
+                 pad_to_square: bool = True, loaded: Loaded | None = None, label: str = "visce2",
+                 native_vocab: bool = False):
         self.label = label  # the metric named in errors
+        # FLEUR/EXPERT's official LLaVA has the 32,000 tokens of Llama's vocabulary; llava-hf ports (and
+        # `capeval convert expert`) add <image>/<pad> and pad the output layer to 32,064 rows. Those rows
+        # are suppressed (-inf) so greedy decoding and the digit softmax are the official ones exactly.
+        self.native_vocab = bool(native_vocab)
         from capeval._optional import require
 
         require("torch", purpose=f"{label} backend='transformers'")
@@ -117,6 +122,7 @@ class TransformersLlava:
             "quantization": self.quantization, "dtype": self.dtype,
             "template": templates.llava_v1_id(),
             "pad_to_square": bool(self.pad_to_square),
+            **({"vocab": "native"} if self.native_vocab else {}),
         }
 
     def decoding(self) -> dict[str, Any]:
@@ -213,6 +219,9 @@ class TransformersLlava:
         want_lp = any(r.logprobs for r in reqs)
         config: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "pad_token_id": pad_id,
                                   "eos_token_id": tok.eos_token_id, "do_sample": self.temperature > 0}
+        extra_rows = self.added_rows(tok, model) if self.native_vocab else []
+        if extra_rows:
+            config["suppress_tokens"] = extra_rows  # scores (and so the digit softmax) get -inf there
         if self.temperature > 0:
             config.update(temperature=self.temperature, top_k=SAMPLING_TOP_K, top_p=SAMPLING_TOP_P)
             blob = f"{self.seed}|" + "|".join(hashlib.sha256(r.prompt.encode()).hexdigest() for r in reqs)
@@ -229,13 +238,19 @@ class TransformersLlava:
                 for k, (t, r) in enumerate(zip(texts, reqs))]
 
     @staticmethod
+    def added_rows(tok: Any, model: Any) -> list[int]:
+        """Output rows past the tokenizer's base vocabulary (added tokens, padding to a multiple of 64)."""
+        return list(range(int(tok.vocab_size), int(model.get_output_embeddings().weight.shape[0])))
+
+    @staticmethod
     def digit_ids(tok: Any) -> list[int]:
         """Token ids of the digits 0-9 as FLEUR/EXPERT find them: ``tokenizer.encode(str(d))[-1]``."""
         return [tok.encode(str(d))[-1] for d in range(10)]
 
     def _token_logprobs(self, tok: Any, ids: Any, scores: list[Any]) -> list[dict[str, Any]]:
         """Per generated token (up to the end of sequence): its text, log-probability and the
-        exact log-softmax (whole vocabulary, float64) of the ten digit tokens, as ``top_logprobs``."""
+        exact log-softmax (float64; over the native vocabulary when ``native_vocab``, else all rows) of
+        the ten digit tokens, as ``top_logprobs``."""
         import torch
 
         digits = self.digit_ids(tok)

@@ -143,7 +143,7 @@ class _LlavaJudge(ScorerBase):
                                          concurrency=concurrency, timeout=timeout, max_retries=max_retries,
                                          retry_backoff=retry_backoff, temperature=temperature, seed=seed,
                                          max_new_tokens=max_new_tokens, top_logprobs=top_logprobs,
-                                         pad_to_square=pad_to_square)
+                                         pad_to_square=pad_to_square, native_vocab=True)
         self.unparsed = unparsed
         self.score_mode = score_mode
         self.explanation = explanation
