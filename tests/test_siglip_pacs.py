@@ -19,6 +19,7 @@ pytest.importorskip("PIL")
 pytest.importorskip("safetensors")
 
 from bertscore_models import tiny_roberta  # noqa: E402  (a tokenizer to save next to the model)
+from test_pacs_train import COLOURS, shape_image  # noqa: E402
 
 from capeval.errors import InputError  # noqa: E402
 from capeval.train.coco import CaptionedImage  # noqa: E402
@@ -27,16 +28,7 @@ from capeval.train.pacs_config import PacsTrainConfig  # noqa: E402
 from capeval.train.pacs_data import PacsDataset, Positives, collate  # noqa: E402
 
 PROMPT = "A photo depicts "
-COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220), "yellow": (230, 220, 20)}
-
-
-def _image(colour: str, shape: str, jitter: int = 0) -> np.ndarray:
-    img = np.full((32, 32, 3), 245, np.uint8)
-    yy, xx = np.mgrid[:32, :32]
-    c = 16 + jitter
-    mask = (abs(yy - c) < 9) & (abs(xx - c) < 9) if shape == "square" else (yy - c) ** 2 + (xx - c) ** 2 < 81
-    img[mask] = COLOURS[colour]
-    return img
+_image = shape_image  # the PAC-S training tests' synthetic images
 
 
 def _items() -> list[CaptionedImage]:

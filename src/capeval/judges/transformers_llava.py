@@ -44,6 +44,22 @@ MODELS = {
 DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16",
           "bfloat16": "bfloat16", "bf16": "bfloat16"}
 QUANTIZATIONS = ("none", "4bit")
+
+
+def check_local(label: str, device: str, dtype: str, batch_size: Any, max_new_tokens: Any, temperature: Any,
+                half_on_cpu: bool = False) -> str:
+    """The torch dtype name of a local backend (``auto``: float16 on CUDA or when ``half_on_cpu``,
+    else float32) after checking its numeric settings; one-line errors naming ``label``'s option."""
+    if dtype == "auto":
+        dtype = "float16" if device.startswith("cuda") or half_on_cpu else "float32"
+    if dtype not in DTYPES:
+        raise InputError(f"{label} option dtype: expected auto, float32, float16 or bfloat16, got {dtype!r}")
+    for opt, value in (("batch_size", batch_size), ("max_new_tokens", max_new_tokens)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"{label} option {opt}: expected an integer >= 1, got {value!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
+        raise InputError(f"{label} option temperature: expected a number >= 0, got {temperature!r}")
+    return DTYPES[dtype]
 #: sampling as the reference's ``generate(do_sample=True, temperature=0.2)`` got it then
 SAMPLING_TOP_K, SAMPLING_TOP_P = 50, 1.0
 
@@ -89,16 +105,8 @@ class TransformersLlava:
             raise InputError(f"{label} option quantization: expected one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
         if self.quantization == "4bit":
             require("bitsandbytes", purpose=f"{label} quantization='4bit'")
-        if dtype == "auto":
-            dtype = "float16" if self.device.startswith("cuda") or self.quantization == "4bit" else "float32"
-        if dtype not in DTYPES:
-            raise InputError(f"{label} option dtype: expected auto, float32, float16 or bfloat16, got {dtype!r}")
-        self.dtype = DTYPES[dtype]
-        for opt, value, low in (("batch_size", batch_size, 1), ("max_new_tokens", max_new_tokens, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise InputError(f"{label} option {opt}: expected an integer >= {low}, got {value!r}")
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
-            raise InputError(f"{label} option temperature: expected a number >= 0, got {temperature!r}")
+        self.dtype = check_local(label, self.device, dtype, batch_size, max_new_tokens, temperature,
+                                 half_on_cpu=self.quantization == "4bit")
         self.revision = revision
         self.batch_size = batch_size
         self.temperature = float(temperature)

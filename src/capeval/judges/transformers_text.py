@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 from capeval.errors import InputError, ResourceError
 from capeval.judges.backends import Answer, Request
-from capeval.judges.transformers_llava import DTYPES
+from capeval.judges.transformers_llava import check_local
 
 
 class TransformersText:
@@ -53,16 +53,7 @@ class TransformersText:
             raise InputError(f"{label} backend='transformers' needs model=<folder or Hugging Face name of a chat LLM>")
         self.model_name = str(model)
         self.device = device or "cpu"
-        if dtype == "auto":
-            dtype = "float16" if self.device.startswith("cuda") else "float32"
-        if dtype not in DTYPES:
-            raise InputError(f"{label} option dtype: expected auto, float32, float16 or bfloat16, got {dtype!r}")
-        self.dtype = DTYPES[dtype]
-        for opt, value in (("batch_size", batch_size), ("max_new_tokens", max_new_tokens)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"{label} option {opt}: expected an integer >= 1, got {value!r}")
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
-            raise InputError(f"{label} option temperature: expected a number >= 0, got {temperature!r}")
+        self.dtype = check_local(label, self.device, dtype, batch_size, max_new_tokens, temperature)
         self.revision = revision
         self.batch_size = batch_size
         self.temperature = float(temperature)
