@@ -60,6 +60,19 @@ def check_local(label: str, device: str, dtype: str, batch_size: Any, max_new_to
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
         raise InputError(f"{label} option temperature: expected a number >= 0, got {temperature!r}")
     return DTYPES[dtype]
+
+
+def left_pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
+    """``(input_ids, attention_mask)`` with every sequence ending where generation starts."""
+    import torch
+
+    width = max(len(s) for s in seqs)
+    input_ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for k, s in enumerate(seqs):
+        input_ids[k, width - len(s):] = torch.tensor(list(s), dtype=torch.long)
+        mask[k, width - len(s):] = 1
+    return input_ids, mask
 #: sampling as the reference's ``generate(do_sample=True, temperature=0.2)`` got it then
 SAMPLING_TOP_K, SAMPLING_TOP_P = 50, 1.0
 
@@ -214,12 +227,8 @@ class TransformersLlava:
         counts = (enc["input_ids"] == image_token_id).sum(dim=1).tolist()
         seqs = [self.token_ids(loaded, r.prompt, n, image_token_id, r.history) for r, n in zip(reqs, counts)]
         pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        width = max(len(s) for s in seqs)
-        input_ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for k, s in enumerate(seqs):  # left padding: every prompt ends where generation starts
-            input_ids[k, width - len(s):] = torch.tensor(s, dtype=torch.long)
-            mask[k, width - len(s):] = 1
+        input_ids, mask = left_pad(seqs, pad_id)
+        width = input_ids.shape[1]
         device = next(model.parameters()).device
         extra: dict[str, Any] = {"pixel_values": enc["pixel_values"].to(device, dtype=getattr(torch, self.dtype))}
         if "image_sizes" in enc:

@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 from capeval.errors import InputError, ResourceError
 from capeval.judges.backends import Answer, Request
-from capeval.judges.transformers_llava import check_local
+from capeval.judges.transformers_llava import check_local, left_pad
 
 
 class TransformersText:
@@ -185,12 +185,8 @@ class TransformersText:
         tok, model = self.tokenizer(), self.model()
         stops = self.stop_ids()
         pad_id = tok.pad_token_id if tok.pad_token_id is not None else stops[0]
-        width = max(len(s) for s in seqs)
-        input_ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for k, s in enumerate(seqs):  # left padding: every prompt ends where generation starts
-            input_ids[k, width - len(s):] = torch.tensor(s, dtype=torch.long)
-            mask[k, width - len(s):] = 1
+        input_ids, mask = left_pad(seqs, pad_id)
+        width = input_ids.shape[1]
         config: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "pad_token_id": pad_id,
                                   "eos_token_id": stops, "do_sample": self.temperature > 0,
                                   "repetition_penalty": 1.0}
