@@ -60,20 +60,20 @@ def resolve_images(images: Any, ids: Sequence[str], who: str,
 
 
 def image_metric_inputs(
-    candidates: Any, references: Any, images: Any, metrics: Sequence[str]
+    candidates: Any, references: Any, images: Any, metrics: Sequence[str], needs_references: bool = False
 ) -> tuple[dict[str, str], dict[str, list[str]] | None, list[str], dict[str, Any], dict[str, str]]:
     """The inputs of an image metric, checked: ``(candidates, references or None, ids,
     {id: image source}, {id: problem})``.
 
     References are required (and must cover the same ids) when one of ``metrics`` is a
-    ``ref-`` variant; an empty caption or a missing image is a problem of its item, which the
+    ``ref-`` variant or ``needs_references`` (metrics whose every variant reads them); an empty caption or a missing image is a problem of its item, which the
     caller turns into an error or a skipped item.
     """
     from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references
 
     cands = normalize_candidates(candidates, allow_empty=True)
     refs: dict[str, list[str]] | None = None
-    if any(m.startswith("ref-") for m in metrics):
+    if needs_references or any(m.startswith("ref-") for m in metrics):
         if references is None:
             raise InputError(f"{', '.join(m for m in metrics if m.startswith('ref-'))} needs references")
         refs = normalize_references(references)

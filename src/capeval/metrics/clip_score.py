@@ -74,10 +74,10 @@ class _ClipFamilyScorer(ScorerBase):
             from capeval.models.clip.siglip_pacs import load_siglip_checkpoint
 
             backbone = load_siglip_checkpoint(checkpoint, backbone, device=device)
-        elif backbone is None or isinstance(backbone, (str, os.PathLike)):
-            from capeval.models.clip.backbone import load_backbone
+        else:
+            from capeval.models.clip.backbone import as_backbone
 
-            backbone = load_backbone(backbone or self.default_backbone, device=device, lora=lora)
+            backbone = as_backbone(backbone, self.default_backbone, device=device, lora=lora)
         self.backbone = backbone
         self.w, self.w_from = self._resolve_w(w)
         self.prompt = prompt

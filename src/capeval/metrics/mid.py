@@ -124,11 +124,9 @@ class Mid(ScorerBase):
             check_option("mid", name, value)  # declared in capeval.ranges
         self.reference, self.eps, self.limit = reference, float(eps), int(limit)
         self.batch_size, self.text_batch_size, self.cache, self.workers = batch_size, text_batch_size, cache, workers
-        if backbone is None or isinstance(backbone, str) or hasattr(backbone, "__fspath__"):
-            from capeval.models.clip.backbone import load_backbone
+        from capeval.models.clip.backbone import as_backbone
 
-            backbone = load_backbone(backbone or self.default_backbone, device=device, lora=lora)
-        self.backbone = backbone
+        self.backbone = as_backbone(backbone, self.default_backbone, device=device, lora=lora)
 
     def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
               *, images: Any = None, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
@@ -137,11 +135,8 @@ class Mid(ScorerBase):
 
         if references is None:
             raise InputError("mid needs references (the Gaussian is fitted to the (reference, image) pairs)")
-        from capeval.io.inputs import check_same_ids, normalize_references
-
-        cands, _, ids, sources, bad = image_metric_inputs(candidates, None, images, self.metrics)
-        refs = normalize_references(references)
-        check_same_ids(cands, refs)
+        cands, refs, ids, sources, bad = image_metric_inputs(candidates, references, images, self.metrics,
+                                                             needs_references=True)
         good, img = embed_usable_images(self.backbone, ids, sources, bad, self.batch_size, self.cache, progress,
                                         skip_bad_items, self.workers)
         img = l2_normalize(img).astype(np.float64)

@@ -23,7 +23,6 @@ t* = E_T(template) (counted in ``extras["images_without_chunks"]``).
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -88,10 +87,9 @@ class BridgeScore(ScorerBase):
             raise ResourceError("bridge needs trained weights: pass checkpoint=PATH (-O bridge.checkpoint=PATH); "
                                 "no official BRIDGE weights are published, train them with `capeval train bridge`")
         self.ckpt = read_checkpoint(checkpoint, checkpoint_dir)
-        if backbone is None or isinstance(backbone, (str, os.PathLike)):
-            from capeval.models.clip.backbone import load_backbone
+        from capeval.models.clip.backbone import as_backbone
 
-            backbone = load_backbone(backbone or self.ckpt.backbone, device=device)
+        backbone = as_backbone(backbone, self.ckpt.backbone, device=device)
         if strict_backbone:
             check_backbone(self.ckpt, backbone)
         try:

@@ -95,10 +95,9 @@ class HiceScore(ScorerBase):
         self.text_batch_size, self.cache = text_batch_size, cache
         # the parser first: a missing FACTUAL model is reported before Alpha-CLIP and SAM load
         self.parser = make_parser(parser, parser_model, phrase_objects, device, checkpoint_dir)
-        if backbone is None or isinstance(backbone, (str, os.PathLike)):
-            from capeval.models.clip.backbone import load_backbone
+        from capeval.models.clip.backbone import as_backbone
 
-            backbone = load_backbone(backbone or self.default_backbone, device=device, checkpoint_dir=checkpoint_dir)
+        backbone = as_backbone(backbone, self.default_backbone, device=device, checkpoint_dir=checkpoint_dir)
         if not all(hasattr(backbone, a) for a in ("encode_images_with_masks", "load_mask", "full_alpha")):
             raise InputError(f"hice-s needs an Alpha-CLIP backbone (e.g. {self.default_backbone}); "
                              f"{getattr(backbone, 'name', type(backbone).__name__)} is a plain CLIP")

@@ -120,25 +120,21 @@ class Polos(ScorerBase):
         except (KeyError, RuntimeError) as exc:
             raise ResourceError(f"polos checkpoint: not a Polos state dict ({str(exc).splitlines()[0]})") from None
         self.text = text_model if isinstance(text_model, SimcseEncoder) else _simcse(text_model, enc_state, device)
-        if backbone is None or isinstance(backbone, (str, os.PathLike)):
-            from capeval.models.clip.backbone import load_backbone
+        from capeval.models.clip.backbone import as_backbone
 
-            backbone = load_backbone(backbone or self.default_backbone, device=device, lora=lora)
-        self.backbone = backbone
+        self.backbone = as_backbone(backbone, self.default_backbone, device=device, lora=lora)
         self._torch = torch
 
     def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
               *, images: Any = None, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
         """Score ``{id: caption}`` against ``images`` and ``references`` (both required)."""
         from capeval.io.images import image_metric_inputs
-        from capeval.io.inputs import check_same_ids, normalize_references
         from capeval.models.clip.embed import embed_texts, embed_usable_images
 
         if references is None:
             raise InputError("polos needs references")
-        cands, _, ids, sources, bad = image_metric_inputs(candidates, None, images, self.metrics)
-        refs = normalize_references(references)
-        check_same_ids(cands, refs)
+        cands, refs, ids, sources, bad = image_metric_inputs(candidates, references, images, self.metrics,
+                                                             needs_references=True)
         good, img = embed_usable_images(self.backbone, ids, sources, bad, 64, self.cache, progress, skip_bad_items,
                                         self.workers)
         items: dict[str, float] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from capeval.errors import InputError, ResourceError
 from capeval.models.clip import checkpoints as ck
@@ -42,6 +43,14 @@ def _by_filename(path: Path) -> ck.Checkpoint | None:
         if entry.filename == path.name and entry.kind not in _NOT_CLIP:
             return entry
     return None
+
+
+def as_backbone(backbone: Any, default: str | os.PathLike[str], device: str = "cpu", **options: Any) -> Any:
+    """``backbone`` when it is already loaded, else :func:`load_backbone` of the name or path
+    given (None: ``default``) with ``options``: how every image scorer takes its backbone option."""
+    if backbone is None or isinstance(backbone, (str, os.PathLike)):
+        return load_backbone(backbone or default, device=device, **options)
+    return backbone
 
 
 def load_backbone(name_or_path: str | os.PathLike[str], device: str = "cpu", lora: str = "effective",
