@@ -134,3 +134,45 @@ def test_bad_systems_are_refused():
         capeval.compare({"A": {"1": "a", "2": "b"}, "B": {"1": "a"}}, refs)
     with pytest.raises(InputError, match="vocab.*no resampling rule"):
         capeval.compare({"A": {"1": "a dog", "2": "a cat"}, "B": {"1": "a cat", "2": "a dog"}}, refs, "vocab")
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "capeval.cli", *args], capture_output=True, text=True)
+
+
+def test_cli_compare_json_table_html_and_score_compare(tmp_path):
+    base, other, _, refs = _systems(40, seed=2)
+    a, b, r = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "refs.json"
+    a.write_text(json.dumps(dict(enumerate(base))))
+    b.write_text(json.dumps(dict(enumerate(other))))
+    r.write_text(json.dumps(dict(enumerate(refs))))
+    out, page = tmp_path / "cmp.json", tmp_path / "cmp.html"
+    done = _cli("compare", "-c", str(a), f"ours={b}", "-r", str(r), "-m", "bleu-4,cider-d", "--samples", "50",
+                "--out", str(out), "--html", str(page))
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed == json.loads(out.read_text())
+    assert list(printed["systems"]) == ["a", "ours"] and printed["samples"] == 50
+    assert "Is B better than A?" in page.read_text() and "paired:bs|samples:50|seed:12345" in page.read_text()
+    via_score = _cli("score", "-c", str(a), "--compare", f"ours={b}", "-r", str(r), "-m", "bleu-4,cider-d")
+    assert via_score.returncode == 0, via_score.stderr
+    same = capeval.compare({"a": dict(enumerate(base)), "ours": dict(enumerate(other))}, dict(enumerate(refs)),
+                           "bleu-4,cider-d")
+    assert json.loads(via_score.stdout) == json.loads(json.dumps(same))
+    table = _cli("compare", "-c", str(a), str(b), "-r", str(r), "-m", "bleu-4", "--samples", "20", "--table")
+    assert table.returncode == 0 and "paired bootstrap, 20 samples, seed 12345" in table.stdout
+
+
+@pytest.mark.parametrize("extra, pattern", [
+    (["--samples", "0"], "samples"), (["--confidence", "1.5"], "confidence"), (["-m", "vocab"], "vocab"),
+])
+def test_cli_compare_bad_input_is_one_line(tmp_path, extra, pattern):
+    a, r = tmp_path / "a.json", tmp_path / "refs.json"
+    a.write_text(json.dumps({"1": "a dog", "2": "a cat"}))
+    r.write_text(json.dumps({"1": ["a dog"], "2": ["a cat"]}))
+    done = _cli("compare", "-c", str(a), f"b={a}", "-r", str(r), *extra)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("capeval: error")]
+    assert pattern in line
+    one = _cli("compare", "-c", str(a), "-r", str(r))
+    assert one.returncode == 2 and "at least two files" in one.stderr
