@@ -23,6 +23,7 @@ _KNOWN = {
     "accelerate": ("accelerate", "train"),
     "diffusers": ("diffusers", "generate"),
     "scipy": ("scipy", None),
+    "torchmetrics": ("torchmetrics", "train"),
 }
 
 
