@@ -240,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from capeval.cli import compare
+    from capeval.significance.output import compare_files
 
     for flag, value in (("--images", args.images), ("--videos", args.videos), ("--items", args.items),
                         ("--per-item", args.per_item), ("--per-item-extras", args.per_item_extras),
@@ -249,10 +249,8 @@ def _compare(args: argparse.Namespace) -> int:
             raise InputError(f"--compare takes text metrics on -c/-r files; {flag} is not used with it")
     if not args.candidates or not args.references:
         raise InputError("--compare needs the baseline's candidates (-c FILE) and the references (-r FILE)")
-    ns = argparse.Namespace(candidates=[args.candidates, *args.compare], references=args.references,
-                            metrics=args.metrics, method="bs", samples=None, seed=12345, confidence=0.95,
-                            option=args.option, out=args.out, html=None, table=False)
-    return compare.run(ns)
+    return compare_files([args.candidates, *args.compare], args.references, args.metrics, parse_options(args.option),
+                         check_outputs, out=args.out)
 
 
 def _run_stream(args: argparse.Namespace, names: list[str], options: dict[str, dict[str, Any]],
