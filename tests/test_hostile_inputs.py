@@ -1048,3 +1048,18 @@ def test_judge_missing_local_model_is_one_line_naming_download_and_the_server(tm
     rc, out, err = _cli(args, tmp_path, env={"HF_HOME": str(tmp_path / "hf"), "TRANSFORMERS_OFFLINE": "1",
                                              "CAPEVAL_CACHE": str(tmp_path / "cache")})  # _cli sets HF_HUB_OFFLINE
     _one_error_line(rc, out, err, fragment)
+
+
+def test_judge_api_key_echoed_by_the_server_or_malformed_is_never_printed(tmp_path, judge_inputs, raw_server):
+    def echo(conn, method, path):
+        body = b'{"error": {"message": "bad request for key sk-hostile-secret"}}'
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+    server = raw_server(echo)
+    rc, out, err = _cli(_judge_args(server.url), tmp_path, env=_judge_env(tmp_path))
+    _one_error_line(rc, out, err, "HTTP 400", "bad request for key ***")
+    assert "sk-hostile-secret" not in err
+    rc, out, err = _cli(_judge_args(server.url), tmp_path,
+                        env=_judge_env(tmp_path, CAPEVAL_VISCE2_API_KEY="sk-hostile\r\nX-Evil: 1"))
+    _one_error_line(rc, out, err, "visce2 api_key holds a line break")
+    assert "sk-hostile" not in err and len(server.requests) == 1

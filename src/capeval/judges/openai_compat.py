@@ -104,6 +104,10 @@ class OpenAICompat:
             raise InputError(str(exc)) from None
         self.model = model or env.get(prefix + "MODEL") or None
         self.api_key = api_key or env.get(prefix + "API_KEY") or env.get("OPENAI_API_KEY") or None
+        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key.isprintable()
+                                         or not self.api_key.isascii()):
+            raise InputError(f"{self.label} api_key holds a line break, a control or a non-ASCII character "
+                             "(it is sent as an HTTP header)")  # the key itself is never printed
         for name, value, low in (("concurrency", concurrency, 1), ("max_retries", max_retries, 0),
                                  ("max_new_tokens", max_new_tokens, 1), ("top_logprobs", top_logprobs, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -279,7 +283,8 @@ class OpenAICompat:
                 delay = retry.delay if retry.delay is not None else self.retry_backoff * (2 ** attempt)
                 # jitter (up to 10%) spreads the retries of concurrent requests
                 time.sleep(delay * (1.0 + 0.1 * random.random()))
-        raise ResourceError(f"{self.label}: {what}: {url} failed after {self.max_retries + 1} attempts: {last}")
+        raise ResourceError(f"{self.label}: {what}: {url} failed after {self.max_retries + 1} attempts: "
+                            f"{self._hide(last)}")
 
     def _once(self, method: str, url: str, body: dict[str, Any] | None, what: str) -> Any:
         headers = {"Accept": "application/json"}
@@ -321,7 +326,7 @@ class OpenAICompat:
 
     def _http_error(self, reply: Any, url: str, what: str) -> None:
         body = reply.body
-        msg = _server_message(body) if body else (reply.reason or "")
+        msg = self._hide(_server_message(body) if body else (reply.reason or ""))
         status = reply.status
         if 300 <= status < 400:  # following it would send the API key wherever it points
             where = reply.headers.get("location")
@@ -348,6 +353,10 @@ class OpenAICompat:
                     pass
             raise _Retry(f"HTTP {status}: {msg}", delay) from None
         raise ResourceError(f"{self.label}: {what}: HTTP {status} from {url}: {msg}") from None
+
+    def _hide(self, text: str) -> str:
+        """``text`` (a server's words) with the API key masked: a server may echo it back."""
+        return text.replace(self.api_key, "***") if self.api_key else text
 
     def _available(self) -> str:
         """``"; the server has: a, b"`` (best effort, empty on any failure)."""

@@ -191,7 +191,8 @@ def send(method: str, url: str, data: bytes | None, headers: Mapping[str, str], 
     except (TimeoutError, http.client.HTTPException, OSError, ValueError) as exc:
         if expired.is_set() or isinstance(exc, TimeoutError):
             raise TransportError("timeout", f"no complete answer within timeout={timeout:g} s") from None
-        why = " ".join(str(exc).split())[:120]
+        # http.client's ValueErrors quote the header value (the API key): the type alone
+        why = "" if isinstance(exc, ValueError) else " ".join(str(exc).split())[:120]
         raise TransportError("broken", f"broken answer ({type(exc).__name__}{': ' + why if why else ''})") from None
     finally:
         watchdog.cancel()
