@@ -1063,3 +1063,11 @@ def test_judge_api_key_echoed_by_the_server_or_malformed_is_never_printed(tmp_pa
                         env=_judge_env(tmp_path, CAPEVAL_VISCE2_API_KEY="sk-hostile\r\nX-Evil: 1"))
     _one_error_line(rc, out, err, "visce2 api_key holds a line break")
     assert "sk-hostile" not in err and len(server.requests) == 1
+
+
+def test_download_of_a_hub_model_offline_is_one_line(tmp_path):
+    pytest.importorskip("huggingface_hub")
+    rc, out, err = _cli(["download", "nobody/no-chat-model"], tmp_path, env={"HF_HOME": str(tmp_path / "hf")})
+    _one_error_line(rc, out, err, "could not download nobody/no-chat-model from https://huggingface.co/nobody/no-chat-model")
+    rc, out, err = _cli(["download", "polos/no-such-entry"], tmp_path)  # a typo of a table entry stays one
+    _one_error_line(rc, out, err, "unknown checkpoint 'polos/no-such-entry'")
