@@ -72,7 +72,7 @@ def test_embeddings_equal_transformers(siglip_dir, tmp_path):
     bb = load_backbone(str(siglip_dir))
     assert isinstance(bb, SiglipBackbone) and bb.signature["arch"] == "siglip"
     ids, cut = bb.tokenize(TEXTS)
-    assert cut == 0 and all(len(x) == 64 for x in ids)
+    assert cut == 0 and all(len(x) < 64 for x in ids)  # padded to 64 by encode_texts
     ours_t = bb.encode_texts(ids).numpy()
     ours_i = bb.encode_images(torch.stack([bb.load_image(p) for p in paths.values()])).numpy()
     ref_t, ref_i = _reference(siglip_dir, TEXTS, list(paths.values()))
@@ -98,7 +98,37 @@ def test_text_without_attention_mask_as_siglip_tokenizer(siglip_dir):
     ids, _ = bb.tokenize(TEXTS)
     ours = bb.encode_texts(ids).numpy()
     model = tf.SiglipModel.from_pretrained(str(siglip_dir)).eval()
+    padded = [x + [bb.tokenizer.pad_token_id] * (64 - len(x)) for x in ids]
     with torch.no_grad():
-        ref = model.get_text_features(input_ids=torch.tensor(ids))
+        ref = model.get_text_features(input_ids=torch.tensor(padded))
+    ref = getattr(ref, "pooler_output", ref).numpy()
+    assert np.abs(ours - ref).max() <= 1e-5
+
+
+@pytest.mark.parametrize("with_mask", [True, False])
+def test_text_mask_is_the_tokenizers_own_with_pad_equal_to_eos(siglip_dir, tmp_path, with_mask):
+    """SigLIP's pad token is its EOS: equal to get_text_features(**tokenizer(..., padding="max_length",
+    max_length=64)) whether the tokenizer returns a mask (the EOS stays attended) or not."""
+    import shutil
+
+    folder = tmp_path / "siglip-pad-eos"
+    shutil.copytree(siglip_dir, folder)
+    tok = tf.AutoTokenizer.from_pretrained(str(siglip_dir))
+    tok.pad_token = tok.eos_token
+    tok.save_pretrained(str(folder))
+    texts = [*TEXTS, "a", " ".join(["two children play with a ball in the park"] * 12)]  # the last is cut at 64
+    bb = load_backbone(str(folder))
+    ref_tok = tf.AutoTokenizer.from_pretrained(str(folder))
+    assert bb.tokenizer.pad_token_id == bb.tokenizer.eos_token_id
+    if not with_mask:
+        bb.tokenizer.model_input_names = ref_tok.model_input_names = ["input_ids"]
+    ids, cut = bb.tokenize(texts)
+    assert cut == 1
+    ours = bb.encode_texts(ids).numpy()
+    model = tf.SiglipModel.from_pretrained(str(folder)).eval()
+    inputs = ref_tok(texts, padding="max_length", max_length=64, truncation=True, return_tensors="pt")
+    assert ("attention_mask" in inputs) == with_mask
+    with torch.no_grad():
+        ref = model.get_text_features(**inputs)
     ref = getattr(ref, "pooler_output", ref).numpy()
     assert np.abs(ours - ref).max() <= 1e-5
