@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from capeval.errors import InputError, ResourceError
+from capeval.errors import InputError, MissingDependencyError, ResourceError
 
 TEXT_LENGTH = 64
 MODEL_TYPES = ("siglip", "siglip2")
@@ -62,6 +62,10 @@ class SiglipBackbone:
             self.model = tf.AutoModel.from_pretrained(self.name).to(device).eval()
             self.tokenizer = tf.AutoTokenizer.from_pretrained(self.name)
             self.processor = tf.AutoImageProcessor.from_pretrained(self.name)
+        except ImportError as exc:  # SigLIP's tokenizer needs sentencepiece; transformers says so in a paragraph
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0]
+            raise MissingDependencyError(f"SigLIP backbone {self.name!r}: {first[:160]}: pip install \".[hf]\" "
+                                         "(in the capeval checkout; the hf extra brings sentencepiece)") from None
         except (OSError, ValueError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ResourceError(f"SigLIP backbone {self.name!r} cannot be loaded ({first[:160]}); download it once "
