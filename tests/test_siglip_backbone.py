@@ -176,7 +176,7 @@ def test_siglip_tokenizer_without_sentencepiece_is_one_line(siglip_spm_dir, tmp_
 
 
 def test_siglip_v1_tokenizer_text_features(siglip_spm_dir):
-    """SigLIP v1's own tokenizer (pad = EOS; transformers 5's returns a mask, 4's does not) as the
+    """SigLIP v1's own tokenizer (pad = EOS, and it returns a mask) as the
     model cards call it: get_text_features(**tokenizer(texts, padding="max_length", max_length=64))."""
     bb = load_backbone(str(siglip_spm_dir))
     tok = tf.AutoTokenizer.from_pretrained(str(siglip_spm_dir))

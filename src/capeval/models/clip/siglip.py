@@ -147,7 +147,7 @@ def text_features(model: Any, tokenizer: Any, ids: Sequence[Sequence[int]], devi
 
     As ``model(**tokenizer(texts, padding="max_length", max_length=64))`` in the model cards:
     the tokenizer's ``pad`` adds the padding and the attention mask exactly when its ``__call__``
-    would (SigLIP's tokenizer gives none: the padding is attended to; SigLIP 2's Gemma one does)."""
+    would (a tokenizer that gives none: the padding is attended to)."""
     import torch
 
     inputs = tokenizer.pad({"input_ids": [list(x) for x in ids]}, padding="max_length", max_length=TEXT_LENGTH)
