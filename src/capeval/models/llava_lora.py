@@ -6,9 +6,10 @@ Merge, as LLaVA ``scripts/merge_lora_weights.py`` runs it (``llava/model/builder
 (on the CPU: ``device_map='cpu'``); ``non_lora_trainables.bin`` loaded over it with
 ``strict=False`` after stripping ``base_model.`` and then, when keys start ``model.model.``,
 one ``model.`` (keys that match no parameter are ignored there, listed here); then peft's
-``merge_and_unload``: for every LoRA pair ``W += (scaling * (B @ A)).to(W.dtype)``, the product
-taken in float32 on the CPU (peft ``lora.Linear.get_delta_weight``), ``scaling = lora_alpha / r``
-(``lora_alpha / sqrt(r)`` with ``use_rslora``).
+``merge_and_unload`` with its default settings: for every LoRA pair ``W += scaling * (B @ A)``
+with the adapter in float32 (``autocast_adapter_dtype=True``), so the sum is taken in float32
+and rounded once to float16 (peft ``lora.Linear.merge`` / ``get_delta_weight``),
+``scaling = lora_alpha / r`` (``lora_alpha / sqrt(r)`` with ``use_rslora``).
 
 Names, as transformers' ``models/llava/convert_llava_weights_to_hf.py`` maps them
 (``KEYS_TO_MODIFY_MAPPING``, applied in order; ``.inv_freq`` buffers dropped): ``model.X`` of the
