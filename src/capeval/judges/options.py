@@ -80,7 +80,7 @@ def make_backend(label: str, backend: Any, *, model: str | None, default_model: 
     return OpenAICompat(model, base_url=base_url, api_key=api_key, concurrency=concurrency, timeout=timeout,
                         max_retries=max_retries, retry_backoff=retry_backoff, temperature=temperature, seed=seed,
                         max_new_tokens=max_new_tokens, top_logprobs=top_logprobs, pad_to_square=pad_to_square,
-                        label=label)
+                        label=label, llava_system=not text_only)
 
 
 def check_choice(label: str, name: str, value: Any, choices: tuple[Any, ...]) -> None:
