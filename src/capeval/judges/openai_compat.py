@@ -165,11 +165,18 @@ class OpenAICompat:
         if not requests:
             return
         model = self.resolve_model()
+        stop = threading.Event()  # set by the first failure: the workers send nothing more
 
         def work(index: int) -> None:
+            if stop.is_set():
+                return
             req = requests[index]
-            answer = self.ask(req, model)
-            on_answer(index, answer)
+            try:
+                answer = self.ask(req, model)
+                on_answer(index, answer)
+            except BaseException:
+                stop.set()
+                raise
             if progress is not None:
                 with self._lock:
                     progress.update(1)

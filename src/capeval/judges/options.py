@@ -13,7 +13,7 @@ too, for scorers built directly, before any model is loaded or request sent.
 from __future__ import annotations
 
 import os
-from typing import Any, Hashable, Mapping
+from typing import Any, Callable, Hashable, Mapping
 
 from capeval.errors import InputError
 from capeval.judges.cache import cache_key, text_sha
@@ -95,9 +95,11 @@ def check_cache(label: str, cache: Any) -> None:
 
 
 def run_cached(backend: Any, cache: Any, kind: str, todo: list[tuple[str, Any]], out: dict[str, dict[str, Any]],
-               progress: bool | None, desc: str) -> None:
+               progress: bool | None, desc: str, check: Callable[[dict[str, Any]], None] | None = None) -> None:
     """Generate ``todo`` (``[(cache key, Request)]``); each answer goes to the cache at once (an
-    interrupted run resumes from it) and to ``out[key]`` as ``{"answer", "logprobs"}``."""
+    interrupted run resumes from it) and to ``out[key]`` as ``{"answer", "logprobs"}``.
+    ``check(record)`` runs on each answer once stored; what it raises stops the run (the
+    requests not yet sent are dropped)."""
     from capeval.progress import make_progress
 
     if not todo:
@@ -111,6 +113,8 @@ def run_cached(backend: Any, cache: Any, kind: str, todo: list[tuple[str, Any]],
             record["logprobs"] = answer.logprobs
         cache.put(kind, key, record)
         out[key] = record
+        if check is not None:
+            check(record)
 
     with make_progress(len(todo), desc, progress) as bar:
         backend.generate([req for _, req in todo], on_answer, bar)
@@ -123,11 +127,15 @@ def request_key(kind: str, image: str | None, prompt: str, ident: Any, dec: Any,
 
 
 def answers(backend: Any, cache: Any, kind: str, wanted: Mapping[Hashable, tuple[str, Any]],
-            progress: bool | None, desc: str) -> tuple[dict[Hashable, dict[str, Any]], int, int]:
+            progress: bool | None, desc: str,
+            check: Callable[[dict[str, Any]], None] | None = None) -> tuple[dict[Hashable, dict[str, Any]], int, int]:
     """The one generation path of the judges: ``wanted`` maps a slot (an item, an image digest)
     to ``(cache key, Request)``. Each distinct key is looked up once (a hit needs log-probs when
     its request asks for them); the misses are generated through the backend (its batching,
     concurrency and retries), each answer stored as it arrives (:func:`run_cached`).
+
+    ``check(record)`` (optional) runs on every record, cached or new, and may raise to stop the
+    run (FLEUR/EXPERT: an answer without the log-probabilities they asked for).
 
     Returns ``({slot: record}, generated, cached)``, the counts over distinct keys.
     """
@@ -138,11 +146,13 @@ def answers(backend: Any, cache: Any, kind: str, wanted: Mapping[Hashable, tuple
             continue
         hit = lookup(cache, kind, key, bool(req.logprobs))
         if hit is not None:
+            if check is not None:
+                check(hit)
             records[key] = hit
         else:
             todo[key] = req
     cached = len(records)
-    run_cached(backend, cache, kind, list(todo.items()), records, progress, desc)
+    run_cached(backend, cache, kind, list(todo.items()), records, progress, desc, check)
     return {slot: records[key] for slot, (key, _) in wanted.items()}, len(todo), cached
 
 
