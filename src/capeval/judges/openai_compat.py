@@ -1,8 +1,11 @@
 """VisCE2 through any OpenAI-compatible chat server (vLLM, llama.cpp server, Ollama, hosted APIs).
 
-Each request is one user message: the image as a base64 data URL, then the rendered prompt
-text (the reference puts ``<image>`` before the text); the server applies its model's chat
-template. Standard library only (``http.client`` + threads, :mod:`.transport`).
+Each request of the LLaVA judges (FLEUR, RefFLEUR, EXPERT, VisCE2) is a system message holding
+``llava_v1``'s system line, then one user message: the image as a base64 data URL, then the
+rendered prompt text (the reference puts ``<image>`` before the text); the server applies its
+model's chat template, which for the llava-hf ports renders ``conv_llava_v1.get_prompt()``
+byte for byte (:meth:`OpenAICompat.messages`). CLAIR's text-only prompt is one user message.
+Standard library only (``http.client`` + threads, :mod:`.transport`).
 
 - image: by default (``pad_to_square=True``) a non-square image is padded to a square of
   CLIP's mean colour, (122, 116, 104), as LLaVA-1.5's ``expand2square`` does before its
@@ -44,6 +47,7 @@ from capeval.errors import InputError, ResourceError
 from capeval.judges import transport
 from capeval.judges.backends import Answer, Request, clean_text
 from capeval.judges.images import data_url, mean_fill
+from capeval.judges.templates import llava_v1_id, llava_v1_system
 
 DEFAULT_BASE_URL = "http://localhost:8000/v1"
 #: the largest answer read (MB): 20 top log-probs for 1,024 tokens are about 2 MB of JSON
@@ -91,8 +95,11 @@ class OpenAICompat:
     def __init__(self, model: str | None = None, *, base_url: str | None = None, api_key: str | None = None,
                  concurrency: int = 4, timeout: float = 120.0, max_retries: int = 5, retry_backoff: float = 1.0,
                  temperature: float = 0.0, seed: int | None = 0, max_new_tokens: int = 1024, top_logprobs: int = 20,
-                 pad_to_square: bool = True, label: str = "visce2", max_response_mb: float = DEFAULT_MAX_RESPONSE_MB):
+                 pad_to_square: bool = True, label: str = "visce2", max_response_mb: float = DEFAULT_MAX_RESPONSE_MB,
+                 llava_system: bool = True):
         self.label = label  # the metric named in errors and environment variables
+        #: send llava_v1's system line first (the LLaVA judges; not CLAIR's text-only prompt)
+        self.llava_system = bool(llava_system)
         env = os.environ
         prefix = f"CAPEVAL_{label.upper().replace('-', '_')}_"
         source, url = next(((s, u) for s, u in (("option base_url", base_url), ("$" + prefix + "BASE_URL",
@@ -136,7 +143,8 @@ class OpenAICompat:
 
     # -- identity ------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
-        return {"backend": self.name, "base_url": self.base_url, "model": self.resolve_model(), "template": "server-chat",
+        return {"backend": self.name, "base_url": self.base_url, "model": self.resolve_model(),
+                "template": f"server-chat+system:{llava_v1_id()}" if self.llava_system else "server-chat",
                 "pad_to_square": f"clip-mean{self.pad_fill}".replace(" ", "") if self.pad_fill else False}
 
     def decoding(self) -> dict[str, Any]:
@@ -176,11 +184,18 @@ class OpenAICompat:
         if not requests:
             return
         model = self.resolve_model()
+        stop = threading.Event()  # set by the first failure: the workers send nothing more
 
         def work(index: int) -> None:
+            if stop.is_set():
+                return
             req = requests[index]
-            answer = self.ask(req, model)
-            on_answer(index, answer)
+            try:
+                answer = self.ask(req, model)
+                on_answer(index, answer)
+            except BaseException:
+                stop.set()
+                raise
             if progress is not None:
                 with self._lock:
                     progress.update(1)
@@ -230,10 +245,20 @@ class OpenAICompat:
         return Answer(content, logprobs)
 
     def messages(self, req: Request) -> list[dict[str, Any]]:
-        """The chat messages of ``req``: the image (if any) before the text of the first user turn,
-        then the earlier turns of ``req.history``, then ``req.prompt``."""
+        """The chat messages of ``req``: for the LLaVA judges (``llava_system``) first a system
+        message with ``llava_v1``'s system line, then the image (if any) before the text of the
+        first user turn, then the earlier turns of ``req.history``, then ``req.prompt``.
+
+        The system line is what ``conv_llava_v1.get_prompt()`` begins with; the llava-hf chat
+        templates (``chat_template.json`` since the 2024 "Fix system message" revision) print a
+        system message's text parts, each followed by a space, before ``USER: <image>\n``, so
+        the server renders the official prompt. It goes as a list of text parts: a template that
+        iterates the content parts reads nothing from a plain string.
+        """
         turns = [u for u, _ in req.history] + [req.prompt]
         out: list[dict[str, Any]] = []
+        if self.llava_system:
+            out.append({"role": "system", "content": [{"type": "text", "text": llava_v1_system()}]})
         for k, user in enumerate(turns):
             if k == 0 and req.image is not None:
                 out.append({"role": "user", "content": [

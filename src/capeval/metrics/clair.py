@@ -109,6 +109,7 @@ class CLAIR(ScorerBase):
         prompts = {i: render([cands[i]], refs[i]) for i in good}
         parsed: dict[str, ans.ClairAnswer] = {}
         raw: dict[str, list[str]] = {i: [] for i in good}
+        why: dict[str, str] = {}  # the last unparsed reading of each item
         generated = cached = 0
         pending = list(good)
         for attempt in range(self.tries):
@@ -125,6 +126,7 @@ class CLAIR(ScorerBase):
                 p = ans.parse_clair(text)
                 if p.score is None:
                     still.append(i)
+                    why[i] = "a non-finite score" if p.how == "non-finite" else "no number"
                 else:
                     parsed[i] = p
             pending = still
@@ -136,7 +138,7 @@ class CLAIR(ScorerBase):
             if i in parsed:
                 items[i] = parsed[i].score / 100.0  # type: ignore[operator]
             else:
-                errors[i] = {"answers": raw[i], "error": f"no number in the answer after {len(raw[i])} tries"}
+                errors[i] = {"answers": raw[i], "error": f"{why[i]} in the answer after {len(raw[i])} tries"}
                 if self.unparsed == "zero":
                     items[i] = 0.0
         extras: dict[str, Any] = {
@@ -158,7 +160,7 @@ class CLAIR(ScorerBase):
         versions = sig.pop("versions", None)
         sig.pop("pad_to_square", None)  # no image
         params: dict[str, Any] = {**sig, **self.backend.decoding(), "prompt": f"{SOURCE}@{PROMPT_SHA256[:16]}",
-                                  "tries": self.tries, "parse": "clair-json,first-number", "unparsed": self.unparsed}
+                                  "tries": self.tries, "parse": "clair-json,first-number,finite", "unparsed": self.unparsed}
         if refs:
             n = [len(r) for r in refs.values()]
             params["nrefs"] = str(min(n)) if min(n) == max(n) else f"{min(n)}-{max(n)}"

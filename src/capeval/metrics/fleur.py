@@ -21,6 +21,8 @@ system = mean. Token probabilities: the transformers backend reads the exact sof
 whole vocabulary; a server's ``top_logprobs`` lists only its top alternatives, a missing digit
 counts 0 and the digit mass found is in ``extras["digit_mass"]``. An answer without a number,
 or outside [0, 1], is an error item (the official scripts skip it); ``unparsed="zero"`` scores 0.
+A server that returns no log-probabilities (asked for with ``score_mode="smoothed"``) stops the
+run at its first answer with one line naming ``score_mode=number``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import os
 import re
 from typing import Any, ClassVar, Mapping, Sequence
 
-from capeval.errors import InputError
+from capeval.errors import InputError, ResourceError
 from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references
 from capeval.judges import answers as ans
 from capeval.judges import images as imgs
@@ -171,7 +173,7 @@ class _LlavaJudge(ScorerBase):
                 wanted[(m, i)] = (jopt.request_key("rating", digests[i], prompt, ident, dec),
                                   Request(i, sources[i], prompt, logprobs=want_lp))
         records, generated, cached = jopt.answers(self.backend, self.cache, "rating", wanted, progress,
-                                                  f"{self.label} rating")
+                                                  f"{self.label} rating", self._needs_logprobs if want_lp else None)
         counters = {"generated": generated, "cached": cached}
         results = []
         for m in self.metrics:
@@ -185,6 +187,19 @@ class _LlavaJudge(ScorerBase):
             results.append(MetricResult(metric=m, system=system, items=items, signature=self.signature(m, refs),
                                         extras=extras, skipped=tuple(skipped)))
         return Report(results)
+
+    def _needs_logprobs(self, record: dict[str, Any]) -> None:
+        """Stop at the first answer without the token log-probabilities the smoothing reads (a
+        server that ignores ``logprobs``): every item would be an error item."""
+        if record.get("logprobs") is not None:
+            return
+        where = getattr(self.backend, "base_url", None)
+        asked = getattr(self.backend, "top_logprobs", None)
+        raise ResourceError(
+            f"{self.label}: item {record.get('item')!r}: the server{' at ' + where if where else ''} returned no token "
+            f"log-probabilities (asked: logprobs=true, top_logprobs={asked}), which score_mode=smoothed reads; serve the "
+            "model where /v1/chat/completions returns them (vLLM does, up to its --max-logprobs, 20 by default) or "
+            f"pass -O {self.label}.score_mode=number (the written number, no smoothing)")
 
     def _items(self, metric: str, good: list[str],
                records: dict[Any, dict[str, Any]]) -> tuple[dict[str, float], dict[str, Any]]:
