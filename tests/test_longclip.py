@@ -296,3 +296,21 @@ def test_positions_pick_rows_exactly():
     assert torch.equal(pos[:20], m.positional_embedding[:20])
     assert torch.equal(pos[20:], m.positional_embedding_res[20:])
     assert torch.equal(m.positions(12), m.positional_embedding[:12])
+
+
+def test_hf_export_folds_the_two_position_tables(released, tmp_path):
+    """``export_hf`` of a Long-CLIP: transformers' ``CLIPModel`` (one 248-row table) gives the
+    same text features, past position 20 included."""
+    transformers = pytest.importorskip("transformers")
+    from capeval.models.clip.export_hf import export_hf
+
+    path, _, _ = released
+    bb = _backbone(path)
+    hf = transformers.CLIPModel.from_pretrained(str(export_hf(bb, tmp_path / "hf"))).eval()
+    ids, _ = bb.tokenize(_texts()[0])
+    with torch.no_grad():
+        for row in ids:
+            got = hf.get_text_features(input_ids=torch.tensor([row]))
+            got = getattr(got, "pooler_output", got)
+            ours = bb.encode_texts([row])
+            assert torch.allclose(got.float(), ours, atol=1e-4), (len(row), (got - ours).abs().max())

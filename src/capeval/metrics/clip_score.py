@@ -222,7 +222,8 @@ def _vit_arch(backbone: Any) -> str:
     if arch in ("ViT-B-32", "ViT-L-14"):
         return arch
     cfg = getattr(getattr(backbone, "model", None), "config", None)
-    if cfg is not None and hasattr(cfg, "vision_width"):  # capeval's CLIP (SigLIP: transformers' config)
+    if cfg is not None and hasattr(cfg, "vision_width") and not getattr(cfg, "keep_positions", 0):
+        # capeval's CLIP (SigLIP: transformers' config); a Long-CLIP is none of the paper's backbones
         shape = (cfg.patch_size, cfg.vision_width, cfg.vision_layers, cfg.text_width, cfg.text_layers)
         if shape == (32, 768, 12, 512, 12):
             return "ViT-B-32"
