@@ -159,6 +159,14 @@ def _takes_device(spec: Any) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``capeval score``: one run, so one truncation line per text encoder (:func:`_finish` says it)."""
+    from capeval import truncation
+
+    with truncation.deferred():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from capeval import registry
     from capeval.api import score
     from capeval.options import check_options
@@ -309,9 +317,11 @@ def _run_items(args: argparse.Namespace, names: list[str], options: dict[str, di
 
 def _finish(args: argparse.Namespace, report: Any, inputs: dict[str, Any]) -> int:
     """Print the JSON summary; write --per-item / --per-item-extras / --out atomically."""
+    from capeval import truncation
     from capeval.io.atomic import atomic_write_many
 
     _report_error_items(report)
+    truncation.announce(report, force=True)
     payload = report.to_dict(per_item=False)
     payload["inputs"] = inputs
     text = json.dumps(payload, indent=2, ensure_ascii=False)

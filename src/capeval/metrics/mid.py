@@ -39,6 +39,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from capeval import truncation
 from capeval.errors import InputError
 from capeval.io.images import image_metric_inputs
 from capeval.ranges import check_option
@@ -157,7 +158,8 @@ class Mid(ScorerBase):
         img = l2_normalize(img).astype(np.float64)
         real = [[refs[i][0]] if self.reference == "first" else list(refs[i]) for i in good]
         texts = [cands[i] for i in good] + [r for rs in real for r in rs]
-        txt = l2_normalize(embed_texts(self.backbone, texts, self.text_batch_size, self.cache, progress))
+        txt = l2_normalize(embed_texts(self.backbone, texts, self.text_batch_size, self.cache, progress,
+                                       stats=(txt_stats := {})))
         txt = txt.astype(np.float64)
         x0, x = txt[: len(good)], txt[len(good):]
         y = np.repeat(img, [len(rs) for rs in real], axis=0)
@@ -166,7 +168,9 @@ class Mid(ScorerBase):
         result = MetricResult(
             metric="mid", system=system, items={i: float(s) for i, s in zip(good, items)},
             signature=self.signature(len(good), min(len(x), self.limit)),
-            extras={"estimation_pairs": min(len(x), self.limit)}, skipped=tuple(i for i in ids if i in bad))
+            extras={"estimation_pairs": min(len(x), self.limit),  # references: those the Gaussian reads
+                    **truncation.tally((cands[i] for i in good), real, txt_stats.get("truncated_texts", set()))},
+            skipped=tuple(i for i in ids if i in bad))
         return Report([result])
 
     def signature(self, n_items: int, n_pairs: int) -> Signature:

@@ -118,6 +118,19 @@ class Embedder:
             text = " " + text
         return list(self.tokenizer.encode(text, add_special_tokens=True, max_length=self.max_length, truncation=True))
 
+    def was_cut(self, sentence: str, ids: Sequence[int]) -> bool:
+        """Whether :meth:`encode` cut ``sentence`` (``ids``: its output) to ``model_max_length``.
+
+        Only a sequence of exactly the maximum length can have been cut; that one is encoded
+        again by :meth:`encode` itself with no effective limit, so the two always tokenise alike."""
+        if len(ids) < self.max_length:
+            return False
+        limit, self.max_length = self.max_length, 1 << 30
+        try:
+            return len(self.encode(sentence)) > limit
+        finally:
+            self.max_length = limit
+
     def embed(self, token_ids: Sequence[tuple[int, ...]], progress: Any = None) -> list[Any]:
         """Unit-normalised embeddings (numpy, n_tokens x d) of each token id sequence, in order;
         sequences are batched by length (longest first)."""
