@@ -17,7 +17,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-_TEMP = re.compile(r"\.capeval-(?P<host>[A-Za-z0-9-]*)-(?P<pid>\d+)-[a-z0-9_]+\.(?:tmp|probe)$")
+_TEMP = re.compile(r"\.capeval-(?P<host>[A-Za-z0-9-]*)-(?P<pid>\d+)-[a-z0-9_]+\.(?:tmp|probe|part)$")
 _swept: set[str] = set()
 _lock = threading.Lock()
 

@@ -14,6 +14,7 @@ import collections
 import hashlib
 import io
 import os
+import stat
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
@@ -54,9 +55,10 @@ class EmbeddingCache:
     def get(self, kind: str, key: str) -> np.ndarray | None:
         """The stored embedding, or None when absent or not exactly what :meth:`put` wrote."""
         size = 4 + 4 + 32 + 4 * self.dim
-        try:
-            with open(self._path(kind, key), "rb") as f:
-                if os.fstat(f.fileno()).st_size != size:
+        try:  # O_NONBLOCK: a FIFO planted under an entry's name must not hang the run
+            with os.fdopen(os.open(self._path(kind, key), os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+                info = os.fstat(f.fileno())
+                if not stat.S_ISREG(info.st_mode) or info.st_size != size:
                     return None
                 data = f.read(size)
         except OSError:
@@ -75,6 +77,11 @@ class EmbeddingCache:
         payload = value.tobytes()
         path = self._path(kind, key)
         make_cache_folder(path.parent)
+        if path.exists() and not path.is_file():  # a device or FIFO would be written into, not replaced
+            try:
+                path.unlink()
+            except OSError:
+                return  # a folder under an entry's name: this entry is not cached
         atomic_write_bytes(path, self.MAGIC + self.dim.to_bytes(4, "little") + self._checksum(kind, key, payload)
                            + payload)
 
