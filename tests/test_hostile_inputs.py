@@ -741,6 +741,28 @@ def test_output_to_dev_stdout_follows_the_printed_json(tmp_path):
     assert out == 2 * out[: len(out) // 2] and printed["scores"]["bleu-1"] > 0
 
 
+def test_output_to_dev_stdout_that_is_a_socket(tmp_path):
+    """stdout may be a socket (a service manager's log): ``--out /dev/stdout`` writes through it."""
+    import socket
+
+    (tmp_path / "c.json").write_text(json.dumps({"1": "a cat on a mat"}))
+    (tmp_path / "r.json").write_text(json.dumps({"1": ["a cat on the mat"]}))
+    ours, theirs = socket.socketpair()
+    with ours:
+        proc = subprocess.Popen([sys.executable, "-m", "capeval.cli", "score", "-m", "bleu-1", "-c", "c.json", "-r",
+                                 "r.json", "-q", "--out", "/dev/stdout"], cwd=tmp_path, stdout=theirs.fileno(),
+                                stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+        theirs.close()
+        ours.settimeout(300)
+        data = b""
+        while chunk := ours.recv(65536):
+            data += chunk
+        err = proc.communicate(timeout=300)[1]
+    assert proc.returncode == 0 and err == b"", err
+    half = data[: len(data) // 2]
+    assert data == 2 * half and json.loads(half)["scores"]["bleu-1"] > 0
+
+
 def test_output_into_a_fifo_is_written_into(capsys, tmp_path):
     import stat
     import threading

@@ -55,8 +55,8 @@ def _target(path: str | os.PathLike[str]) -> tuple[Path, os.stat_result | None, 
         st = None  # to be created (a folder that is a file is reported by the caller)
     except OSError as exc:
         raise InputError(f"{path}: {exc.strerror or exc}") from None
-    if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-        return path, st, True
+    if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode) or _own_descriptor(path) is not None):
+        return path, st, True  # (a descriptor of ours may be a socket: stdout under a service manager)
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise InputError(f"{path} is a {_kind(st.st_mode)}; name a regular file")
     if _DESCRIPTOR.fullmatch(os.path.abspath(path)):
