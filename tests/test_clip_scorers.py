@@ -272,7 +272,7 @@ def test_cache_hit_equals_fresh_computation(tmp_path, tiny, sample, monkeypatch)
     good, _, refs = sample
     scorer = capeval.load("ref-clip-s", backbone=tiny, cache=tmp_path / "cache")
     first = scorer.score(good, refs, images=SAMPLES / "images")
-    files = list((tmp_path / "cache").rglob("*.npy"))
+    files = list((tmp_path / "cache").rglob("*.emb"))
     assert len(files) == 2 + 2 + 6  # 2 images, 2 candidates, 6 references
     calls = {"n": 0}
 

@@ -1071,3 +1071,361 @@ def test_download_of_a_hub_model_offline_is_one_line(tmp_path):
     _one_error_line(rc, out, err, "could not download nobody/no-chat-model from https://huggingface.co/nobody/no-chat-model")
     rc, out, err = _cli(["download", "polos/no-such-entry"], tmp_path)  # a typo of a table entry stays one
     _one_error_line(rc, out, err, "unknown checkpoint 'polos/no-such-entry'")
+# Issue 35 (what we write onto): character devices, pipes, symlinks, modes, hard links,
+# temporary files of a killed run. Every output option goes through capeval.io.atomic.
+# ---------------------------------------------------------------------------
+
+_OUT_OPTIONS = ["--out", "--per-item", "--per-item-extras"]
+
+
+def _score_into(capsys, target: Path, option: str = "--out") -> tuple[int, str, str]:
+    return _cli_in(capsys, "score", "-m", "bleu-1", "-c", CANDS, "-r", REFS, "-q", option, str(target))
+
+
+def _char_device(path: Path) -> Path:
+    """A node of /dev/null's kind (1, 3) in a test folder: a regression replaces it, not /dev/null."""
+    import stat
+
+    if os.geteuid() != 0:
+        pytest.skip("making a device node needs root (and root is what replaced /dev/null)")
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("no CAP_MKNOD here")
+    return path
+
+
+def _leftovers(*folders: Path) -> list[str]:
+    return sorted(p.name for f in folders for p in f.iterdir() if p.name.endswith((".tmp", ".probe")))
+
+
+@pytest.mark.parametrize("option", _OUT_OPTIONS)
+def test_output_onto_a_character_device_is_written_into_never_replaced(capsys, tmp_path, option):
+    import stat
+
+    node = _char_device(tmp_path / "null")
+    before = os.stat(node)
+    code, out, err = _score_into(capsys, node, option)
+    assert code == 0 and err == "", err
+    after = os.stat(node)
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev and after.st_ino == before.st_ino
+    assert _leftovers(tmp_path) == []
+
+
+def test_output_to_dev_stdout_follows_the_printed_json(tmp_path):
+    """``--out /dev/stdout`` with stdout redirected to a file: both documents, in order; the
+    file is written through, not replaced (the shell's redirection keeps working)."""
+    (tmp_path / "c.json").write_text(json.dumps({"1": "a cat on a mat"}))
+    (tmp_path / "r.json").write_text(json.dumps({"1": ["a cat on the mat"]}))
+    rc, out, err = _cli(["score", "-m", "bleu-1", "-c", "c.json", "-r", "r.json", "-q", "--out", "/dev/stdout"], tmp_path)
+    assert rc == 0 and err == "", err
+    printed = json.loads(out[: len(out) // 2])
+    assert out == 2 * out[: len(out) // 2] and printed["scores"]["bleu-1"] > 0
+
+
+def test_output_to_dev_stdout_that_is_a_socket(tmp_path):
+    """stdout may be a socket (a service manager's log): ``--out /dev/stdout`` writes through it."""
+    import socket
+
+    (tmp_path / "c.json").write_text(json.dumps({"1": "a cat on a mat"}))
+    (tmp_path / "r.json").write_text(json.dumps({"1": ["a cat on the mat"]}))
+    ours, theirs = socket.socketpair()
+    with ours:
+        proc = subprocess.Popen([sys.executable, "-m", "capeval.cli", "score", "-m", "bleu-1", "-c", "c.json", "-r",
+                                 "r.json", "-q", "--out", "/dev/stdout"], cwd=tmp_path, stdout=theirs.fileno(),
+                                stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+        theirs.close()
+        ours.settimeout(300)
+        data = b""
+        while chunk := ours.recv(65536):
+            data += chunk
+        err = proc.communicate(timeout=300)[1]
+    assert proc.returncode == 0 and err == b"", err
+    half = data[: len(data) // 2]
+    assert data == 2 * half and json.loads(half)["scores"]["bleu-1"] > 0
+
+
+def test_output_into_a_fifo_is_written_into(capsys, tmp_path):
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    code, out, err = _score_into(capsys, fifo)
+    reader.join(timeout=60)
+    assert code == 0 and err == "", err
+    assert json.loads(got[0]) == json.loads(out)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_output_onto_a_socket_or_block_device_is_refused(capsys, tmp_path, no_bench):
+    import socket
+    import stat
+
+    sock_path = tmp_path / "sock"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(sock_path))
+        code, out, err = _score_into(capsys, sock_path)
+        _one_line(code, out, err, f"capeval: error: --out {sock_path} is a socket; name a regular file")
+    if os.geteuid() == 0:
+        block = tmp_path / "loop"
+        try:
+            os.mknod(block, stat.S_IFBLK | 0o600, os.makedev(7, 250))
+        except PermissionError:
+            return
+        _one_line(*_score_into(capsys, block), f"capeval: error: --out {block} is a block device; name a regular file")
+        assert stat.S_ISBLK(os.stat(block).st_mode)
+
+
+@pytest.mark.parametrize("option", _OUT_OPTIONS)
+def test_output_through_a_symlink_updates_the_target_and_keeps_its_mode(capsys, tmp_path, option):
+    elsewhere, here = tmp_path / "results", tmp_path / "run"
+    elsewhere.mkdir(), here.mkdir()
+    target = elsewhere / "scores.json"
+    target.write_text("old\n")
+    os.chmod(target, 0o600)
+    link = here / "scores.json"
+    link.symlink_to(os.path.relpath(target, here))
+    code, out, err = _score_into(capsys, link, option)
+    assert code == 0 and err == "", err
+    assert link.is_symlink() and os.readlink(link) == os.path.relpath(target, here)
+    assert target.read_text() != "old\n"
+    json.loads(target.read_text())  # --per-item-extras of BLEU is {} (no per-item extras), still written
+    assert os.stat(target).st_mode & 0o777 == 0o600
+    assert _leftovers(elsewhere, here) == []
+
+
+def test_output_through_a_dangling_symlink_creates_its_target(capsys, tmp_path):
+    link = tmp_path / "out.json"
+    link.symlink_to("made.json")
+    assert _score_into(capsys, link)[0] == 0
+    assert link.is_symlink() and json.loads((tmp_path / "made.json").read_text())["scores"]
+
+
+def test_output_symlink_loop_is_one_line(capsys, tmp_path, no_bench):
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    line = _one_line(*_score_into(capsys, tmp_path / "a"))
+    assert line.startswith(f"capeval: error: --out {tmp_path / 'a'}: ") and "symbolic links" in line
+
+
+def test_output_rewrite_keeps_the_mode_of_the_file(capsys, tmp_path):
+    target = tmp_path / "out.json"
+    target.write_text("old\n")
+    os.chmod(target, 0o640)
+    assert _score_into(capsys, target)[0] == 0
+    assert json.loads(target.read_text()) and os.stat(target).st_mode & 0o777 == 0o640
+
+
+def test_output_with_other_hard_links_is_refused_before_any_work(capsys, tmp_path):
+    """A rename cannot update every name of a hard-linked file and writing in place is not
+    atomic: refused up front, both names untouched (documented in capeval.io.atomic)."""
+    import capeval.api
+
+    target, other = tmp_path / "out.json", tmp_path / "backup.json"
+    target.write_text("old\n")
+    os.link(target, other)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(capeval.api, "score", lambda *a, **k: pytest.fail("scored before refusing"))
+        _one_line(*_score_into(capsys, target),
+                  f"capeval: error: --out {target} has 1 other hard link(s); an atomic rewrite would detach it "
+                  "from them: remove the file first or name another one")
+    assert target.read_text() == other.read_text() == "old\n" and os.stat(target).st_nlink == 2
+    assert _leftovers(tmp_path) == []
+
+
+_SLOW_WRITER = """
+import sys, time
+from capeval.io.atomic import atomic_open
+with atomic_open(sys.argv[1]) as f:
+    f.write(b"partial")
+    f.flush()
+    print("writing", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_temp_file_of_a_killed_run_is_removed_by_the_next_run_in_that_folder(capsys, tmp_path):
+    target = tmp_path / "out.json"
+    target.write_text("old\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    child = subprocess.Popen([sys.executable, "-c", _SLOW_WRITER, str(target)], stdout=subprocess.PIPE, env=env)
+    try:
+        assert child.stdout.readline() == b"writing\n"
+    finally:
+        child.kill()  # SIGKILL: no cleanup runs
+        child.wait()
+    left = _leftovers(tmp_path)
+    assert len(left) == 1 and f"-{child.pid}-" in left[0] and left[0].startswith(".out.json.")
+    assert target.read_text() == "old\n"  # the old file intact
+    # a temporary file of a live writer (this process's parent) and one of another host stay
+    import socket
+
+    host = socket.gethostname()
+    live = tmp_path / f".x.json.capeval-{host}-{os.getppid()}-abc123.tmp"
+    other_host = tmp_path / f".x.json.capeval-otherhost-{child.pid}-abc123.tmp"
+    live.write_text(""), other_host.write_text("")
+    assert _score_into(capsys, target)[0] == 0
+    assert json.loads(target.read_text())["scores"]
+    assert _leftovers(tmp_path) == sorted([live.name, other_host.name])
+
+
+# ---------------------------------------------------------------------------
+# Issue 35: the CLIP embedding cache verifies every entry; a bad one is a miss, rewritten
+# ---------------------------------------------------------------------------
+
+
+def _flip_a_value_byte(data: bytes) -> bytes:
+    return data[:-3] + bytes([data[-3] ^ 0x40]) + data[-2:]
+
+
+def _entry(dim: int, values: list[float], kind: str, key: str) -> bytes:
+    """An entry as capeval.models.clip.embed.EmbeddingCache documents it, written independently."""
+    import hashlib
+    import struct
+
+    payload = struct.pack(f"<{dim}f", *values)
+    digest = hashlib.sha256(f"{kind}\0{key}\0{dim}\0".encode() + payload).digest()
+    return b"CEVE" + struct.pack("<I", dim) + digest + payload
+
+
+_CORRUPTIONS = {
+    "altered value": lambda data, path, dim: _flip_a_value_byte(data),
+    "truncated": lambda data, path, dim: data[: len(data) // 2],
+    "zeroed": lambda data, path, dim: bytes(len(data)),
+    "empty": lambda data, path, dim: b"",
+    "another dimension": lambda data, path, dim: _entry(dim + 1, [0.5] * (dim + 1), path.parent.parent.name, path.stem),
+    "non-finite value": lambda data, path, dim: _entry(dim, [float("nan")] * dim, path.parent.parent.name, path.stem),
+    "entry of another key": lambda data, path, dim: _entry(dim, [0.0] * dim, path.parent.parent.name, "0" * 64),
+    "a numpy file": lambda data, path, dim: b"\x93NUMPY" + bytes(200),
+}
+
+
+@pytest.mark.parametrize("corruption", sorted(_CORRUPTIONS) + ["a FIFO"])
+def test_embedding_cache_entry_that_fails_its_check_is_a_miss_and_rewritten(tmp_path, corruption):
+    torch = pytest.importorskip("torch")  # noqa: F841 - the [clip] extra
+    import numpy as np
+
+    from capeval.models.clip.backbone import random_backbone
+
+    tiny = random_backbone("tiny", seed=7)
+    rng = np.random.default_rng(0)
+    images = {k: rng.integers(0, 256, (40, 30, 3), dtype=np.uint8) for k in ("a", "b")}
+    cands = {"a": "a red square", "b": "two blue circles"}
+    fresh = capeval.load("clip-s", backbone=tiny).score(cands, images=images)["clip-s"].items
+    cache = tmp_path / "cache"
+    scorer = capeval.load("clip-s", backbone=tiny, cache=cache)
+    first = scorer.score(cands, images=images)["clip-s"].items
+    entries = sorted(cache.rglob("*.emb"))
+    assert len(entries) == 4 and dict(first) == pytest.approx(dict(fresh), abs=1e-6)
+    good = {p: p.read_bytes() for p in entries}
+    for p in entries:  # every entry of both kinds (image, text) damaged the same way
+        if corruption == "a FIFO":  # would hang a reader that waits for a writer
+            p.unlink()
+            os.mkfifo(p)
+        else:
+            p.write_bytes(_CORRUPTIONS[corruption](good[p], p, tiny.embed_dim))
+    again = scorer.score(cands, images=images)["clip-s"].items
+    assert dict(again) == pytest.approx(dict(fresh), abs=1e-6)
+    assert {p: p.read_bytes() for p in entries} == good  # rewritten as they were
+
+
+# ---------------------------------------------------------------------------
+# Issue 35: documents nested 100,000 deep and YAML alias bombs end in one line naming the
+# file (and line); values quoted in errors are shortened
+# ---------------------------------------------------------------------------
+
+_DEEP = "[" * 100_000 + "]" * 100_000
+_DEEP_ERROR = "nested more than 100 levels deep (lists/objects inside each other); refused"
+
+
+def _deep_inputs(tmp_path: Path) -> dict[str, list[str]]:
+    """argv tail -> expected error prefix, for every JSON input the score command reads."""
+    ok_c, ok_r = tmp_path / "c.json", tmp_path / "r.json"
+    ok_c.write_text(json.dumps({"1": "a cat"}))
+    ok_r.write_text(json.dumps({"1": ["a cat sits"]}))
+    (tmp_path / "deep.json").write_text('{"1": ' + _DEEP + "}")
+    (tmp_path / "deep.jsonl").write_text('{"id": "1", "caption": "a cat"}\n\n{"id": "2", "caption": ' + _DEEP + "}\n")
+    (tmp_path / "items.json").write_text('[\n{"id": "1", "candidate": "a", "references": ["b"]},\n'
+                                         '{"id": "2", "candidate": "a", "references": ' + _DEEP + "}]")
+    (tmp_path / "items.jsonl").write_text('{"id": "1", "candidate": "a", "references": ' + _DEEP + "}\n")
+    (tmp_path / "items.csv").write_text('id,candidate,references\n1,a cat,"' + "[" * 20_000 + "]" * 20_000 + '"\n')
+    d = str(tmp_path)
+    return {
+        f"candidates JSON|-c|{d}/deep.json|-r|{ok_r}": f"{d}/deep.json, line 1: ",
+        f"candidates JSONL|-c|{d}/deep.jsonl|-r|{ok_r}": f"{d}/deep.jsonl, line 3: ",
+        f"references JSON|-c|{ok_c}|-r|{d}/deep.json": f"{d}/deep.json, line 1: ",
+        f"items JSON|--items|{d}/items.json": f"{d}/items.json, line 3: ",
+        f"items JSONL|--items|{d}/items.jsonl": f"{d}/items.jsonl, line 1: ",
+        f"items CSV field|--items|{d}/items.csv": f"{d}/items.csv, row 1 (item '1'): ",
+        # an argument is at most 128 KiB (MAX_ARG_STRLEN): 30,000 levels is what fits
+        f"option value|-c|{ok_c}|-r|{ok_r}|-O|bleu-1.tokenizer=" + "[" * 30_000 + "]" * 30_000:
+            "-O bleu-1.tokenizer: ",
+    }
+
+
+def test_json_nested_100000_deep_is_one_line_naming_file_and_line(capsys, tmp_path, no_bench):
+    for case, expected in _deep_inputs(tmp_path).items():
+        argv = case.split("|")[1:]
+        line = _one_line(*_cli_in(capsys, "score", "-m", "bleu-1", "-q", *argv))
+        assert line == f"capeval: error: {expected}{_DEEP_ERROR}", case
+
+
+def _yaml_bomb(levels: int = 9) -> str:
+    """``lr: [&a [0.1 x9], &b [*a x9], ...]``: a few hundred bytes, 9**levels values once expanded."""
+    parts, prev = ["&a [" + ", ".join(["0.1"] * 9) + "]"], "a"
+    for i in range(1, levels):
+        name = chr(ord("a") + i)
+        parts.append(f"&{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+        prev = name
+    return "lr: [" + ", ".join(parts) + "]\n"
+
+
+@pytest.mark.parametrize("text, expected", [
+    (_yaml_bomb(), "line 1: alias *a refused (aliases are not accepted in a config: write the value out)"),
+    ("seed: 1\nlr:\n  - &x 1\n  - *x\n", "line 4: alias *x refused (aliases are not accepted in a config: "
+                                         "write the value out)"),
+    ("lr: " + _DEEP + "\n", "line 1: nested more than 100 levels deep (lists/mappings inside each other); refused"),
+    ("lr:\n" + "".join(" " * i + "-\n" for i in range(1, 3000)),
+     "line 101: nested more than 100 levels deep (lists/mappings inside each other); refused"),
+])
+def test_yaml_config_alias_bomb_or_deep_nesting_is_one_line(tmp_path, text, expected):
+    pytest.importorskip("yaml")
+    from capeval.train.config import read_yaml
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        read_yaml(path)
+    assert str(err.value) == f"config file {path} {expected}"
+
+
+def test_yaml_alias_bomb_through_the_train_command_is_one_line_in_bounded_memory(tmp_path):
+    """The whole command, under a 2 GB address-space limit (the bomb used to take 2.7 GB and
+    end in a MemoryError traceback that expanded the value)."""
+    pytest.importorskip("yaml")
+    (tmp_path / "bomb.yaml").write_text(_yaml_bomb())
+    _one_error_line(*_cli(["train", "pacs", "--config", "bomb.yaml"], tmp_path, address_space=2 * GB),
+                    "config file bomb.yaml line 1: alias *a refused")
+    _one_error_line(*_cli(["train", "pacs", "--set", "lr=[&a [1, 2], *a]"], tmp_path, address_space=2 * GB),
+                    "--set lr: alias *a refused")
+
+
+def test_values_in_error_messages_are_shortened(tmp_path, capsys, no_bench):
+    pytest.importorskip("yaml")
+    from capeval.errors import shown
+    from capeval.train.config import load_config
+    from capeval.train.pacs_config import PacsTrainConfig
+
+    nested = "[" * 90 + "1" + "]" * 90  # deep, but within the limit: parsed, then refused by type
+    (tmp_path / "c.yaml").write_text(f"lr: {nested}\n")
+    with pytest.raises(InputError) as err:
+        load_config(PacsTrainConfig, tmp_path / "c.yaml")
+    assert str(err.value) == f"{tmp_path / 'c.yaml'}: setting lr=[[[[...]]]] should be float"
+    line = _one_line(*_cli_in(capsys, "score", "-m", "cider-d", "-c", CANDS, "-r", REFS, "-q",
+                              "-O", "cider-d.sigma=" + json.dumps(list(range(100_000)))))
+    assert line == "capeval: error: option cider-d.sigma: expected float, got [0, 1, 2, 3, ...] (list)"
+    assert len(shown("x" * 10**6)) == 80 and shown(0.5) == "0.5" and shown("bf17") == "'bf17'"

@@ -28,3 +28,16 @@ class MissingDependencyError(CapevalError, ImportError):
 
 class ResourceError(CapevalError, RuntimeError):
     """A model checkpoint, data file or resource is missing, corrupt or has the wrong hash."""
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """``repr(value)`` for an error message, at most ``limit`` characters: nested or shared
+    containers (a YAML alias bomb expands to 9**9 elements) are cut while being formatted,
+    never expanded first."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxstring, r.maxother = 3, limit, limit
+    r.maxlist = r.maxtuple = r.maxdict = r.maxset = r.maxfrozenset = r.maxdeque = r.maxarray = 4
+    text = r.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

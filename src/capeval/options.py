@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 
 from capeval import registry
 from capeval.devices import check_device
-from capeval.errors import InputError
+from capeval.errors import InputError, shown
 from capeval.ranges import metric_range
 from capeval.registry import MetricSpec
 
@@ -118,7 +118,7 @@ def split_keyword_options(
             clash = [k for k in value if k in before and before[k] != value[k]]
             if clash:
                 raise InputError(f"option {target}.{clash[0]} is given twice with different values "
-                                 f"({before[clash[0]]!r} in options, {value[clash[0]]!r} as {key}=)")
+                                 f"({shown(before[clash[0]])} in options, {shown(value[clash[0]])} as {key}=)")
             value = {**before, **value}
         per_target[target] = value
     return per_target, shared
@@ -172,12 +172,12 @@ def validate_options(names: Iterable[str], options: Any, others: str = "error") 
                 )
             if accepts_value(types_[opt], value) is False:
                 raise InputError(
-                    f"option {target}.{opt}: expected {_hint_text(types_[opt])}, got {value!r} ({type(value).__name__})"
+                    f"option {target}.{opt}: expected {_hint_text(types_[opt])}, got {shown(value)} ({type(value).__name__})"
                 )
             bounds = metric_range(spec.group, opt)
             if bounds is not None and isinstance(value, (int, float)) and not isinstance(value, bool) \
                     and not bounds.accepts(value):
-                raise InputError(f"option {target}.{opt}={value!r} out of range: {bounds.describe(opt)}")
+                raise InputError(f"option {target}.{opt}={shown(value)} out of range: {bounds.describe(opt)}")
         out.setdefault(key, {}).update(dict(opts))
     return out
 

@@ -220,11 +220,11 @@ BENCH_RANGES: dict[str, Range] = {
 def check_option(group: str, option: str, value: Any, metric: str | None = None) -> None:
     """One-line :class:`~capeval.errors.InputError` when ``value`` (not None) is outside the
     declared range: the check of a scorer built directly, as :mod:`capeval.options` does first."""
-    from capeval.errors import InputError
+    from capeval.errors import InputError, shown
 
     bounds = metric_range(group, option)
     if value is not None and bounds is not None and not bounds.accepts(value):
-        raise InputError(f"option {metric or group}.{option}={value!r} out of range: {bounds.describe(option)}")
+        raise InputError(f"option {metric or group}.{option}={shown(value)} out of range: {bounds.describe(option)}")
 
 
 def metric_range(group: str, option: str) -> Range | None:

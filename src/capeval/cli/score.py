@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from capeval.errors import InputError
+from capeval.io.nesting import json_loads
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -71,7 +72,7 @@ def parse_options(pairs: list[str], what: str = "METRIC") -> dict[str, dict[str,
         if not sep or not dot or not metric or not key:
             raise InputError(f"-O {pair!r}: expected {what}.KEY=VALUE, e.g. cider-d.sigma=6.0")
         try:
-            parsed: Any = json.loads(value)
+            parsed: Any = json_loads(value, f"-O {target.strip()}", lines=False)
         except json.JSONDecodeError:
             parsed = value
         bucket = out.setdefault(metric.lower(), {})

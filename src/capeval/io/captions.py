@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from capeval.errors import InputError
+from capeval.io.nesting import json_loads
 from capeval.io.reading import iter_lines, max_line_bytes, read_json_text
 
 # ``image_id``/``video_id`` come before ``id``: in COCO files ``id`` numbers the annotation
@@ -98,7 +99,7 @@ def _duplicate_key_line(text: str) -> tuple[str, int]:
 def _loads(text: str, path: Path, line_offset: int | None = None) -> Any:
     """``json.loads`` that refuses duplicate object keys (plain json keeps the last one)."""
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates)
+        return json_loads(text, str(path), line_offset, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
         if line_offset is not None:
             raise InputError(f"{path}, line {line_offset}: invalid JSON ({exc.msg})") from None

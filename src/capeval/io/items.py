@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from capeval.errors import InputError
+from capeval.io.nesting import json_loads
 
 ID_COLUMNS = ("id", "image_id", "video_id")
 CANDIDATE_COLUMNS = ("candidate", "caption")
@@ -104,7 +105,7 @@ def _references(value: Any, where: str) -> list[str]:
         text = value.strip()
         if text.startswith("["):  # CSV/TSV: a JSON array in one field
             try:
-                value = json.loads(text)
+                value = json_loads(text, where, lines=False)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{where}: references is not a valid JSON array ({exc.msg})") from None
         else:
@@ -199,7 +200,7 @@ def _read_rows(path: Path, fmt: str) -> Iterable[Any]:
 
     text = read_json_text(path)
     try:
-        obj = json.loads(text)
+        obj = json_loads(text, str(path))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     if not isinstance(obj, list):
@@ -229,7 +230,7 @@ def _jsonl_rows(path: Path) -> Iterator[Any]:
     for lineno, line in enumerate(iter_lines(path), 1):
         if line.strip():
             try:
-                yield json.loads(line)
+                yield json_loads(line, str(path), lineno)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}, line {lineno}: not valid JSON ({exc.msg})") from None
 

@@ -32,13 +32,13 @@ def fetch(url: str, target: Path, expected: str | None, timeout: float = 60.0,
     from urllib.request import Request, urlopen
 
     from capeval.errors import ResourceError
+    from capeval.io.atomic import atomic_path
     from capeval.models.clip.checkpoints import sniff
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     digest = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as out, urlopen(Request(url, headers={"User-Agent": "capeval"}), timeout=timeout) as src:
+    with atomic_path(target, ".part") as part:
+        tmp = str(part)
+        with open(tmp, "wb") as out, urlopen(Request(url, headers={"User-Agent": "capeval"}), timeout=timeout) as src:
             while True:
                 block = src.read(1 << 20)
                 if not block:
@@ -56,11 +56,7 @@ def fetch(url: str, target: Path, expected: str | None, timeout: float = 60.0,
             except ResourceError as exc:
                 raise ResourceError(str(exc).replace(f"checkpoint {tmp}", f"{url}: the downloaded file")
                                     .replace(tmp, "the downloaded file") + "; nothing was written") from None
-        os.replace(tmp, target)
-        return got
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return got
 
 
 def validator(entry: Any) -> Callable[[Path], None] | None:

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from capeval.io.atomic import atomic_write_text
 from capeval._version import __version__
 from capeval.errors import InputError
 from capeval.metrics.bridge.checkpoint import backbone_info, read_checkpoint, save_checkpoint
@@ -185,7 +186,7 @@ def train_bridge(config: BridgeTrainConfig | str | os.PathLike[str], *, backbone
     loaders = dict(zip(loaders, prepared))
     info = backbone_info(backbone)
     if runner.is_main:
-        (run / "config.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
+        atomic_write_text(run / "config.yaml", dump_yaml(cfg))
     log = MetricsLog(run, [*LOSS_FIELDS, "lr", "replicas", "images"], cfg.tensorboard, runner.is_main, elapsed)
     stopped = "max_epochs"
     epoch = start_epoch

@@ -64,13 +64,13 @@ def prepare_templates(items: Sequence[CaptionedImage], mode: str, captioner: Any
 
 
 def _write_store(path: Path, items: Sequence[CaptionedImage], data: Sequence[ImageTemplates]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    from capeval.io.atomic import atomic_open
+
+    with atomic_open(path) as f:
         for it, d in zip(items, data):
-            f.write(json.dumps({"id": it.id, "templates": d.templates,
-                                "chunks": [[list(c) for c in cs] for cs in d.chunks]}, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+            f.write((json.dumps({"id": it.id, "templates": d.templates,
+                                 "chunks": [[list(c) for c in cs] for cs in d.chunks]}, ensure_ascii=False) + "\n")
+                    .encode("utf-8"))
 
 
 def _read_store(path: Path, ids: list[str]) -> list[ImageTemplates] | None:

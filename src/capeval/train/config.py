@@ -5,6 +5,12 @@ mappings are not used: one flat list of settings per trainer). Unknown keys, val
 wrong type and unreadable files are :class:`~capeval.errors.InputError` naming the file and
 the key. Command-line overrides ``KEY=VALUE`` parse VALUE as YAML (``lr=3e-4``,
 ``mixed_precision=bf16``, ``max_train_images=null``). PyYAML is the only dependency.
+
+YAML aliases (``*name``) are refused and nesting is bounded (:data:`capeval.io.nesting.MAX_DEPTH`):
+a flat list of settings needs neither, and an alias bomb (nine levels of ``[*a, *a, ...]``,
+a few hundred bytes) would otherwise expand to 9**9 values; both are one error naming the
+file (or ``--set`` key) and line. Values quoted in errors are shortened
+(:func:`capeval.errors.shown`).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, TypeVar
 
 from capeval._optional import require
-from capeval.errors import InputError
+from capeval.errors import InputError, shown
 from capeval.options import accepts_value
 
 T = TypeVar("T")
@@ -25,6 +31,46 @@ T = TypeVar("T")
 
 def _yaml() -> Any:
     return require("yaml", extra="train", purpose="training configs (pip install pyyaml)")
+
+
+def _loader(yaml: Any) -> Any:
+    """A SafeLoader that refuses aliases and nesting deeper than MAX_DEPTH while composing,
+    before anything is built (PyYAML's composer recurses once per level: a RecursionError
+    with thousands of traceback lines otherwise)."""
+    from capeval.io.nesting import MAX_DEPTH
+
+    class Refused(yaml.composer.ComposerError):  # type: ignore[misc, name-defined]
+        pass
+
+    class ConfigLoader(yaml.SafeLoader):  # type: ignore[misc, name-defined]
+        depth = 0
+        refused = Refused
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent):
+                raise Refused(None, None, f"alias *{event.anchor} refused (aliases are not accepted in a config: "
+                              "write the value out)", event.start_mark)
+            if self.depth >= MAX_DEPTH:
+                raise Refused(None, None, f"nested more than {MAX_DEPTH} levels deep (lists/mappings inside "
+                              "each other); refused", event.start_mark)
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return ConfigLoader
+
+
+def _safe_load(yaml: Any, text: str, source: str, lines: bool = True) -> Any:
+    """``yaml.safe_load(text)`` through :func:`_loader`; its refusals name ``source`` (and the line)."""
+    loader = _loader(yaml)
+    try:
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
+    except loader.refused as exc:
+        at = f" line {exc.problem_mark.line + 1}" if lines else ""
+        raise InputError(f"{source}{at}: {exc.problem}") from None
 
 
 def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -38,7 +84,7 @@ def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
     except (IsADirectoryError, UnicodeDecodeError) as exc:
         raise InputError(f"config file {path} cannot be read: {exc}") from None
     try:
-        data = yaml.safe_load(text)
+        data = _safe_load(yaml, text, f"config file {path}")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -77,9 +123,9 @@ def build(cls: type[T], data: Mapping[str, Any], source: str = "config") -> T:
             data[key] = value = float(value)  # YAML 1.1 reads 1e-4 (no dot) as a string
         if not _fits(hints[key], value):
             hint = hints[key]
-            shown = getattr(hint, "__name__", None) if not typing.get_args(hint) else None
-            shown = shown or str(hint).replace("typing.", "").replace("NoneType", "None")
-            raise InputError(f"{source}: setting {key}={value!r} should be {shown}")
+            expected = getattr(hint, "__name__", None) if not typing.get_args(hint) else None
+            expected = expected or str(hint).replace("typing.", "").replace("NoneType", "None")
+            raise InputError(f"{source}: setting {key}={shown(value)} should be {expected}")
     values = {k: (float(v) if hints[k] is float and isinstance(v, int) else v) for k, v in data.items()}
     return cls(**values)
 
@@ -93,7 +139,7 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise InputError(f"--set {pair!r}: expected KEY=VALUE, e.g. lr=1e-4")
         try:
-            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+            out[key.strip()] = _safe_load(yaml, value, f"--set {key.strip()}", lines=False) if value.strip() else ""
         except yaml.YAMLError:
             out[key.strip()] = value
     return out
@@ -144,9 +190,9 @@ def runtime_problems(cfg: Any) -> list[str]:
     ``accelerate``, ``temperature``), as phrases for one error line."""
     problems = range_problems(cfg)
     if cfg.mixed_precision not in ("no", "bf16", "fp16"):
-        problems.append(f"mixed_precision={cfg.mixed_precision!r} (no, bf16 or fp16)")
+        problems.append(f"mixed_precision={shown(cfg.mixed_precision)} (no, bf16 or fp16)")
     if cfg.accelerate not in ("auto", "yes", "no"):
-        problems.append(f"accelerate={cfg.accelerate!r} (auto, yes or no)")
+        problems.append(f"accelerate={shown(cfg.accelerate)} (auto, yes or no)")
     return problems
 
 
@@ -160,5 +206,5 @@ def range_problems(cfg: Any) -> list[str]:
     for f in dataclasses.fields(cfg):
         value, bounds = getattr(cfg, f.name), declared.get(f.name)
         if bounds is not None and value is not None and not bounds.accepts(value):
-            problems.append(f"{f.name}={value!r} out of range: {bounds.describe(f.name)}")
+            problems.append(f"{f.name}={shown(value)} out of range: {bounds.describe(f.name)}")
     return problems

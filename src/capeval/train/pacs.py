@@ -47,6 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from capeval.io.atomic import atomic_write_text
 from capeval._version import __version__
 from capeval.errors import InputError
 from capeval.progress import make_progress
@@ -312,8 +313,8 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
     if resume and (run / "run.json").exists():
         exported = dict(json.loads((run / "run.json").read_text(encoding="utf-8")).get("files", {}))
     if runner.is_main:
-        (run / "config.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
-        (run / "run.json").write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+        atomic_write_text(run / "config.yaml", dump_yaml(cfg))
+        atomic_write_text(run / "run.json", json.dumps(meta, indent=2, default=str))
     log = MetricsLog(run, [*LOSS_FIELDS, "lr"], cfg.tensorboard, runner.is_main, elapsed)
     stopped = "max_epochs"
     max_steps = the_plan["max_steps"]
@@ -326,7 +327,7 @@ def train_pacs(config: PacsTrainConfig | str | os.PathLike[str], *, backbone: An
         from capeval.hashing import file_digest
 
         exported.update({f.name: {"sha256": file_digest(f, "sha256", cached=False), "step": step} for f in files})
-        (run / "run.json").write_text(json.dumps({**meta, "files": exported}, indent=2, default=str), encoding="utf-8")
+        atomic_write_text(run / "run.json", json.dumps({**meta, "files": exported}, indent=2, default=str))
         atomic_torch_save({"trainable": [p.detach().cpu() for p in params], "optimizer": optimizer.state_dict(),
                             "step": step, "epoch": epoch, "batch": skip, "best": best, "best_step": best_step,
                             "elapsed": log.elapsed(), "history": history}, run / "state.pt")

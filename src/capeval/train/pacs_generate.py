@@ -29,6 +29,7 @@ from typing import Any
 from capeval._optional import require
 from capeval._version import __version__
 from capeval.errors import InputError
+from capeval.io.atomic import atomic_write_bytes, atomic_write_text
 from capeval.train.coco import CaptionedImage
 
 DEFAULT_T2I = "stable-diffusion-v1-5/stable-diffusion-v1-5"
@@ -121,7 +122,7 @@ def generate_positives(items: Sequence[CaptionedImage], out_dir: str | os.PathLi
             "captioner": getattr(captioner, "key", None) if captioner is not None else None,
             "text_to_image": getattr(text_to_image, "provenance", None) if text_to_image is not None else None,
             "seed_rule": "seed + crc32('<image_id>/<caption_index>') mod 2^32"}
-    (out / f"provenance-{i:03d}-of-{n:03d}.json").write_text(json.dumps(prov, indent=2), encoding="utf-8")
+    atomic_write_text(out / f"provenance-{i:03d}-of-{n:03d}.json", json.dumps(prov, indent=2))
     counts = {"captions": 0, "images": 0, "skipped": 0}
     jobs: list[tuple[str, Any]] = []
     for it in mine:
@@ -169,9 +170,7 @@ def _images(t2i: Any, chunk: Sequence[tuple[CaptionedImage, int]], out: Path, se
         img.save(buf, format="PNG")
         data = buf.getvalue()
         rel = f"images/{it.id}_{j}.png"
-        tmp = out / (rel + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, out / rel)
+        atomic_write_bytes(out / rel, data)
         lines.append({"kind": "image", "image_id": it.id, "caption_index": j, "path": rel, "seed": s,
                       "sha256": hashlib.sha256(data).hexdigest()})
     return lines

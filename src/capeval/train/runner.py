@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,14 +29,10 @@ from capeval.errors import InputError
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
     """``torch.save(obj, path)`` through a temporary file in the same folder: a crash leaves the old file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    from capeval.io.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
         torch.save(obj, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def launched_processes() -> int:

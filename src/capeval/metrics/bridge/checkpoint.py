@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -103,15 +102,10 @@ def save_checkpoint(path: str | os.PathLike[str], model: BridgeModel, backbone: 
             "tokenizer": str(info.get("tokenizer") or ""), "clip": json.dumps(info.get("clip") or {}, sort_keys=True),
             "capeval_version": __version__, "train": json.dumps(dict(train or {}), sort_keys=True, default=str)}
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    from capeval.io.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
         save_file(state, tmp, metadata=meta)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from capeval.io.atomic import atomic_write_text
 from capeval.paths import make_cache_folder
 from capeval.errors import InputError
 from capeval.hashing import file_digest
@@ -65,14 +65,7 @@ class TemplateCache:
     def put(self, image_key: str, caption: str) -> None:
         path = self._path(image_key)
         make_cache_folder(path.parent)
-        fd, tmp = tempfile.mkstemp(prefix=".tpl.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(caption)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(path, caption)
 
 
 def open_template_cache(cache: Any, captioner_key: str) -> TemplateCache | None:

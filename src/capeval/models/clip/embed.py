@@ -2,9 +2,10 @@
 image decoding in threads overlapped with the model, and an optional on-disk cache.
 
 Cache: off by default; ``cache=True`` uses ``cache_dir()/embeddings``, a path uses that
-folder. Content-addressed: ``<dir>/<backbone signature hash[:16]>/<kind>/<sha256>.npy`` where
-the sha256 is of the file bytes (images), of mode/size/pixels (PIL images and arrays) or of
-the UTF-8 text. Files are written atomically (temporary file + ``os.replace``).
+folder. Content-addressed: ``<dir>/<backbone signature hash[:16]>/<kind>/<sha256[:2]>/<sha256>.emb``
+where the sha256 is of the file bytes (images), of mode/size/pixels (PIL images and arrays) or
+of the UTF-8 text. Files are written atomically (temporary file + ``os.replace``) and checked
+when read (:class:`EmbeddingCache`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import collections
 import hashlib
 import io
 import os
+import stat
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
@@ -22,31 +24,66 @@ import torch
 
 from capeval.paths import make_cache_folder
 from capeval.errors import InputError
-from capeval.io.atomic import atomic_open
+from capeval.io.atomic import atomic_write_bytes
 from capeval.progress import make_progress
 
 
 class EmbeddingCache:
-    """``.npy`` files keyed by (backbone signature, content hash)."""
+    """One file per embedding, keyed by (backbone signature, content hash), each verified when read.
 
-    def __init__(self, root: str | os.PathLike[str], namespace: str):
+    An entry is ``<key>.emb``: the magic ``CEVE``, the dimension (uint32 little endian), a
+    sha256 over (kind, key, dimension, values) and the float32 little-endian values. Any
+    mismatch (truncated or altered bytes, another dimension or dtype, an entry copied under
+    another name, a non-finite value) is a miss: the embedding is computed again and the entry
+    rewritten. A file of another size is never read whole (memory stays bounded).
+    """
+
+    MAGIC = b"CEVE"
+
+    def __init__(self, root: str | os.PathLike[str], namespace: str, dim: int):
         self.root = Path(root) / namespace[:16]
+        self.dim = int(dim)
 
     def _path(self, kind: str, key: str) -> Path:
-        return self.root / kind / key[:2] / f"{key}.npy"
+        return self.root / kind / key[:2] / f"{key}.emb"
+
+    def _checksum(self, kind: str, key: str, payload: bytes) -> bytes:
+        h = hashlib.sha256(f"{kind}\0{key}\0{self.dim}\0".encode())
+        h.update(payload)
+        return h.digest()
 
     def get(self, kind: str, key: str) -> np.ndarray | None:
-        path = self._path(kind, key)
-        try:
-            return np.load(path, allow_pickle=False)
-        except (FileNotFoundError, ValueError, OSError):
+        """The stored embedding, or None when absent or not exactly what :meth:`put` wrote."""
+        size = 4 + 4 + 32 + 4 * self.dim
+        try:  # O_NONBLOCK: a FIFO planted under an entry's name must not hang the run
+            with os.fdopen(os.open(self._path(kind, key), os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+                info = os.fstat(f.fileno())
+                if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+                    return None
+                data = f.read(size)
+        except OSError:
             return None  # absent or unreadable: recompute
+        payload = data[40:]
+        if (len(data) != size or data[:4] != self.MAGIC or int.from_bytes(data[4:8], "little") != self.dim
+                or data[8:40] != self._checksum(kind, key, payload)):
+            return None
+        value = np.frombuffer(payload, dtype="<f4").astype(np.float32)
+        return value if np.isfinite(value).all() else None
 
     def put(self, kind: str, key: str, value: np.ndarray) -> None:
+        value = np.asarray(value, dtype="<f4")
+        if value.shape != (self.dim,) or not np.isfinite(value).all():
+            return  # never store what get() would refuse
+        payload = value.tobytes()
         path = self._path(kind, key)
         make_cache_folder(path.parent)
-        with atomic_open(path) as f:
-            np.save(f, np.asarray(value, dtype=np.float32), allow_pickle=False)
+        if path.exists() and not path.is_file():  # a device or FIFO would be written into, not replaced
+            try:
+                path.unlink()
+            except OSError:
+                return  # a folder under an entry's name: this entry is not cached
+        atomic_write_bytes(path, self.MAGIC + self.dim.to_bytes(4, "little") + self._checksum(kind, key, payload)
+                           + payload)
 
 
 def open_cache(cache: Any, backbone: Any) -> EmbeddingCache | None:
@@ -58,7 +95,7 @@ def open_cache(cache: Any, backbone: Any) -> EmbeddingCache | None:
         root = cache_dir() / "embeddings"
     else:
         root = Path(cache)
-    return EmbeddingCache(root, backbone.signature_hash)
+    return EmbeddingCache(root, backbone.signature_hash, backbone.embed_dim)
 
 
 def _image_key(image: Any) -> Any:
