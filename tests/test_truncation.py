@@ -141,7 +141,14 @@ def test_bertscore_counts_exactly_the_texts_past_the_model_limit(tmp_path, capsy
     emb = scorer.embedder
     # the shortest run of "dog"s at the 40-id limit and one past it (bounded search)
     texts = [" ".join(["dog"] * n + ["a"] * m) for n in range(1, 25) for m in range(4)]
-    at_limit = next(t for t in texts if len(emb.tokenizer.encode(t, add_prefix_space=True)) == 40)
+    def full_length(text: str) -> int:  # ids of encode() with no limit (prefix space included)
+        limit, emb.max_length = emb.max_length, 1 << 30
+        try:
+            return len(emb.encode(text))
+        finally:
+            emb.max_length = limit
+
+    at_limit = next(t for t in texts if full_length(t) == 40)
     longer = " ".join(["dog"] * 59)
     ids = emb.encode(at_limit)
     assert len(ids) == 40 and not emb.was_cut(at_limit, ids)  # at the limit, not past it
