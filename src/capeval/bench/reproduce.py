@@ -172,18 +172,24 @@ def reproduce(
         outcomes.append(o)
     records: dict[tuple[str, str, str, str], Any] = {}
     failed: dict[tuple[str, str], str] = {}
-    for (bench, opts), metrics in todo.items():
-        extra = {"bench_options": {bench: pub.parse_options(opts)}} if opts else {}
-        try:
-            result = runner([bench], sorted(metrics), data_root, images=images, videos=videos, seed=seed,
-                            bootstrap=bootstrap, progress=progress, **extra)
-        except CapevalError as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            first = first.split(" (looked in")[0]  # the loader's search paths: too long for a cell
-            failed[(bench, opts)] = first if len(first) <= 120 else first[:117] + "..."
-            continue
-        for r in result:
-            records[(r.benchmark, opts, r.metric, r.statistic)] = r
+    from capeval.progress import make_progress
+
+    with make_progress(len(todo), "reproduce", progress) as bar:
+        for (bench, opts), metrics in todo.items():
+            bar.desc = f"reproduce {bench}{' ' + opts if opts else ''}"
+            extra = {"bench_options": {bench: pub.parse_options(opts)}} if opts else {}
+            try:
+                result = runner([bench], sorted(metrics), data_root, images=images, videos=videos, seed=seed,
+                                bootstrap=bootstrap, progress=progress, **extra)
+            except CapevalError as exc:
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                first = first.split(" (looked in")[0]  # the loader's search paths: too long for a cell
+                failed[(bench, opts)] = first if len(first) <= 120 else first[:117] + "..."
+                continue
+            finally:
+                bar.update(1)
+            for r in result:
+                records[(r.benchmark, opts, r.metric, r.statistic)] = r
     for o, run_key in zip(outcomes, runs):
         if o.status:
             continue

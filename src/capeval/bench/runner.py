@@ -194,7 +194,7 @@ def run(
     out.config = {"seed": seed, "bootstrap": bootstrap, "confidence": confidence, "metrics": names, "benchmarks": [b.name for b in benches]}
     with make_progress(len(benches) * (1 + len(names)), "bench", progress) as bar:
         for b in benches:
-            bar.desc = b.name[:12]
+            bar.desc = f"bench {b.name}: loading"
             loaded = b.load(root, seed=seed, **dict(bench_options.get(b.name, {})))
             loaded.options.setdefault("seed", seed)
             bar.update(1)
@@ -215,6 +215,7 @@ def run(
             dists: dict[str, dict[str, np.ndarray]] = {}
             full_values: dict[str, dict[str, float]] = {}
             for m in names:
+                bar.desc = f"bench {b.name}: {m}"
                 bar.update(1)
                 if not scores.get(m):
                     out.benchmarks[b.name].setdefault("skipped_metrics", {})[m] = "no applicable setting (needs references)"

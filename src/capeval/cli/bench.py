@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--explain-worst", type=int, default=10, metavar="N", help="items explained per metric and "
                    "setting with --explain (default 10)")
     p.add_argument("--list", action="store_true", help="list the registered benchmarks and exit")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress (neither the bar on a terminal nor the lines elsewhere)")
     p.set_defaults(func=run)
 
 
@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
         if not any(registry.get(n).media and "explain_dir" in (option_types(registry.get(n)) or {}) for n in names):
             raise InputError(f"--explain: none of the metrics {', '.join(names)} explains its scores "
                              "(hice-s and ref-hice-s do)")
-    progress = False if args.quiet else None
+    # progress on stderr: a bar on a terminal, a line every few seconds elsewhere; --quiet: none
+    progress = False if args.quiet else True
     with progress_setting(progress):
         result = bench_run(
             args.benchmarks,

@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(0: none; default 1000)")
     p.add_argument("--json", action="store_true", help="print one JSON record per cell (a JSON list) instead of the table")
     p.add_argument("--html", metavar="FILE", help="write the table as a self-contained HTML report (atomically)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress (neither the bar on a terminal nor the lines elsewhere)")
     p.set_defaults(func=run)
 
 
@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         from capeval.cli.score import check_outputs
 
         check_outputs({"--html": args.html}, [])
-    progress = False if args.quiet or args.json else None
+    # progress on stderr: a bar on a terminal, a line every few seconds elsewhere; --quiet: none
+    progress = False if args.quiet or args.json else True
     with progress_setting(progress):
         outcomes = reproduce(args.papers or None, args.table, args.data_root, images=args.images,
                              videos=args.videos, seed=args.seed, bootstrap=args.bootstrap,

@@ -23,44 +23,84 @@ from typing import Any, Callable
 
 
 def fetch(url: str, target: Path, expected: str | None, timeout: float = 60.0,
-          validate: Callable[[Path], None] | None = None) -> str:
-    """Stream ``url`` to ``target`` via a temporary file and return its sha256.
+          validate: Callable[[Path], None] | None = None, progress: bool | None = None) -> str:
+    """Stream ``url`` to ``target`` via ``.<name>.part`` beside it and return its sha256.
 
-    The file is moved into place only when its sha256 equals ``expected`` (when given) and
-    ``validate(temporary_path)`` (when given) does not raise; otherwise nothing is written.
+    The file is moved into place (atomically, ``os.replace``) only when its sha256 equals
+    ``expected`` (when given) and ``validate(partial_path)`` (when given) does not raise;
+    otherwise nothing is written. An interrupted download leaves the ``.part`` file: the next
+    call asks the server for the rest (HTTP ``Range``) and starts over when the server sends
+    the whole file instead. A byte count is shown on stderr (:mod:`capeval.progress` rules).
     """
-    from urllib.request import Request, urlopen
-
     from capeval.errors import ResourceError
     from capeval.models.clip.checkpoints import sniff
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    part = target.parent / f".{target.name}.part"
     digest = hashlib.sha256()
     try:
-        with os.fdopen(fd, "wb") as out, urlopen(Request(url, headers={"User-Agent": "capeval"}), timeout=timeout) as src:
+        _stream(url, part, digest, timeout, progress)
+        got = digest.hexdigest()
+        if expected and got != expected:
+            what = sniff(part)
+            raise ResourceError(f"{url}: the downloaded file has sha256 {got[:12]}..., expected {expected}"
+                                f"{' (it ' + what + ')' if what else ''}; nothing was written")
+        if validate is not None:
+            try:
+                validate(part)
+            except ResourceError as exc:
+                raise ResourceError(str(exc).replace(f"checkpoint {part}", f"{url}: the downloaded file")
+                                    .replace(str(part), "the downloaded file") + "; nothing was written") from None
+        os.replace(part, target)
+        return got
+    except ResourceError:
+        part.unlink(missing_ok=True)  # a complete but wrong file: resuming it would not help
+        raise
+    # other errors (network, Ctrl-C) keep the .part file for the next call to resume
+
+
+def _stream(url: str, part: Path, digest: Any, timeout: float, progress: bool | None) -> None:
+    """Append the rest of ``url`` to ``part`` (the whole file when the server ignores ``Range``),
+    feeding every byte of ``part`` to ``digest``."""
+    from urllib.error import HTTPError
+    from urllib.request import Request, urlopen
+
+    from capeval.progress import make_progress
+
+    have = part.stat().st_size if part.is_file() else 0
+    headers = {"User-Agent": "capeval"}
+    if have:
+        headers["Range"] = f"bytes={have}-"
+    try:
+        src = urlopen(Request(url, headers=headers), timeout=timeout)
+    except HTTPError as exc:
+        if exc.code != 416 or not have:  # 416: the part file already holds every byte
+            raise
+        _hash_into(part, digest)
+        return
+    with src:
+        resumed = have and getattr(src, "status", 200) == 206
+        size = int(src.headers.get("Content-Length") or 0)
+        if resumed:
+            _hash_into(part, digest)
+        else:
+            have = 0
+        with open(part, "ab" if resumed else "wb") as out, \
+                make_progress(have + size, f"{part.name[1:-5]}", progress) as bar:
+            bar.update(have)
             while True:
                 block = src.read(1 << 20)
                 if not block:
                     break
                 digest.update(block)
                 out.write(block)
-        got = digest.hexdigest()
-        if expected and got != expected:
-            what = sniff(tmp)
-            raise ResourceError(f"{url}: the downloaded file has sha256 {got[:12]}..., expected {expected}"
-                                f"{' (it ' + what + ')' if what else ''}; nothing was written")
-        if validate is not None:
-            try:
-                validate(Path(tmp))
-            except ResourceError as exc:
-                raise ResourceError(str(exc).replace(f"checkpoint {tmp}", f"{url}: the downloaded file")
-                                    .replace(tmp, "the downloaded file") + "; nothing was written") from None
-        os.replace(tmp, target)
-        return got
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+                bar.update(len(block))
+
+
+def _hash_into(path: Path, digest: Any) -> None:
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
 
 
 def validator(entry: Any) -> Callable[[Path], None] | None:
