@@ -43,22 +43,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "their worst-scored items' explanations into DIR; the HTML report links them")
     p.add_argument("--explain-worst", type=int, default=10, metavar="N", help="items explained per metric and "
                    "setting with --explain (default 10)")
-    p.add_argument("--list", action="store_true", help="list the registered benchmarks and exit")
+    p.add_argument("--list", action="store_true", help="list the registered benchmarks, whether their files are in the data folder, and exit")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress (neither the bar on a terminal nor the lines elsewhere)")
     p.set_defaults(func=run)
 
 
-def _list() -> int:
+def _list(data_root: str | None) -> int:
     from capeval.bench import benchmarks
+    from capeval.bench.data_download import present
+    from capeval.paths import data_home
+    from capeval.bench.sources import SOURCES
 
+    root = data_root or str(data_home())
     for name, b in benchmarks().items():
-        sys.stdout.write(f"{name:18} {b.title} [{b.modality}]\n    {b.citation}\n")
+        if name in SOURCES:
+            state = "present" if present(name, root) else f"missing: capeval download {name}"
+        else:
+            state = "no download source"
+        sys.stdout.write(f"{name:18} {b.title} [{b.modality}] ({state})\n    {b.citation}\n")
+    sys.stdout.write(f"data folder: {root} (--data-root, or CAPEVAL_DATA; default <capeval cache>/data)\n")
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     if args.list:
-        return _list()
+        return _list(args.data_root)
     if not args.benchmarks:
         raise InputError("name at least one benchmark (capeval bench --list shows them)")
     if not args.metrics:

@@ -3,7 +3,9 @@ verify them and write them atomically; ``capeval download`` is a front end to :f
 
 Verification, one rule for all entries: a published sha256 must match; an entry without one
 is accepted only when the file is a readable state dict (not an HTML page, an empty or a
-truncated file). The architecture is checked when the checkpoint is loaded.
+truncated file), and its sha256 is recorded beside it (``.<file>.sha256``) at that first
+download: later checks and downloads must match the record (``--force`` starts a new one).
+The architecture is checked when the checkpoint is loaded.
 
 ``hf-model`` entries (the FACTUAL parser) are Hugging Face hub repositories: their config,
 tokenizer files and one weights file (safetensors preferred) are fetched with
@@ -20,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
+
+from capeval.models.digests import check_recorded, record_digest, recorded_digest
 
 
 def fetch(url: str, target: Path, expected: str | None, timeout: float = 60.0,
@@ -139,16 +143,24 @@ def download(name: str, directory: str | os.PathLike[str] | None = None, force: 
             try:
                 if validate is not None:
                     validate(target)
+                check_recorded(target, got)  # no published digest: the one of the first download
                 return target, got
             except ResourceError as exc:  # a broken earlier download: fetch it again
                 print(f"capeval: {exc}; downloading it again", file=sys.stderr)
     if not entry.urls:
         raise ResourceError(f"{name} has no direct download URL: {entry.note}; put {entry.filename} at {target}")
+    # without a published digest, a new download must match the one recorded at the first (unless --force)
+    expected = entry.sha256 or (None if force else recorded_digest(target))
     errors = []
     for url in entry.urls:
         try:
-            return target, fetch(url, target, entry.sha256, validate=validate)
-        except ResourceError:
+            got = fetch(url, target, expected, validate=validate)
+            if entry.sha256 is None:
+                record_digest(target, got)
+            return target, got
+        except ResourceError as exc:
+            if expected and not entry.sha256:
+                raise ResourceError(f"{exc} (the sha256 recorded at its first download; --force starts anew)") from None
             raise
         except Exception as exc:  # network errors: try the next mirror
             errors.append(f"{url}: {type(exc).__name__}: {exc}")
