@@ -120,14 +120,14 @@ def test_bench_bar_on_a_terminal_lines_elsewhere(shared_data, stderr, capsys):
     fake = stderr(True)
     assert main(argv) == 0
     # the full label (benchmark and metric), never cut to a column width
-    assert "bench thumb: bleu-1" in fake.getvalue() and "2/2" in fake.getvalue() and "\r" in fake.getvalue()
+    assert "bench thumb: statistics of bleu-1" in fake.getvalue() and "2/2" in fake.getvalue() and "\r" in fake.getvalue()
     fake = stderr(False)
     assert main(argv) == 0
     lines = fake.getvalue().splitlines()
     assert "\r" not in fake.getvalue()
     # a run shorter than the line interval: one line, when the outermost step ends
     assert [ln for ln in lines if ln.startswith("[capeval] bench")] == [lines[-1]]
-    assert lines[-1].startswith("[capeval] bench thumb: bleu-1: 2/2 (100%), ") and lines[-1].endswith(" s elapsed")
+    assert lines[-1].startswith("[capeval] bench thumb: statistics of bleu-1: 2/2 (100%), ") and lines[-1].endswith(" s elapsed")
     for tty in (True, False):
         fake = stderr(tty)
         assert main(argv + ["--quiet"]) == 0

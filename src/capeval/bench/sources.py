@@ -127,7 +127,7 @@ SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
         DataFile(n, (f"https://huggingface.co/datasets/yuwd/Polaris/resolve/{POLARIS_REVISION}/{n}",),
                  place=f"polaris/{n}", size=size, optional=n != "polaris_test.csv")
         for n, size in (("polaris_test.csv", ""), ("polaris_val.csv", ""))),
-        f"huggingface.co/datasets/yuwd/Polaris at {POLARIS_REVISION[:12]}", "BSD-3-Clause-Clear (dataset card)",
+        f"huggingface.co/datasets/yuwd/Polaris at {POLARIS_REVISION[:12]}", "the dataset card's terms",
         note="images (images.tar.gz in the same revision, several GB) are not fetched: text metrics need none"),
     DataSource("nebula", (), f"huggingface.co/datasets/Ka2ukiMatsuda/Nebula at {NEBULA_REVISION[:12]}",
                "the dataset card's terms", note="Parquet shards (images embedded) of the test and valid splits, named by the hub listing",

@@ -23,7 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--images", help="folder with the benchmark images (image-conditioned metrics)")
     p.add_argument("--videos", help="folder with the benchmark videos (video metrics)")
     p.add_argument("--out", "-o", metavar="OUT.json", help="write the results as JSON (atomically)")
-    p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML report")
+    p.add_argument("--html", metavar="OUT.html", nargs="?", const="", help="write a self-contained HTML report "
+                   "(--html alone: beside --out, OUT.html, else bench.html); `capeval report OUT.json --html` "
+                   "renders it again from the JSON")
     p.add_argument("--json", action="store_true", help="print the results as JSON (what --out writes) instead of "
                    "the tables, so that stdout can be redirected to a .json file")
     p.add_argument("--seed", type=int, default=0, help="seed of reference draws and bootstrap (default 0)")
@@ -46,6 +48,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--list", action="store_true", help="list the registered benchmarks, whether their files are in the data folder, and exit")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress (neither the bar on a terminal nor the lines elsewhere)")
     p.set_defaults(func=run)
+
+
+def default_html(html: str | None, out: str | None, name: str) -> str | None:
+    """``--html`` given alone (``""``): ``OUT.html`` beside ``--out OUT.json``, else ``name`` here."""
+    if html != "":
+        return html
+    if out:
+        import os
+
+        return os.path.splitext(out)[0] + ".html"
+    return name
+
+
+def html_folder(html: str) -> str:
+    """The report's folder: links in it (explanations) are relative to it."""
+    import os
+
+    return os.path.dirname(os.path.abspath(html))
 
 
 def _list(data_root: str | None) -> int:
@@ -92,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     bench_options = parse_options(args.bench_option, "BENCH") if args.bench_option else {}
     check_loader_options(expand_benchmarks(args.benchmarks), bench_options)
     names, options = check_options(args.metrics, parse_options(args.option), strict=True)
+    args.html = default_html(args.html, args.out, "bench.html")
     check_outputs({"--out": args.out, "--html": args.html}, [])
     if args.explain:
         from capeval import registry
@@ -130,9 +151,10 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         outputs.append((args.out, text))
     if args.html:
-        import os
+        from capeval.bench.runner import BenchRun
 
-        outputs.append((args.html, render_html(result, os.path.dirname(os.path.abspath(args.html)))))
+        # rendered from the JSON written beside it: `capeval report` gives the same bytes from the file
+        outputs.append((args.html, render_html(BenchRun.from_dict(json.loads(text)), html_folder(args.html))))
     if outputs:
         try:
             atomic_write_many(outputs)

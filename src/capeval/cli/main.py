@@ -17,6 +17,7 @@ SUBCOMMANDS = (
     "capeval.cli.score",
     "capeval.cli.bench",
     "capeval.cli.reproduce",
+    "capeval.cli.report",
     "capeval.cli.listing",
     "capeval.cli.info",
     "capeval.cli.download",
