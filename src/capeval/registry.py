@@ -346,7 +346,18 @@ DEFAULT_PRESET = "coco"  # metrics=None (capeval.score, Evaluator) and `capeval 
 
 
 def expand(names: str | Iterable[str] | None) -> list[str]:
-    """Expand presets and comma lists into canonical metric names, keeping order, no repeats (None: the default preset)."""
+    """Expand presets and comma lists into canonical metric names, keeping order, no repeats.
+
+    Args:
+        names: a name, preset or comma list, or a list of them; ``None``: the default preset.
+
+    Returns:
+        Canonical metric names, in the order given, each once.
+
+    Raises:
+        UnknownNameError: an unknown name (the message lists the known ones), or none given.
+        InputError: ``names`` is not a string or a list of strings.
+    """
     if names is None or isinstance(names, str):
         names = [DEFAULT_PRESET if names is None else names]
     names = list(names) if isinstance(names, Iterable) else [names]
@@ -364,12 +375,20 @@ def expand(names: str | Iterable[str] | None) -> list[str]:
 
 
 def metrics() -> dict[str, MetricSpec]:
-    """All registered metric specs by canonical name."""
+    """All registered metrics.
+
+    Returns:
+        ``{canonical name: MetricSpec}`` (description, inputs, range, direction, extra).
+    """
     return dict(_METRICS)
 
 
 def presets() -> dict[str, tuple[str, ...]]:
-    """Preset name -> metric names (``all`` = every registered metric that runs in Python alone)."""
+    """The metric presets.
+
+    Returns:
+        ``{preset: (metric, ...)}``; ``all`` is every registered metric that runs in Python alone.
+    """
     return {**_PRESETS, "all": tuple(n for n, s in _METRICS.items() if s.in_all)}
 
 

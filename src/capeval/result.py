@@ -83,7 +83,10 @@ class Signature:
     """What a score depends on, printed as ``key:value|key:value|...``.
 
     Two results with equal signatures were computed the same way (cf. sacreBLEU's
-    signatures). ``fields`` keeps insertion order: metric first, versions last.
+    signatures).
+
+    Attributes:
+        fields: the settings in insertion order: metric first, versions last.
     """
 
     fields: Mapping[str, Any]
@@ -119,13 +122,17 @@ def _fmt(value: Any) -> str:
 
 @dataclass(frozen=True)
 class MetricResult:
-    """Scores of one metric over a set of items.
+    """Scores of one metric over a set of items (frozen).
 
-    ``system`` is the corpus-level score as the metric defines it (BLEU's corpus
-    brevity penalty and METEOR's aggregated statistics are *not* means of item scores).
-    ``items`` maps item id -> score in input order. ``extras`` holds sub-scores
-    (e.g. ``{"precision": {...}, "recall": {...}}``) and counters such as the number
-    of truncated captions; ``skipped`` lists ids left out with ``skip_bad_items``.
+    Attributes:
+        metric: the metric's canonical name.
+        system: the corpus-level score as the metric defines it (BLEU's corpus brevity
+            penalty and METEOR's aggregated statistics are *not* means of item scores).
+        items: item id -> score, in input order.
+        signature: what the score depends on (:class:`Signature`).
+        extras: sub-scores (e.g. ``{"precision": {...}, "recall": {...}}``) and counters such
+            as the number of truncated captions.
+        skipped: ids left out with ``skip_bad_items``.
     """
 
     metric: str
@@ -190,7 +197,7 @@ class Report(Mapping[str, MetricResult]):
     :class:`MetricResult` (``report["cider-d"].items`` for per-item scores), and
     ``report.system`` is kept as another name of ``scores``.
 
-    Example:
+    Examples:
         >>> import capeval
         >>> r = capeval.score({"1": "a dog runs"}, {"1": ["a dog is running"]}, metrics="bleu-1")
         >>> round(r.scores["bleu-1"], 4) == round(r.to_dict()["scores"]["bleu-1"], 4)

@@ -120,12 +120,23 @@ def validator(entry: Any) -> Callable[[Path], None] | None:
 
 
 def download(name: str, directory: str | os.PathLike[str] | None = None, force: bool = False) -> tuple[Path, str]:
-    """Fetch checkpoint or vocabulary ``name`` of the table into ``directory`` (default
-    ``$CAPEVAL_CHECKPOINTS`` or ``<cache>/clip``); returns ``(path, sha256)``.
+    """Fetch checkpoint or vocabulary ``name`` of the checkpoint table (``capeval download --list``).
 
     A file already present and verified is not fetched again (unless ``force``); a broken
-    earlier download is replaced. Raises :class:`~capeval.errors.ResourceError` when no URL
-    works or the file fails verification (nothing is written then).
+    earlier download is replaced. Without a published sha256, the first download's is
+    recorded beside the file and later downloads must match it.
+
+    Args:
+        name: a checkpoint name of the table, e.g. ``"openai/ViT-B-32"``.
+        directory: the target folder (default ``$CAPEVAL_CHECKPOINTS`` or ``<cache>/clip``).
+        force: download again even when a verified file is present (and record a new digest).
+
+    Returns:
+        ``(path, sha256)`` of the file in place.
+
+    Raises:
+        ResourceError: no URL works, or the file fails verification (nothing is written then).
+        UnknownNameError: ``name`` is not in the table.
     """
     from capeval.errors import ResourceError
     from capeval.models.clip import checkpoints as ck
