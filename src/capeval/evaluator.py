@@ -155,6 +155,7 @@ class Evaluator:
         """:meth:`score` on a :class:`~capeval.scorer.Batch`."""
         progress = self.progress if progress is None else progress
         registry.check_inputs_used(batch.given(), self.names)
+        registry.check_references(self.names, batch.references is not None)
         results: dict[str, MetricResult] = {}
         with progress_setting(progress):
             # the text metrics run together: one tokenisation, one pass over the chunks

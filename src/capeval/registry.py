@@ -30,7 +30,8 @@ class MetricSpec:
     ``needs``: inputs without which the metric cannot be computed; ``accepts``: every input
     its scorer's ``score`` takes (a superset of ``needs``; default ``needs`` + references). ``range``: ``(low, high)`` of an
     item score, ``high`` may be the name of an option (``"w"``); ``direction``: ``"higher"``
-    or ``"lower"`` is better. ``kwargs``: constructor defaults fixed by the metric's name.
+    or ``"lower"`` is better, ``"none"`` for a diagnostic with no better side (correlated as
+    it is, like ``"higher"``). ``kwargs``: constructor defaults fixed by the metric's name.
     """
 
     name: str
@@ -52,12 +53,13 @@ class MetricSpec:
             object.__setattr__(self, "accepts", frozenset(self.needs) | {"references"})
         if not self.needs <= self.accepts <= INPUTS:
             raise ValueError(f"{self.name}: needs {set(self.needs)} must be within accepts {set(self.accepts)} within {set(INPUTS)}")
-        if self.direction not in ("higher", "lower"):
-            raise ValueError(f"{self.name}: direction must be 'higher' or 'lower'")
+        if self.direction not in ("higher", "lower", "none"):
+            raise ValueError(f"{self.name}: direction must be 'higher', 'lower' or 'none'")
 
     @property
     def higher_is_better(self) -> bool:
-        return self.direction == "higher"
+        """False only for ``lower``: the bench negates those scores; ``none`` is taken as it is."""
+        return self.direction != "lower"
 
     @property
     def media(self) -> str | None:
@@ -262,9 +264,9 @@ def _diagnostic_specs() -> list[MetricSpec]:
         MetricSpec(name="incorrect", range=(0.0, 100.0), direction="lower", extra="spice",
                    description="% of captions whose last word is a preposition, conjunction, determiner or "
                                "possessive (spaCy tag; PAC-S++ Table 9); lower is better", **common),
-        MetricSpec(name="length", range=(0.0, inf),
+        MetricSpec(name="length", range=(0.0, inf), direction="none",
                    description="mean words per caption (PTB-tokenised); a diagnostic, no better side", **common),
-        MetricSpec(name="vocab", range=(0.0, inf),
+        MetricSpec(name="vocab", range=(0.0, inf), direction="none",
                    description="distinct words over all captions (per item: of the caption); a diagnostic, "
                                "no better side", **common),
     ]
@@ -412,3 +414,12 @@ def check_inputs_used(given: Iterable[str], names: Iterable[str]) -> None:
     stray = sorted(set(given) - accepted_inputs(names) - {"skip_bad_items"})
     if stray:
         raise InputError(f"{', '.join(stray)} given, but none of the metrics {', '.join(names)} uses them")
+
+
+def check_references(names: Iterable[str], given: bool) -> None:
+    """Metrics that need references, run without any: one line naming them and ``-r``."""
+    needing = [n for n in names if "references" in _METRICS[n].needs]
+    if needing and not given:
+        raise InputError(f"{', '.join(needing)} need{'s' if len(needing) == 1 else ''} references and none were "
+                         "given: pass -r/--references FILE (references= from Python), or choose reference-free "
+                         "metrics (capeval list: needs -)")
