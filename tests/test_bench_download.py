@@ -138,3 +138,17 @@ def test_flickr8k_images_are_checked_where_the_command_says(mirror, shared_data,
     err = capsys.readouterr().err
     assert f"images: {len(images) - 1}/1000 test images in {folder} match the published MD5 list" in err
     assert "1 differ (first: " + images[0].name in err
+
+
+def test_every_registered_benchmark_has_a_source_and_a_row_in_the_docs():
+    from capeval.bench.base import CATALOG
+    from capeval.bench.sources import SOURCES
+
+    assert set(SOURCES) == set(CATALOG)
+    text = (Path(__file__).resolve().parents[1] / "docs" / "bench.md").read_text(encoding="utf-8")
+    table = text.split("| benchmark | files (under the data folder) | source | licence | size |", 1)[1]
+    for name in CATALOG:
+        assert f"\n| `{name}` | " in table, name
+    for src in SOURCES.values():  # every by-hand file says where to get it and where it goes
+        for f in src.files:
+            assert f.urls or (f.manual and "{root}" in f.manual), (src.benchmark, f.name)

@@ -377,20 +377,12 @@ def expand(names: str | Iterable[str] | None) -> list[str]:
 
 
 def metrics() -> dict[str, MetricSpec]:
-    """All registered metrics.
-
-    Returns:
-        ``{canonical name: MetricSpec}`` (description, inputs, range, direction, extra).
-    """
+    """All registered metrics: ``{canonical name: MetricSpec}`` (description, inputs, range, direction, extra)."""
     return dict(_METRICS)
 
 
 def presets() -> dict[str, tuple[str, ...]]:
-    """The metric presets.
-
-    Returns:
-        ``{preset: (metric, ...)}``; ``all`` is every registered metric that runs in Python alone.
-    """
+    """The metric presets: ``{preset: (metric, ...)}`` (``all``: every metric that runs in Python alone)."""
     return {**_PRESETS, "all": tuple(n for n, s in _METRICS.items() if s.in_all)}
 
 
