@@ -823,8 +823,12 @@ def test_transformers_backend_errors(tmp_path):
     with pytest.raises(ResourceError, match="is a 'llama' model; the transformers backend runs LLaVA-1.5"):
         scorer.backend.load()
     missing = VisCE2(metrics=["visce2-vanilla"], backend="transformers", model=str(tmp_path / "nowhere"), cache=None)
-    with pytest.raises(ResourceError, match="cannot load the config of"):
+    with pytest.raises(ResourceError, match="the model folder .*nowhere' does not exist"):
         missing.backend.load()
+    (tmp_path / "empty").mkdir()
+    empty = VisCE2(metrics=["visce2-vanilla"], backend="transformers", model=str(tmp_path / "empty"), cache=None)
+    with pytest.raises(ResourceError, match="cannot load the config of"):
+        empty.backend.load()
     try:
         import bitsandbytes  # noqa: F401
     except ImportError:

@@ -4,7 +4,7 @@ lookups, the backend for the misses, each answer stored as it arrives).
 
 Every judge takes ``backend`` (``"transformers"``, ``"openai"`` or a backend object),
 ``model``, ``base_url``, ``api_key``, ``concurrency``, ``timeout``, ``max_retries``,
-``retry_backoff``, ``temperature``, ``seed``, ``max_new_tokens``, ``top_logprobs``, ``device``,
+``retry_backoff``, ``max_response_mb``, ``temperature``, ``seed``, ``max_new_tokens``, ``top_logprobs``, ``device``,
 ``dtype``, ``quantization``, ``revision``, ``batch_size``, ``cache``. Their ranges are declared in
 :mod:`capeval.ranges` (groups ``visce2``, ``clair``, ``fleur``, ``expert``) and checked here
 too, for scorers built directly, before any model is loaded or request sent.
@@ -16,6 +16,7 @@ import os
 from typing import Any, Hashable, Mapping
 
 from capeval.errors import InputError
+from capeval.judges.backends import clean_text
 from capeval.judges.cache import cache_key, text_sha
 
 BACKENDS = ("transformers", "openai")
@@ -37,7 +38,7 @@ def make_backend(label: str, backend: Any, *, model: str | None, default_model: 
                  api_key: str | None = None, concurrency: int = 4, timeout: float = 120.0, max_retries: int = 5,
                  retry_backoff: float = 1.0, temperature: float = 0.0, seed: int | None = 0,
                  max_new_tokens: int = 512, top_logprobs: int = 20, pad_to_square: bool = True,
-                 native_vocab: bool = False) -> Any:
+                 native_vocab: bool = False, max_response_mb: float = 16.0) -> Any:
     """The backend object for ``backend`` (a name or an object with ``generate``/``identity``/
     ``decoding``/``signature``). ``text_only``: the judge sends no image (CLAIR), its local
     backend is a chat LLM (:mod:`.transformers_text`), not LLaVA. ``native_vocab`` (FLEUR,
@@ -45,7 +46,7 @@ def make_backend(label: str, backend: Any, *, model: str | None, default_model: 
     for name, value in (("concurrency", concurrency), ("timeout", timeout), ("max_retries", max_retries),
                         ("retry_backoff", retry_backoff), ("temperature", temperature), ("seed", seed),
                         ("max_new_tokens", max_new_tokens), ("top_logprobs", top_logprobs),
-                        ("batch_size", batch_size)):
+                        ("batch_size", batch_size), ("max_response_mb", max_response_mb)):
         check_range(label, name, value)  # before any model is loaded or request sent
     if not isinstance(backend, str):
         if not all(hasattr(backend, a) for a in ("generate", "identity", "decoding", "signature")):
@@ -80,7 +81,7 @@ def make_backend(label: str, backend: Any, *, model: str | None, default_model: 
     return OpenAICompat(model, base_url=base_url, api_key=api_key, concurrency=concurrency, timeout=timeout,
                         max_retries=max_retries, retry_backoff=retry_backoff, temperature=temperature, seed=seed,
                         max_new_tokens=max_new_tokens, top_logprobs=top_logprobs, pad_to_square=pad_to_square,
-                        label=label)
+                        label=label, max_response_mb=max_response_mb)
 
 
 def check_choice(label: str, name: str, value: Any, choices: tuple[Any, ...]) -> None:
@@ -105,10 +106,11 @@ def run_cached(backend: Any, cache: Any, kind: str, todo: list[tuple[str, Any]],
 
     def on_answer(index: int, answer: Any) -> None:
         key, req = todo[index]
-        record: dict[str, Any] = {"answer": answer.text, "item": req.item}
+        # lone surrogates (any backend) would make the cache and result files unwritable
+        record: dict[str, Any] = {"answer": clean_text(answer.text), "item": req.item}
         if req.logprobs:
             record["logprobs_requested"] = True
-            record["logprobs"] = answer.logprobs
+            record["logprobs"] = clean_text(answer.logprobs)
         cache.put(kind, key, record)
         out[key] = record
 
@@ -142,6 +144,8 @@ def answers(backend: Any, cache: Any, kind: str, wanted: Mapping[Hashable, tuple
         else:
             todo[key] = req
     cached = len(records)
+    if todo:  # a cache that cannot store the answers is refused before any paid request
+        cache.check_writable(kind, list(todo))
     run_cached(backend, cache, kind, list(todo.items()), records, progress, desc)
     return {slot: records[key] for slot, (key, _) in wanted.items()}, len(todo), cached
 

@@ -60,7 +60,7 @@ class CLAIR(ScorerBase):
     """CLAIR; item range [0, 1] (score / 100), higher is better.
 
     ``backend="openai"`` (default; ``model``, ``base_url``, ``api_key``, ``concurrency``,
-    ``timeout``, ``max_retries``, ``retry_backoff``), ``"transformers"`` (a local chat LLM:
+    ``timeout``, ``max_retries``, ``retry_backoff``, ``max_response_mb``), ``"transformers"`` (a local chat LLM:
     ``model`` (required), ``device``, ``dtype``, ``revision``, ``batch_size``) or a backend object. ``temperature``
     0 (the official), ``seed``, ``max_new_tokens`` 1024, ``tries`` 3 (answers without a number
     are asked again; each try is its own cache entry), ``cache`` (True: ``<capeval cache>/clair``,
@@ -75,7 +75,8 @@ class CLAIR(ScorerBase):
                  timeout: float = 120.0, max_retries: int = 5, retry_backoff: float = 1.0,
                  temperature: float = 0.0, seed: int | None = 0, max_new_tokens: int = 1024, tries: int = 3,
                  cache: bool | str | os.PathLike[str] | None = True, unparsed: str = "error",
-                 device: str = "cpu", dtype: str = "auto", revision: str | None = None, batch_size: int = 8):
+                 device: str = "cpu", dtype: str = "auto", revision: str | None = None, batch_size: int = 8,
+                 max_response_mb: float = 16.0):
         self.metrics = self._select(metrics)
         jopt.check_choice(self.label, "unparsed", unparsed, UNPARSED)
         jopt.check_range(self.label, "tries", tries)
@@ -85,7 +86,7 @@ class CLAIR(ScorerBase):
                                          base_url=base_url, api_key=api_key, concurrency=concurrency,
                                          timeout=timeout, max_retries=max_retries, retry_backoff=retry_backoff,
                                          temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                                         pad_to_square=False)
+                                         pad_to_square=False, max_response_mb=max_response_mb)
         self.tries = tries
         self.unparsed = unparsed
         self.cache = open_cache(cache, "clair")

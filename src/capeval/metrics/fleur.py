@@ -120,7 +120,8 @@ class _LlavaJudge(ScorerBase):
                  retry_backoff: float = 1.0, temperature: float = 0.0, seed: int | None = 0,
                  max_new_tokens: int = 512, top_logprobs: int = 20,
                  cache: bool | str | os.PathLike[str] | None = True, unparsed: str = "error",
-                 score_mode: str = "smoothed", pad_to_square: bool = True, explanation: bool = False):
+                 score_mode: str = "smoothed", pad_to_square: bool = True, explanation: bool = False,
+                 max_response_mb: float = 16.0):
         self.metrics = self._select(metrics)
         jopt.check_choice(self.label, "unparsed", unparsed, UNPARSED)
         jopt.check_choice(self.label, "score_mode", score_mode, SCORE_MODES)
@@ -143,7 +144,8 @@ class _LlavaJudge(ScorerBase):
                                          concurrency=concurrency, timeout=timeout, max_retries=max_retries,
                                          retry_backoff=retry_backoff, temperature=temperature, seed=seed,
                                          max_new_tokens=max_new_tokens, top_logprobs=top_logprobs,
-                                         pad_to_square=pad_to_square, native_vocab=True)
+                                         pad_to_square=pad_to_square, native_vocab=True,
+                                         max_response_mb=max_response_mb)
         self.unparsed = unparsed
         self.score_mode = score_mode
         self.explanation = explanation

@@ -3,9 +3,11 @@
 Inference as keio-smilab24/Polos ``PolosEstimator.predict`` / ``forward``
 (``polos/models/estimators/polos_estimator.py``, ``estimator_base.py``):
 
-- items are cut into batches of ``batch_size`` in input order (official default: the
-  training batch size, 64); the layer mix normalises over each batch (see
-  :class:`~capeval.metrics.polos.head.ScalarMix`), so an item's score depends on its batch;
+- items are cut into batches of ``batch_size`` in input order (default 32: the batch of the
+  official ``validate/metrics.py`` (Polaris), ``compute_correlations.py``, ``compute_pascal50s.py``
+  and ``compute_foil.py``, which made the paper's numbers; ``predict``'s own default is the training batch size, 64); the
+  layer mix normalises over each batch (see :class:`~capeval.metrics.polos.head.ScalarMix`), so
+  an item's score depends on its batch size and on the items batched with it;
 - in a batch, the j-th references of all items form one text batch (``collate_tensors``
   transposes the reference lists with ``zip``): a batch uses the first ``min`` reference
   count of its items, extra references are ignored, as the official code does;
@@ -96,7 +98,7 @@ class Polos(ScorerBase):
     default_backbone: ClassVar[str] = DEFAULTS["polos"]["backbone"]
 
     def __init__(self, metrics: Sequence[str] | None = None, checkpoint: Any = None, text_model: Any = None,
-                 backbone: Any = None, device: str = "cpu", batch_size: int = 64, cache: Any = None,
+                 backbone: Any = None, device: str = "cpu", batch_size: int = DEFAULTS["polos"]["batch_size"], cache: Any = None,
                  lora: str = "effective", workers: int | None = None):
         import torch
 
