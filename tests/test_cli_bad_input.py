@@ -413,3 +413,18 @@ def test_real_entry_point_prints_no_traceback(tmp_path):
 def test_missing_media_folder_fails_before_any_model_loads(capsys, tmp_path, no_scoring, flag, metric):
     code, out, err = run(capsys, "score", "-m", metric, "-c", CANDS, flag, str(tmp_path / "nowhere"), "-q")
     assert_one_line_error(code, out, err, flag, "nowhere", "no such folder")
+
+
+def test_reference_metrics_without_references_name_them_and_the_flag(capsys):
+    code, out, err = run(capsys, "score", "-m", "coco", "-c", CANDS, "-q")
+    assert_one_line_error(code, out, err, "bleu-1, bleu-2, bleu-3, bleu-4, meteor, rouge-l, cider-d, spice need "
+                          "references", "-r/--references")
+
+
+def test_list_shows_no_better_side_and_aligned_ranges(capsys):
+    code, out, _ = run(capsys, "list")
+    rows = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("  ") and " needs " in ln}
+    # length/vocab have no better side; mid's [-inf, inf] does not push its row out of the column
+    assert rows["length"].split()[5] == "-" and rows["vocab"].split()[5] == "-"
+    col = {name: ln.index(" higher ") if " higher " in ln else None for name, ln in rows.items()}
+    assert col["mid"] == col["bleu-1"] == col["clip-s"]

@@ -144,6 +144,29 @@ def test_download_without_sha_accepts_a_state_dict_and_replaces_a_broken_file(tm
     assert json.loads(captured.out)["sha256"] == hashlib.sha256(payload).hexdigest()
 
 
+def test_download_without_sha_records_the_first_digest_and_checks_it(tmp_path, monkeypatch, capsys):
+    payload = _state_dict_payload(tmp_path)
+    _fake_entry(monkeypatch, tmp_path, payload, None)
+    out = tmp_path / "ckpts"
+    target = out / "pac-s++" / "PAC++_clip_ViT-B-32.pth"
+    assert main(["download", "pac-s++/ViT-B-32", "--dir", str(out)]) == 0
+    record = target.parent / f".{target.name}.sha256"
+    assert record.read_text().strip() == hashlib.sha256(payload).hexdigest()
+    capsys.readouterr()
+    assert main(["download", "--list", "--dir", str(out)]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("pac-s++/ViT-B-32 "))
+    assert hashlib.sha256(payload).hexdigest()[:12] + "... (recorded)" in row
+    # the source now serves other bytes: a new download must match the record, so nothing is written
+    (tmp_path / "remote.bin").write_bytes(payload + b"\0")
+    target.write_bytes(b"truncated")
+    assert main(["download", "pac-s++/ViT-B-32", "--dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "expected " + hashlib.sha256(payload).hexdigest() in err and "recorded at its first download" in err
+    assert target.read_bytes() == b"truncated"
+    assert main(["download", "pac-s++/ViT-B-32", "--dir", str(out), "--force"]) == 0  # a new first download
+    assert record.read_text().strip() == hashlib.sha256(payload + b"\0").hexdigest()
+
+
 def test_html_under_an_official_name_says_what_it_is(tmp_path, monkeypatch):
     monkeypatch.setenv("CAPEVAL_CHECKPOINTS", str(tmp_path))
     path = tmp_path / "openai" / "ViT-B-32.pt"
@@ -165,6 +188,7 @@ def test_download_list_is_a_table(tmp_path, capsys):
     assert set(ck.CHECKPOINTS) <= set(row)
     assert row["openai/ViT-B-32"][2] == ck.CHECKPOINTS["openai/ViT-B-32"].sha256[:12] + "..."
     assert row["openai/ViT-B-32"][3:] == ["missing", "from", "openaipublic.azureedge.net"]
-    assert " ".join(row["pac-s/ViT-B-32"][2:]) == f"not published present {present}"
+    # no published sha256: the one of the first download is recorded and checked afterwards
+    assert " ".join(row["pac-s/ViT-B-32"][2:]) == f"recorded at download present {present}"
     assert "manual download" in " ".join(row["pac-s/ViT-L-14"])
     assert not out.lstrip().startswith("{")

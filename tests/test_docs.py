@@ -20,7 +20,7 @@ def test_site_builds_strict_and_offline(tmp_path):
     out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
                          cwd=ROOT, capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
-    api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
+    api = (tmp_path / "site" / "api.html").read_text(encoding="utf-8")  # use_directory_urls: false
     assert "capeval.score" in api and "Evaluator" in api  # the reference was generated from docstrings
     for page in (tmp_path / "site").rglob("*.html"):  # no web fonts fetched by readers of an offline site
         assert "fonts.googleapis.com" not in page.read_text(encoding="utf-8"), page
@@ -57,3 +57,33 @@ def test_spice_page_names_the_categories_the_output_uses():
     listed = re.search(r"per-category breakdown\n\((.*?)[:;]", text, re.S)
     assert listed, "docs/metrics/spice.md must list the categories after 'per-category breakdown'"
     assert {w.strip() for w in listed.group(1).split(",")} == set(CATEGORIES)
+
+
+def test_api_page_renders_links_and_sections_not_roles(tmp_path):
+    """The API page shows links where docstrings say ``:class:`~capeval.Report``` (no role left
+    anywhere in the built site) and Args / Returns / Raises sections on the public API; the
+    pages are ``name.html`` files, so the site works opened from disk."""
+    import re
+
+    for module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"):
+        require_module(module, f"{module} is not installed (pip install '.[docs]')")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "true"}
+    site = tmp_path / "site"
+    out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+                         cwd=ROOT, capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    role = re.compile(r":(?:py:)?(?:class|meth|func|attr|mod|data|exc|obj):(?:<code>|`)")
+    for page in site.rglob("*.html"):
+        assert not role.search(page.read_text(encoding="utf-8")), page
+    api = (site / "api.html").read_text(encoding="utf-8")
+    assert "<a href='#capeval.Report'><code>Report</code></a>" in api
+    def sections(name: str) -> list[str]:  # the section titles of one object, up to the next object
+        part = api.split(f'<h2 id="{name}"', 1)[1].split("<h2 id=", 1)[0]
+        return re.findall(r'<span class="doc-section-title">(\w+):</span>', part)
+
+    for name in ("capeval.score", "capeval.load", "capeval.scene_graphs", "capeval.download",
+                 "capeval.expand_metrics"):
+        assert sections(name)[:3] == ["Parameters", "Returns", "Raises"], (name, sections(name))
+    assert sections("capeval.Evaluator")[:2] == ["Parameters", "Raises"]
+    assert "Attributes" in sections("capeval.MetricResult")
+    assert (site / "bench.html").is_file() and not (site / "bench" / "index.html").exists()

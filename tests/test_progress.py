@@ -115,12 +115,47 @@ def test_clip_embedding_bars(stderr, tmp_path):
     assert fake.getvalue() == ""
 
 
-def test_bench_bar_on_a_terminal_only(shared_data, stderr, capsys):
+def test_bench_bar_on_a_terminal_lines_elsewhere(shared_data, stderr, capsys):
     argv = ["bench", "thumb", "--metrics", "bleu-1", "--data-root", str(shared_data), "--bootstrap", "0"]
     fake = stderr(True)
     assert main(argv) == 0
-    assert "thumb" in fake.getvalue() and "2/2" in fake.getvalue() and "\r" in fake.getvalue()
-    for tty, extra in ((True, ["--quiet"]), (False, [])):
+    # the full label (benchmark and metric), never cut to a column width
+    assert "bench thumb: statistics of bleu-1" in fake.getvalue() and "2/2" in fake.getvalue() and "\r" in fake.getvalue()
+    fake = stderr(False)
+    assert main(argv) == 0
+    lines = fake.getvalue().splitlines()
+    assert "\r" not in fake.getvalue()
+    # a run shorter than the line interval: one line, when the outermost step ends
+    assert [ln for ln in lines if ln.startswith("[capeval] bench")] == [lines[-1]]
+    assert lines[-1].startswith("[capeval] bench thumb: statistics of bleu-1: 2/2 (100%), ") and lines[-1].endswith(" s elapsed")
+    for tty in (True, False):
         fake = stderr(tty)
-        assert main(argv + extra) == 0
-        assert "\r" not in fake.getvalue() and "2/2" not in fake.getvalue()
+        assert main(argv + ["--quiet"]) == 0
+        assert fake.getvalue() == ""
+
+
+def test_lines_off_a_terminal_at_most_one_per_interval(stderr, monkeypatch):
+    import capeval.progress as progress
+
+    clock = [1000.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    monkeypatch.setitem(progress._LINES, "last", float("-inf"))
+    fake = stderr(False)
+    with make_progress(60, "outer", True) as outer:
+        for k in range(60):
+            clock[0] += 0.5  # 30 s in all
+            with make_progress(3, f"inner {k}", True) as inner:
+                inner.update(3)  # inner steps end quickly: no line of their own but within the budget
+            outer.update(1)
+    lines = fake.getvalue().splitlines()
+    assert 5 <= len(lines) <= 30 / progress.LINE_INTERVAL + 2
+    assert all(ln.startswith("[capeval] ") for ln in lines)
+    assert lines[-1] == "[capeval] outer: 60/60 (100%), 30 s elapsed"
+    assert "\r" not in fake.getvalue()
+
+
+def test_download_progress_counts_bytes(stderr):
+    fake = stderr(True)
+    with make_progress(3_000_000, "Flickr8k_text.zip", True, unit="bytes") as bar:
+        bar.update(3_000_000)
+    assert "Flickr8k_text.zip" in fake.getvalue() and "3.0 MB/3.0 MB" in fake.getvalue()

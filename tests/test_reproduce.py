@@ -97,7 +97,9 @@ def test_cli_json_and_html(tmp_path: Path, monkeypatch, capsys) -> None:
     html = tmp_path / "r.html"
     assert main(["reproduce", "bridge", "--table", "3", "--data-root", str(tmp_path), "--json",
                  "--html", str(html)]) == 0
-    records = json.loads(capsys.readouterr().out)
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["config"]["seed"] == 0 and {"version", "date", "bootstrap"} <= set(payload["config"])
+    records = payload["cells"]
     assert len(records) == len(pub.select(["bridge"], "3"))
     assert set(records[0]) >= {"paper", "table", "benchmark", "metric", "statistic", "published", "ours",
                                "ci_low", "ci_high", "difference", "tolerance", "status"}
@@ -105,6 +107,14 @@ def test_cli_json_and_html(tmp_path: Path, monkeypatch, capsys) -> None:
     assert met[0]["status"] == "reproduced" and math.isclose(met[0]["difference"], 0.2)
     text = html.read_text()
     assert text.startswith("<!DOCTYPE html>") and "not run: weights" in text and "reproduced" in text
+    assert f"capeval {payload['config']['version']}, seed 0, run {payload['config']['date']}" in text
+    assert "-0.00" not in text
+    # the page again from the saved JSON: the same bytes, nothing run
+    saved = tmp_path / "r.json"
+    saved.write_text(json.dumps(payload))
+    monkeypatch.setattr(capeval.bench, "run", None)  # would fail if called
+    assert main(["report", str(saved), "--html", str(tmp_path / "again.html")]) == 0
+    assert (tmp_path / "again.html").read_bytes() == html.read_bytes()
     assert main(["reproduce", "nosuch"]) != 0
     err = capsys.readouterr().err
     assert "unknown paper 'nosuch'" in err and "Traceback" not in err

@@ -19,9 +19,21 @@ def load(name: str, **options: Any) -> Any:
     """Build the scorer of metric ``name`` once (loads models/resources); call ``.score`` many times.
 
     ``capeval.load("cider-d").score(candidates, references)`` returns a :class:`Report`.
-    Options go to the scorer's constructor (e.g. ``backbone=``, ``device=``, ``w=``); unknown
-    options are refused before anything is loaded. For several metrics, use
-    :class:`~capeval.evaluator.Evaluator`.
+    For several metrics, use :class:`~capeval.evaluator.Evaluator`.
+
+    Args:
+        name: a registered metric name or alias (``capeval list``), e.g. ``"cider-d"``.
+        **options: the scorer's constructor options (e.g. ``backbone=``, ``device=``, ``w=``),
+            checked against the metric's declared options and ranges before anything is loaded.
+
+    Returns:
+        The metric's scorer (a :class:`~capeval.scorer.Scorer`): ``.score(candidates,
+        references, images=..., ...)`` returns a :class:`Report`.
+
+    Raises:
+        UnknownNameError: ``name`` is not a registered metric (the message lists the known ones).
+        InputError: an unknown option or a value outside its range.
+        MissingDependencyError: the metric needs an extra that is not installed (named in the message).
     """
     spec = registry.get(name)
     _, checked = check_options([spec.name], {spec.name: options} if options else None)
@@ -42,21 +54,35 @@ def score(
 ) -> Report:
     """Score candidates with the named metrics/presets and return one :class:`Report`.
 
-    ``candidates``: ``{id: caption}``; ``references``: ``{id: [caption, ...]}``;
-    ``metrics``: names, presets (``"coco"``) or a comma list. ``options`` maps a metric
-    name (or its group) to constructor options; they are all validated before the first
-    scorer is built. ``inputs``: ``images=``, ``videos=``, ``segments=``,
-    ``skip_bad_items=``, each routed to the metrics that declare it, so image and video
-    metrics mix in one call. ``progress``: draw progress bars on stderr (``None``: when
-    stderr is a terminal). A thin wrapper: ``Evaluator(metrics, options=options).score(...)``.
-    ``engine``: ``"local"`` (in-process) or ``"ray"`` (:func:`capeval.engines.ray_engine.score_ray`,
-    same numbers; ``engine_options``: num_workers, num_gpus_per_worker, batch_size, out_dir,
-    resume, address). ``items``: item tables instead of candidates/references/images/videos
-    (one row per item: id, candidate, references, image or video path/URI; JSONL, JSON,
-    CSV/TSV or Parquet: :mod:`capeval.io.items`); the ray engine reads them as a Ray dataset.
-    Any other keyword is an :class:`~capeval.evaluator.Evaluator` option, accepted as it
-    accepts it (``cider_d={"sigma": 6.0}``, ``device="cuda"``, ``batch_size=32``).
-    ``metrics=None``: the default preset (``coco``).
+    A thin wrapper: ``Evaluator(metrics, options=options).score(...)``. Image and video
+    metrics mix in one call: each input goes to the metrics that declare it.
+
+    Args:
+        candidates: ``{id: caption}`` (or a list of captions, ids ``"0"``, ``"1"``, ...).
+        references: ``{id: [caption, ...]}``; required by reference-based metrics.
+        metrics: names, presets (``"coco"``) or a comma list; ``None``: the default preset (``coco``).
+        options: ``{metric or group: {option: value}}`` constructor options, all validated
+            before the first scorer is built.
+        progress: progress on stderr (a bar on a terminal); ``None``: when stderr is a terminal.
+        engine: ``"local"`` (in-process) or ``"ray"`` (:func:`capeval.engines.ray_engine.score_ray`,
+            the same numbers).
+        engine_options: for ``engine="ray"``: num_workers, num_gpus_per_worker, batch_size,
+            out_dir, resume, address.
+        items: item tables instead of candidates/references/images/videos (one row per item:
+            id, candidate, references, image or video path/URI; JSONL, JSON, CSV/TSV or Parquet,
+            see :mod:`capeval.io.items`); the ray engine reads them as a Ray dataset.
+        **inputs: ``images=``, ``videos=``, ``segments=``, ``skip_bad_items=``; any other keyword
+            is an :class:`~capeval.evaluator.Evaluator` option (``cider_d={"sigma": 6.0}``,
+            ``device="cuda"``, ``batch_size=32``).
+
+    Returns:
+        A :class:`Report`: ``report.scores["cider-d"]`` (system scores), ``report.signatures``,
+        ``report["cider-d"].items`` (per-item scores), ``report.to_dict()`` (the CLI's JSON).
+
+    Raises:
+        InputError: bad input or option (one line naming the item or option).
+        UnknownNameError: an unknown metric or preset.
+        ResourceError: a model file or resource is missing or wrong (says what to download).
     """
     from capeval.errors import InputError
 
@@ -84,8 +110,18 @@ def score(
 def scene_graph_parser(spacy_model: str = "en_core_web_sm", *, tokenize: bool = True) -> Any:
     """SPICE's scene-graph parser (spaCy, no Java), loaded once: ``.scene_graphs(captions)``.
 
-    ``tokenize``: PTB-tokenise raw captions first (lower-case, punctuation removed), as the
-    ``spice`` metric does. Needs the ``spice`` extra. Results are cached per caption text.
+    Results are cached per caption text.
+
+    Args:
+        spacy_model: the spaCy pipeline to parse with (SPICE's rules are written for ``en_core_web_sm``).
+        tokenize: PTB-tokenise raw captions first (lower-case, punctuation removed), as the
+            ``spice`` metric does.
+
+    Returns:
+        The parser; ``parser.scene_graphs(captions)`` gives what :func:`scene_graphs` gives.
+
+    Raises:
+        MissingDependencyError: the ``spice`` extra (spaCy and its model) is not installed.
     """
     from capeval.metrics.spice.parser import SceneGraphParser
 
@@ -95,9 +131,21 @@ def scene_graph_parser(spacy_model: str = "en_core_web_sm", *, tokenize: bool = 
 def scene_graphs(captions: str | Iterable[str], *, spacy_model: str = "en_core_web_sm",
                  tokenize: bool = True) -> list[Any]:
     """Objects, ``(object, attribute)`` pairs and ``(subject, predicate, object)`` triples of
-    each caption, as SPICE's parser reads them (lemmas; see
-    :class:`~capeval.metrics.spice.caption_graph.CaptionGraph`). A single string gives a
-    one-element list. For many calls, build :func:`scene_graph_parser` once.
+    each caption, as SPICE's parser reads them (lemmas).
+
+    For many calls, build :func:`scene_graph_parser` once.
+
+    Args:
+        captions: one caption or several.
+        spacy_model: as :func:`scene_graph_parser`.
+        tokenize: as :func:`scene_graph_parser`.
+
+    Returns:
+        One :class:`~capeval.metrics.spice.caption_graph.CaptionGraph` per caption (a single
+        string gives a one-element list).
+
+    Raises:
+        MissingDependencyError: the ``spice`` extra is not installed.
     """
     if isinstance(captions, str):
         captions = [captions]

@@ -27,17 +27,27 @@ from capeval.scorer import Batch
 
 
 class Evaluator:
-    """Scorers for ``metrics`` (names, presets or a comma list), built once.
+    """Scorers for ``metrics`` (names, presets or a comma list), built once; ``.score`` many times.
 
-    ``device`` and ``workers`` go to every scorer that has the stage (models; worker
-    processes/threads); ``options`` maps a metric, alias or group to constructor options
-    (``{"cider-d": {"sigma": 6.0}, "clip": {"w": 2.0}}``); keyword arguments add more:
-    a mapping value is one metric's options (``cider_d={"sigma": 6.0}``), any other value is
-    an option shared by every scorer that takes it (``batch_size=32``). Everything is
-    validated before the first scorer is built. ``strict``: refuse options for metrics not
-    being computed (the CLI); by default they are ignored so one mapping can serve many
-    evaluators. ``cache``: a :class:`ModelCache` to share loaded backbones with other
-    evaluators.
+    Everything is validated before the first scorer is built.
+
+    Args:
+        metrics: names, presets (``"coco"``) or a comma list.
+        device: the device of every scorer that runs a model (``"cpu"``, ``"cuda"``, ``"cuda:1"``).
+        workers: worker processes/threads of every scorer that has such a stage.
+        options: ``{metric, alias or group: {option: value}}``, e.g.
+            ``{"cider-d": {"sigma": 6.0}, "clip": {"w": 2.0}}``.
+        strict: refuse options for metrics not being computed (the CLI); by default they are
+            ignored so one mapping can serve many evaluators.
+        cache: a :class:`~capeval.models.cache.ModelCache` to share loaded backbones with
+            other evaluators.
+        progress: progress on stderr while scoring (``None``: when stderr is a terminal).
+        **more: a mapping value is one metric's options (``cider_d={"sigma": 6.0}``), any other
+            value an option shared by every scorer that takes it (``batch_size=32``).
+
+    Raises:
+        InputError: an unknown option, a value outside its range, or an option no metric takes.
+        UnknownNameError: an unknown metric or preset.
     """
 
     def __init__(
@@ -121,7 +131,24 @@ class Evaluator:
         skip_bad_items: bool = False,
         progress: bool | None = None,
     ) -> Report:
-        """Score one batch with every metric; each scorer gets the inputs its entry accepts."""
+        """Score one batch with every metric; each scorer gets the inputs its entry accepts.
+
+        Args:
+            candidates: ``{id: caption}`` (or a list of captions).
+            references: ``{id: [caption, ...]}``, for reference-based metrics.
+            images: a folder, or ``{id: path or URI}``, for image metrics.
+            videos: a folder, or ``{id: path or URI}``, for video metrics.
+            segments: ``{id: (start_s, end_s)}`` of the videos.
+            skip_bad_items: leave out unreadable items (listed in each result's ``skipped``)
+                instead of failing.
+            progress: progress on stderr (``None``: the evaluator's setting).
+
+        Returns:
+            A :class:`~capeval.Report` (``scores``, ``signatures``, ``results``).
+
+        Raises:
+            InputError: an input a metric needs is missing, or an item is malformed (named).
+        """
         batch = Batch(candidates, references, images, videos, segments, skip_bad_items)
         return self.score_batch(batch, progress=progress)
 
@@ -129,6 +156,7 @@ class Evaluator:
         """:meth:`score` on a :class:`~capeval.scorer.Batch`."""
         progress = self.progress if progress is None else progress
         registry.check_inputs_used(batch.given(), self.names)
+        registry.check_references(self.names, batch.references is not None)
         results: dict[str, MetricResult] = {}
         with progress_setting(progress), truncation.deferred():  # one truncation line for the batch
             # the text metrics run together: one tokenisation, one pass over the chunks

@@ -38,3 +38,17 @@ def make_cache_folder(path: str | os.PathLike[str]) -> Path:
     if not os.access(path, os.W_OK):
         raise ResourceError(f"cache folder {path} is not writable; set CAPEVAL_CACHE to a writable folder")
     return path
+
+
+def data_home() -> Path:
+    """The benchmark data root: ``$CAPEVAL_DATA``, else ``<cache>/data`` (where ``capeval download``
+    puts benchmark files; nothing is created here)."""
+    env = os.environ.get("CAPEVAL_DATA")
+    return Path(env).expanduser() if env else cache_dir() / "data"
+
+
+def data_mirror() -> str | None:
+    """``$CAPEVAL_DATA_MIRROR`` without its trailing slash, or None: benchmark files come from
+    ``<mirror>/<benchmark>/<file name>`` instead of their sources."""
+    url = os.environ.get("CAPEVAL_DATA_MIRROR", "").strip()
+    return url.rstrip("/") or None

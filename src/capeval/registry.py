@@ -31,7 +31,8 @@ class MetricSpec:
     ``needs``: inputs without which the metric cannot be computed; ``accepts``: every input
     its scorer's ``score`` takes (a superset of ``needs``; default ``needs`` + references). ``range``: ``(low, high)`` of an
     item score, ``high`` may be the name of an option (``"w"``); ``direction``: ``"higher"``
-    or ``"lower"`` is better. ``kwargs``: constructor defaults fixed by the metric's name.
+    or ``"lower"`` is better, ``"none"`` for a diagnostic with no better side (correlated as
+    it is, like ``"higher"``). ``kwargs``: constructor defaults fixed by the metric's name.
     """
 
     name: str
@@ -53,12 +54,13 @@ class MetricSpec:
             object.__setattr__(self, "accepts", frozenset(self.needs) | {"references"})
         if not self.needs <= self.accepts <= INPUTS:
             raise ValueError(f"{self.name}: needs {set(self.needs)} must be within accepts {set(self.accepts)} within {set(INPUTS)}")
-        if self.direction not in ("higher", "lower"):
-            raise ValueError(f"{self.name}: direction must be 'higher' or 'lower'")
+        if self.direction not in ("higher", "lower", "none"):
+            raise ValueError(f"{self.name}: direction must be 'higher', 'lower' or 'none'")
 
     @property
     def higher_is_better(self) -> bool:
-        return self.direction == "higher"
+        """False only for ``lower``: the bench negates those scores; ``none`` is taken as it is."""
+        return self.direction != "lower"
 
     @property
     def media(self) -> str | None:
@@ -263,9 +265,9 @@ def _diagnostic_specs() -> list[MetricSpec]:
         MetricSpec(name="incorrect", range=(0.0, 100.0), direction="lower", extra="spice",
                    description="% of captions whose last word is a preposition, conjunction, determiner or "
                                "possessive (spaCy tag; PAC-S++ Table 9); lower is better", **common),
-        MetricSpec(name="length", range=(0.0, inf),
+        MetricSpec(name="length", range=(0.0, inf), direction="none",
                    description="mean words per caption (PTB-tokenised); a diagnostic, no better side", **common),
-        MetricSpec(name="vocab", range=(0.0, inf),
+        MetricSpec(name="vocab", range=(0.0, inf), direction="none",
                    description="distinct words over all captions (per item: of the caption); a diagnostic, "
                                "no better side", **common),
     ]
@@ -349,7 +351,18 @@ DEFAULT_PRESET = "coco"  # metrics=None (capeval.score, Evaluator) and `capeval 
 
 
 def expand(names: str | Iterable[str] | None) -> list[str]:
-    """Expand presets and comma lists into canonical metric names, keeping order, no repeats (None: the default preset)."""
+    """Expand presets and comma lists into canonical metric names, keeping order, no repeats.
+
+    Args:
+        names: a name, preset or comma list, or a list of them; ``None``: the default preset.
+
+    Returns:
+        Canonical metric names, in the order given, each once.
+
+    Raises:
+        UnknownNameError: an unknown name (the message lists the known ones), or none given.
+        InputError: ``names`` is not a string or a list of strings.
+    """
     if names is None or isinstance(names, str):
         names = [DEFAULT_PRESET if names is None else names]
     names = list(names) if isinstance(names, Iterable) else [names]
@@ -367,12 +380,12 @@ def expand(names: str | Iterable[str] | None) -> list[str]:
 
 
 def metrics() -> dict[str, MetricSpec]:
-    """All registered metric specs by canonical name."""
+    """All registered metrics: ``{canonical name: MetricSpec}`` (description, inputs, range, direction, extra)."""
     return dict(_METRICS)
 
 
 def presets() -> dict[str, tuple[str, ...]]:
-    """Preset name -> metric names (``all`` = every registered metric that runs in Python alone)."""
+    """The metric presets: ``{preset: (metric, ...)}`` (``all``: every metric that runs in Python alone)."""
     return {**_PRESETS, "all": tuple(n for n, s in _METRICS.items() if s.in_all)}
 
 
@@ -396,3 +409,12 @@ def check_inputs_used(given: Iterable[str], names: Iterable[str]) -> None:
     stray = sorted(set(given) - accepted_inputs(names) - {"skip_bad_items"})
     if stray:
         raise InputError(f"{', '.join(stray)} given, but none of the metrics {', '.join(names)} uses them")
+
+
+def check_references(names: Iterable[str], given: bool) -> None:
+    """Metrics that need references, run without any: one line naming them and ``-r``."""
+    needing = [n for n in names if "references" in _METRICS[n].needs]
+    if needing and not given:
+        raise InputError(f"{', '.join(needing)} need{'s' if len(needing) == 1 else ''} references and none were "
+                         "given: pass -r/--references FILE (references= from Python), or choose reference-free "
+                         "metrics (capeval list: needs -)")

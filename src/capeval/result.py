@@ -83,7 +83,10 @@ class Signature:
     """What a score depends on, printed as ``key:value|key:value|...``.
 
     Two results with equal signatures were computed the same way (cf. sacreBLEU's
-    signatures). ``fields`` keeps insertion order: metric first, versions last.
+    signatures).
+
+    Attributes:
+        fields: the settings in insertion order: metric first, versions last.
     """
 
     fields: Mapping[str, Any]
@@ -119,13 +122,17 @@ def _fmt(value: Any) -> str:
 
 @dataclass(frozen=True)
 class MetricResult:
-    """Scores of one metric over a set of items.
+    """Scores of one metric over a set of items (frozen).
 
-    ``system`` is the corpus-level score as the metric defines it (BLEU's corpus
-    brevity penalty and METEOR's aggregated statistics are *not* means of item scores).
-    ``items`` maps item id -> score in input order. ``extras`` holds sub-scores
-    (e.g. ``{"precision": {...}, "recall": {...}}``) and counters such as the number
-    of truncated captions; ``skipped`` lists ids left out with ``skip_bad_items``.
+    Attributes:
+        metric: the metric's canonical name.
+        system: the corpus-level score as the metric defines it (BLEU's corpus brevity
+            penalty and METEOR's aggregated statistics are *not* means of item scores).
+        items: item id -> score, in input order.
+        signature: what the score depends on (:class:`Signature`).
+        extras: sub-scores (e.g. ``{"precision": {...}, "recall": {...}}``) and counters such
+            as the number of truncated captions.
+        skipped: ids left out with ``skip_bad_items``.
     """
 
     metric: str
@@ -181,7 +188,21 @@ class MetricResult:
 
 
 class Report(Mapping[str, MetricResult]):
-    """Ordered mapping metric name -> :class:`MetricResult` from one ``capeval.score`` call."""
+    """The result of one ``capeval.score`` call, in the words of the CLI's JSON.
+
+    ``report.scores["cider-d"]`` is the system score (the JSON's ``scores``),
+    ``report.signatures["cider-d"]`` its signature string (``signatures``),
+    ``report.results`` the per-metric :class:`MetricResult` objects (``results``), and
+    :meth:`to_dict` is exactly that JSON. It is also an ordered mapping metric name ->
+    :class:`MetricResult` (``report["cider-d"].items`` for per-item scores), and
+    ``report.system`` is kept as another name of ``scores``.
+
+    Examples:
+        >>> import capeval
+        >>> r = capeval.score({"1": "a dog runs"}, {"1": ["a dog is running"]}, metrics="bleu-1")
+        >>> round(r.scores["bleu-1"], 4) == round(r.to_dict()["scores"]["bleu-1"], 4)
+        True
+    """
 
     def __init__(self, results: Mapping[str, MetricResult] | list[MetricResult]):
         if isinstance(results, Mapping):
@@ -199,9 +220,24 @@ class Report(Mapping[str, MetricResult]):
         return len(self._results)
 
     @property
-    def system(self) -> dict[str, float]:
-        """Metric name -> system score."""
+    def scores(self) -> dict[str, float]:
+        """Metric name -> system score (the JSON's ``scores``; NaN stays NaN here, null in JSON)."""
         return {k: r.system for k, r in self._results.items()}
+
+    @property
+    def system(self) -> dict[str, float]:
+        """Another name of :attr:`scores` (kept for code written before the JSON's names)."""
+        return self.scores
+
+    @property
+    def signatures(self) -> dict[str, str]:
+        """Metric name -> signature string (the JSON's ``signatures``)."""
+        return {k: str(r.signature) for k, r in self._results.items()}
+
+    @property
+    def results(self) -> list[MetricResult]:
+        """The per-metric results in order (the JSON's ``results``, as objects)."""
+        return list(self._results.values())
 
     def per_item(self) -> dict[str, dict[str, float]]:
         """``{metric: {id: score}}``, the layout the CLI's ``--per-item`` writes."""
@@ -214,9 +250,18 @@ class Report(Mapping[str, MetricResult]):
         return {k: _clean({n: dict(v) for n, v in e.items()}) for k, e in out.items() if e}
 
     def to_dict(self, per_item: bool = False) -> dict[str, Any]:
+        """The JSON ``capeval score`` prints (less its ``inputs``).
+
+        Args:
+            per_item: also hold each result's per-item scores and per-item extras.
+
+        Returns:
+            ``{"scores": {metric: system score}, "signatures": {metric: signature},
+            "results": [MetricResult.to_dict(), ...]}``, NaN written as ``None``.
+        """
         return {
-            "scores": {k: _clean(r.system) for k, r in self._results.items()},
-            "signatures": {k: str(r.signature) for k, r in self._results.items()},
+            "scores": _clean(self.scores),
+            "signatures": self.signatures,
             "results": [r.to_dict(per_item=per_item) for r in self._results.values()],
         }
 

@@ -59,9 +59,19 @@ def parse_weights(metrics: Mapping[str, float] | str | Iterable[str]) -> dict[st
 class Reward:
     """A weighted sum of capeval metrics, scored per batch: ``Reward(metrics)(captions, ...)``.
 
-    ``metrics``: ``{name: weight}`` (or names, weight 1); ``fit``: references to fix corpus
-    statistics once (CIDEr-D df; ``{id: [ref, ...]}`` or a list of lists); ``device``,
-    ``options``, ``cache`` and keyword options as :class:`~capeval.Evaluator`.
+    For self-critical training: one reward per caption, the metrics' models loaded once.
+
+    Args:
+        metrics: ``{name: weight}``, or names (weight 1).
+        fit: references to fix corpus statistics once (CIDEr-D document frequencies;
+            ``{id: [ref, ...]}`` or a list of lists).
+        device: as :class:`~capeval.Evaluator`.
+        options: as :class:`~capeval.Evaluator`.
+        cache: as :class:`~capeval.Evaluator`.
+        **more: keyword options, as :class:`~capeval.Evaluator`.
+
+    Raises:
+        InputError: a weight that is not a finite number, or a bad metric option.
     """
 
     def __init__(self, metrics: Mapping[str, float] | str | Iterable[str], *, fit: Any = None,

@@ -25,7 +25,14 @@ from capeval import truncation
 
 @runtime_checkable
 class Scorer(Protocol):
-    """Anything that turns candidates (+ references, images, videos) into a :class:`Report`."""
+    """Anything that turns candidates (+ references, images, videos) into a :class:`Report`.
+
+    The one contract every metric implements (what :func:`capeval.load` returns).
+
+    Attributes:
+        produces: the metric names a scorer of this class can produce.
+        metrics: the metric names this scorer produces.
+    """
 
     produces: ClassVar[tuple[str, ...]]
     metrics: tuple[str, ...]

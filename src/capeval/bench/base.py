@@ -137,8 +137,9 @@ class Benchmark:
                 return p
         looked = ", ".join(str(root / r) for r in tried)
         raise ResourceError(
-            f"{self.name}: missing data file {rel!r} (looked for {looked}); "
-            f"pass --data-root DIR or set CAPEVAL_DATA to the folder holding the benchmark files"
+            f"{self.name}: missing data file {rel!r} (looked for {looked}); run `capeval download {self.name}` "
+            f"(it fetches the files or says where to get them), or pass --data-root DIR / set CAPEVAL_DATA to "
+            f"the folder holding the benchmark files"
         )
 
     def checksum_files(self, root: Path, paths: Mapping[str, Path], info: dict[str, Any]) -> dict[str, str]:
@@ -259,11 +260,16 @@ def get_benchmark(name: str) -> Benchmark:
 
 
 def default_data_root(data_root: str | os.PathLike[str] | None) -> Path:
+    """``data_root``, else ``$CAPEVAL_DATA``, else ``<capeval cache>/data`` (where ``capeval download``
+    puts benchmark files): one meaning of CAPEVAL_DATA for the loaders, the downloads and the tests."""
     if data_root is None:
-        env = os.environ.get("CAPEVAL_DATA")
-        if not env:
-            raise InputError("no benchmark data folder: pass --data-root DIR (data_root=...) or set CAPEVAL_DATA")
-        data_root = env
+        from capeval.paths import data_home
+
+        home = data_home()
+        if not home.is_dir():
+            raise InputError(f"no benchmark data folder: run `capeval download <benchmark>` (files go to {home}), "
+                             "pass --data-root DIR (data_root=...) or set CAPEVAL_DATA")
+        return home
     root = Path(data_root).expanduser()
     if not root.is_dir():
         raise ResourceError(f"benchmark data folder not found: {root}")

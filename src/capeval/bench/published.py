@@ -199,6 +199,12 @@ class _View(dict):
 PUBLISHED: dict[tuple[str, str, str], tuple[float, str]] = _View()
 
 
+def fixed(value: float, digits: int = 2, signed: bool = False) -> str:
+    """``value`` with ``digits`` decimals, never ``-0.00`` (a value that rounds to zero has no sign)."""
+    text = f"{value:{'+' if signed else ''}.{digits}f}"
+    return f"{0.0:.{digits}f}" if float(text) == 0 else text
+
+
 def beside(records: Iterable[Any]) -> list[dict[str, Any]]:
     """Bench records (``benchmark``, ``metric``, ``statistic``, ``value``) that have a published
     value, as ``{benchmark, metric, statistic, capeval, published, delta, source}`` rows."""

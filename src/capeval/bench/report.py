@@ -6,10 +6,12 @@ import html
 import math
 from typing import Any
 
-from capeval.bench.published import beside
+from capeval.bench.published import fixed
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
+.scroll{overflow-x:auto;max-width:100%}.differs{background:#fce8e6}.reproduced{background:#e6f4ea}
+h3{font-size:1.05em;margin:1.2em 0 .3em}
 h1{font-size:1.5em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:.5em 0 1em}td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:right}
 .paper{color:#666;font-style:italic;border-left:1px dashed #ccc}
@@ -39,7 +41,23 @@ def _p_text(p: float, n_resamples: int | None) -> str:
 def _fmt(v: Any, stat: str = "") -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
-    return f"{v:.0f}" if stat.startswith("ties") else f"{v:.2f}"
+    return fixed(v, 0) if stat.startswith("ties") else fixed(v)
+
+
+def _paper_cell(r: Any, found: tuple[float, str]) -> str:
+    """The published value, marked as ``capeval reproduce`` marks it: ``differs`` when ours is
+    further from it than the tolerance of the benchmark and metric kind, else ``reproduced``."""
+    from capeval.bench.published import tolerance
+    from capeval.bench.reproduce import kind
+
+    value, source = found
+    if r.value is None or math.isnan(r.value):
+        return f"<td class='paper' title='{_e(source)}'>{value:.1f}</td>"
+    tol, _ = tolerance(r.benchmark, kind(r.metric))
+    diff = r.value - value
+    status = "reproduced" if abs(diff) <= tol + 1e-9 else "differs"
+    return (f"<td class='paper {status}' title='{_e(source)}; ours - published = {fixed(diff, signed=True)}, "
+            f"tolerance {tol:g}: {status}'>{value:.1f}{'' if status == 'reproduced' else ' ≠'}</td>")
 
 
 def _stat_table(records: list[Any]) -> str:
@@ -72,10 +90,9 @@ def _stat_table(records: list[Any]) -> str:
                 tds.append(f"<td title='n={r.n}'>{_fmt(r.value, s)}{ci}</td>")
             if s in with_paper:
                 found = paper.get((m, s))
-                tds.append("<td class='paper'>–</td>" if found is None else
-                           f"<td class='paper' title='{_e(found[1])}'>{found[0]:.1f}</td>")
+                tds.append("<td class='paper'>–</td>" if found is None or r is None else _paper_cell(r, found))
         rows.append(f"<tr><td>{_e(m)}</td>{''.join(tds)}</tr>")
-    return f"<table><tr><th>metric</th>{head}</tr>{''.join(rows)}</table>"
+    return f"<div class='scroll'><table><tr><th>metric</th>{head}</tr>{''.join(rows)}</table></div>"
 
 
 def _heatmap_svg(plot: dict[str, Any]) -> str:
@@ -164,13 +181,24 @@ def _explanations(meta: dict[str, Any], link_base: str | None) -> str:
     return "<h3>Explanations</h3>" + "".join(parts)
 
 
+def provenance(config: dict[str, Any]) -> str:
+    """capeval's version, the seed and the date of a run, as a report's first note."""
+    version, date = config.get("version", "not recorded"), config.get("date", "not recorded")
+    return (f"capeval {_e(version)}, seed {_e(config.get('seed', 'not recorded'))}, run {_e(date)}")
+
+
+_PAPER_NOTE = ("<p class='note'>paper: the published value (capeval/data/published), marked as <code>capeval "
+               "reproduce</code> marks it: <span class='reproduced'>within</span> or <span class='differs'>"
+               "outside (≠)</span> the tolerance of the benchmark and metric kind; hover for the source.</p>")
+
+
 def render_html(run: Any, link_base: str | None = None) -> str:
     """The report: per benchmark a table, protocol notes, signatures, heatmaps / bars, and links
     to the worst items' explanations (paths relative to ``link_base``, the report's folder)."""
     out = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>capeval bench report</title>",
         f"<style>{_CSS}</style></head><body><h1>capeval bench</h1>",
-        f"<p class='note'>seed {_e(run.config.get('seed'))}, bootstrap resamples "
+        f"<p class='note'>{provenance(run.config)}; bootstrap resamples "
         f"{_e(run.config.get('bootstrap'))}, confidence {_e(run.config.get('confidence'))}. "
         "Correlations and accuracies x100; brackets: bootstrap percentile intervals.</p>",
     ]
@@ -178,10 +206,10 @@ def render_html(run: Any, link_base: str | None = None) -> str:
         recs = [r for r in run if r.benchmark == name]
         out.append(f"<h2>{_e(meta['title'])} <small>({_e(name)})</small></h2>")
         out.append(f"<p class='note'>{_e(meta['protocol'])}</p><p class='note'>Cite: {_e(meta['citation'])}</p>")
-        out.append(_stat_table(recs))
-        for row in beside(recs):
-            out.append(f"<p class='note'>published: {_e(row['metric'])} {_e(row['statistic'])} = "
-                       f"{row['published']:.1f} ({_e(row['source'])}); capeval {_fmt(row['capeval'])}</p>")
+        table = _stat_table(recs)
+        out.append(table)
+        if "class='paper" in table:
+            out.append(_PAPER_NOTE)
         if name == "pascal-50s":
             for suffix, label in (("", "random reference draws"), ("_fixed", "fixed references")):
                 svg = _bars_svg(recs, suffix)
@@ -198,14 +226,17 @@ def render_html(run: Any, link_base: str | None = None) -> str:
             out.append("</div>")
         comps = [c for c in run.comparisons if c["benchmark"] == name]
         if comps:
-            out.append("<table><tr><th>statistic</th><th>A</th><th>B</th><th>A - B</th><th>95% CI</th><th>p</th></tr>")
+            out.append("<h3>Paired bootstrap tests between metrics</h3><p class='note'>A - B on each headline "
+                       "statistic, its bootstrap interval and p-value (same resamples for both metrics).</p>")
+            out.append("<div class='scroll'><table><tr><th>statistic</th><th>A</th><th>B</th><th>A - B</th>"
+                       "<th>95% CI</th><th>p</th></tr>")
             for c in comps:
                 out.append(
                     f"<tr><td>{_e(c['statistic'])}</td><td>{_e(c['metric_a'])}</td><td>{_e(c['metric_b'])}</td>"
                     f"<td>{_fmt(c['delta'])}</td><td>[{_fmt(c['ci_low'])}, {_fmt(c['ci_high'])}]</td>"
                     f"<td>{_p_text(c['p_value'], c.get('n_resamples'))}</td></tr>"
                 )
-            out.append("</table>")
+            out.append("</table></div>")
         out.append(_explanations(meta, link_base))
         out.append(f"<p class='sig'>benchmark signature: {_e(meta['signature'])}</p>")
         sigs = sorted({(r.metric, r.metric_signature) for r in recs})

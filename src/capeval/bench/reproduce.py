@@ -19,7 +19,7 @@ import math
 import os
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from capeval import registry
 from capeval.bench import published as pub
@@ -90,6 +90,23 @@ class Outcome:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Outcome":
+        """A cell saved by :meth:`to_dict` (``capeval reproduce --out``)."""
+        return cls(**data)
+
+
+def to_payload(outcomes: Sequence[Outcome], config: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``capeval reproduce --out`` / ``--json`` writes: ``{"config": ..., "cells": [...]}``."""
+    return {"config": dict(config), "cells": [o.to_dict() for o in outcomes]}
+
+
+def from_payload(data: Any) -> tuple[list[Outcome], dict[str, Any]]:
+    """``(outcomes, config)`` of a saved reproduce JSON (a bare list of cells: capeval < 0.x, no config)."""
+    if isinstance(data, list):
+        return [Outcome.from_dict(d) for d in data], {}
+    return [Outcome.from_dict(d) for d in data["cells"]], dict(data.get("config", {}))
 
 
 def kind(metric: str) -> str:
@@ -175,18 +192,24 @@ def reproduce(
         outcomes.append(o)
     records: dict[tuple[str, str, str, str], Any] = {}
     failed: dict[tuple[str, str], str] = {}
-    for (bench, opts), metrics in todo.items():
-        extra = {"bench_options": {bench: pub.parse_options(opts)}} if opts else {}
-        try:
-            result = runner([bench], sorted(metrics), data_root, images=images, videos=videos, seed=seed,
-                            bootstrap=bootstrap, progress=progress, **extra)
-        except CapevalError as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            first = first.split(" (looked in")[0]  # the loader's search paths: too long for a cell
-            failed[(bench, opts)] = first if len(first) <= 120 else first[:117] + "..."
-            continue
-        for r in result:
-            records[(r.benchmark, opts, r.metric, r.statistic)] = r
+    from capeval.progress import make_progress
+
+    with make_progress(len(todo), "reproduce", progress) as bar:
+        for (bench, opts), metrics in todo.items():
+            bar.desc = f"reproduce {bench}{' ' + opts if opts else ''}"
+            extra = {"bench_options": {bench: pub.parse_options(opts)}} if opts else {}
+            try:
+                result = runner([bench], sorted(metrics), data_root, images=images, videos=videos, seed=seed,
+                                bootstrap=bootstrap, progress=progress, **extra)
+            except CapevalError as exc:
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                first = first.split(" (looked in")[0]  # the loader's search paths: too long for a cell
+                failed[(bench, opts)] = first if len(first) <= 120 else first[:117] + "..."
+                continue
+            finally:
+                bar.update(1)
+            for r in result:
+                records[(r.benchmark, opts, r.metric, r.statistic)] = r
     for o, run_key in zip(outcomes, runs):
         if o.status:
             continue
@@ -226,22 +249,22 @@ def summary(outcomes: Iterable[Outcome]) -> str:
             + f"{len(outcomes) - rep - dif - nc} not run" + (f" ({tail})" if tail else ""))
 
 
-_HEAD = ("paper", "table", "benchmark", "metric", "statistic", "published", "ours", "95% CI", "diff", "tol",
+HEAD = ("paper", "table", "benchmark", "metric", "statistic", "published", "ours", "95% CI", "diff", "tol",
          "status")
 
 
-def _cells(o: Outcome) -> tuple[str, ...]:
-    ci = "" if o.ci_low is None or o.ci_high is None else f"[{o.ci_low:.2f}, {o.ci_high:.2f}]"
+def cells(o: Outcome) -> tuple[str, ...]:
+    ci = "" if o.ci_low is None or o.ci_high is None else f"[{pub.fixed(o.ci_low)}, {pub.fixed(o.ci_high)}]"
     return (o.paper, o.table, o.benchmark, o.metric, o.statistic, f"{o.published:.1f}",
-            "" if o.ours is None else f"{o.ours:.2f}", ci,
-            "" if o.difference is None else f"{o.difference:+.2f}",
+            "" if o.ours is None else pub.fixed(o.ours), ci,
+            "" if o.difference is None else pub.fixed(o.difference, signed=True),
             "" if o.tolerance is None else f"{o.tolerance:g}", o.status)
 
 
 def text_table(outcomes: Sequence[Outcome]) -> str:
     """The outcomes as an aligned plain-text table plus the summary line."""
-    rows = [_HEAD] + [_cells(o) for o in outcomes]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEAD))]
+    rows = [HEAD] + [cells(o) for o in outcomes]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
     lines = []
     for k, row in enumerate(rows):
         lines.append("  ".join(c.rjust(w) if 5 <= i <= 9 else c.ljust(w)
@@ -249,23 +272,3 @@ def text_table(outcomes: Sequence[Outcome]) -> str:
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines + ["", summary(outcomes)])
-
-
-def html_report(outcomes: Sequence[Outcome]) -> str:
-    """A self-contained HTML page with the same table (rows coloured by status)."""
-    from html import escape
-
-    colour = {"reproduced": "#e6f4ea", "differs": "#fce8e6"}
-    body = []
-    for o in outcomes:
-        bg = colour.get(o.status, "#f1f3f4")
-        tds = "".join(f"<td>{escape(c)}</td>" for c in _cells(o))
-        body.append(f"<tr style='background:{bg}' title='{escape(o.source)}; {escape(o.protocol)}'>{tds}</tr>")
-    head = "".join(f"<th>{escape(h)}</th>" for h in _HEAD)
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>capeval reproduce</title><style>"
-            "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}"
-            "td,th{border:1px solid #ccc;padding:2px 6px;white-space:nowrap}th{background:#eee}td:last-child{white-space:normal}td:nth-child(n+6):nth-child(-n+10)"
-            "{text-align:right;font-variant-numeric:tabular-nums}</style></head><body>"
-            f"<h1>capeval reproduce</h1><p>{escape(summary(outcomes))}. Numbers x100; tolerances per "
-            "benchmark and metric kind (capeval/data/published/tolerances.csv).</p>"
-            f"<table><tr>{head}</tr>{''.join(body)}</table></body></html>\n")

@@ -58,12 +58,25 @@ class BenchRun(list):
         raise KeyError((benchmark, metric, statistic))
 
     def to_dict(self) -> dict[str, Any]:
+        """Everything the run holds, as JSON types: ``capeval report`` renders the HTML from it."""
         return {
             "results": [r.to_dict() for r in self],
             "comparisons": self.comparisons,
             "benchmarks": self.benchmarks,
             "config": self.config,
+            "plots": self.plots,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "BenchRun":
+        """The run saved by :meth:`to_dict` (``capeval bench --out``); a missing value (null) is NaN."""
+        nan = float("nan")
+        out = cls(BenchRecord(**{**r, "value": nan if r["value"] is None else r["value"]}) for r in data["results"])
+        out.comparisons = list(data.get("comparisons", []))
+        out.benchmarks = dict(data.get("benchmarks", {}))
+        out.config = dict(data.get("config", {}))
+        out.plots = list(data.get("plots", []))
+        return out
 
     def table(self) -> str:
         """A plain-text table of the records (the CLI prints it); ``paper``: the published value
@@ -84,6 +97,15 @@ class BenchRun(list):
             if k == 0:
                 lines.append("  ".join("-" * w for w in widths))
         return "\n".join(lines)
+
+
+def provenance() -> dict[str, str]:
+    """capeval's version and the run's date (UTC, minutes), stored with a run and shown in its reports."""
+    from datetime import datetime, timezone
+
+    from capeval._version import __version__
+
+    return {"version": __version__, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
 def _derive_seed(seed: int, *parts: str) -> int:
@@ -191,16 +213,18 @@ def run(
                     raise InputError(f"metric {m} needs the videos of benchmark {b.name}: pass --videos DIR (videos=...)")
     root = default_data_root(data_root)
     out = BenchRun()
-    out.config = {"seed": seed, "bootstrap": bootstrap, "confidence": confidence, "metrics": names, "benchmarks": [b.name for b in benches]}
+    out.config = {"seed": seed, "bootstrap": bootstrap, "confidence": confidence, "metrics": names,
+                  "benchmarks": [b.name for b in benches], **provenance()}
     with make_progress(len(benches) * (1 + len(names)), "bench", progress) as bar:
         for b in benches:
-            bar.desc = b.name[:12]
+            bar.desc = f"bench {b.name}: loading"
             loaded = b.load(root, seed=seed, **dict(bench_options.get(b.name, {})))
             loaded.options.setdefault("seed", seed)
+            bar.desc = f"bench {b.name}: scoring {len(loaded.settings)} setting(s) with {len(names)} metric(s)"
             bar.update(1)
             explain_dir = Path(explain) / b.name if explain is not None else None
             scores, sigs, explained = _score_benchmark(loaded, names, specs, models, options, images, videos,
-                                                       verify_media, explain_dir, explain_worst)
+                                                       verify_media, explain_dir, explain_worst, progress)
             out.benchmarks[b.name] = {
                 "title": b.title,
                 "citation": b.citation,
@@ -215,6 +239,7 @@ def run(
             dists: dict[str, dict[str, np.ndarray]] = {}
             full_values: dict[str, dict[str, float]] = {}
             for m in names:
+                bar.desc = f"bench {b.name}: statistics of {m}"
                 bar.update(1)
                 if not scores.get(m):
                     out.benchmarks[b.name].setdefault("skipped_metrics", {})[m] = "no applicable setting (needs references)"
@@ -280,6 +305,7 @@ def _score_benchmark(
     verify_media: bool,
     explain_dir: Path | None = None,
     explain_worst: int = 10,
+    progress: bool | None = False,
 ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, str]], dict[str, dict[str, list[dict[str, Any]]]]]:
     """Score every setting once per metric group: ``{metric: {setting: scores}}``, signatures,
     and ``{metric: {setting: [worst items' explanation files]}}`` when ``explain_dir`` is set.
@@ -328,7 +354,8 @@ def _score_benchmark(
             key = tuple(members)
             if key not in evaluators:
                 evaluators[key] = Evaluator(members, options=options, cache=models)
-            report = evaluators[key].score(cands, refs, progress=False, **inputs)
+            # the metrics' own steps (tokenising, scoring) report under the run's progress setting
+            report = evaluators[key].score(cands, refs, progress=progress, **inputs)
             for m in members:
                 res = report[m]
                 sign = 1.0 if specs[m].higher_is_better else -1.0

@@ -23,7 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--images", help="folder with the benchmark images (image-conditioned metrics)")
     p.add_argument("--videos", help="folder with the benchmark videos (video metrics)")
     p.add_argument("--out", "-o", metavar="OUT.json", help="write the results as JSON (atomically)")
-    p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML report")
+    p.add_argument("--html", metavar="OUT.html", nargs="?", const="", help="write a self-contained HTML report "
+                   "(--html alone: beside --out, OUT.html, else bench.html); `capeval report OUT.json --html` "
+                   "renders it again from the JSON")
     p.add_argument("--json", action="store_true", help="print the results as JSON (what --out writes) instead of "
                    "the tables, so that stdout can be redirected to a .json file")
     p.add_argument("--seed", type=int, default=0, help="seed of reference draws and bootstrap (default 0)")
@@ -43,22 +45,49 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "their worst-scored items' explanations into DIR; the HTML report links them")
     p.add_argument("--explain-worst", type=int, default=10, metavar="N", help="items explained per metric and "
                    "setting with --explain (default 10)")
-    p.add_argument("--list", action="store_true", help="list the registered benchmarks and exit")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.add_argument("--list", action="store_true", help="list the registered benchmarks, whether their files are in the data folder, and exit")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress (neither the bar on a terminal nor the lines elsewhere)")
     p.set_defaults(func=run)
 
 
-def _list() -> int:
-    from capeval.bench import benchmarks
+def default_html(html: str | None, out: str | None, name: str) -> str | None:
+    """``--html`` given alone (``""``): ``OUT.html`` beside ``--out OUT.json``, else ``name`` here."""
+    if html != "":
+        return html
+    if out:
+        import os
 
+        return os.path.splitext(out)[0] + ".html"
+    return name
+
+
+def html_folder(html: str) -> str:
+    """The report's folder: links in it (explanations) are relative to it."""
+    import os
+
+    return os.path.dirname(os.path.abspath(html))
+
+
+def _list(data_root: str | None) -> int:
+    from capeval.bench import benchmarks
+    from capeval.bench.data_download import present
+    from capeval.paths import data_home
+    from capeval.bench.sources import SOURCES
+
+    root = data_root or str(data_home())
     for name, b in benchmarks().items():
-        sys.stdout.write(f"{name:18} {b.title} [{b.modality}]\n    {b.citation}\n")
+        if name in SOURCES:
+            state = "present" if present(name, root) else f"missing: capeval download {name}"
+        else:
+            state = "no download source"
+        sys.stdout.write(f"{name:18} {b.title} [{b.modality}] ({state})\n    {b.citation}\n")
+    sys.stdout.write(f"data folder: {root} (--data-root, or CAPEVAL_DATA; default <capeval cache>/data)\n")
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     if args.list:
-        return _list()
+        return _list(args.data_root)
     if not args.benchmarks:
         raise InputError("name at least one benchmark (capeval bench --list shows them)")
     if not args.metrics:
@@ -83,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     bench_options = parse_options(args.bench_option, "BENCH") if args.bench_option else {}
     check_loader_options(expand_benchmarks(args.benchmarks), bench_options)
     names, options = check_options(args.metrics, parse_options(args.option), strict=True)
+    args.html = default_html(args.html, args.out, "bench.html")
     check_outputs({"--out": args.out, "--html": args.html}, [])
     if args.explain:
         from capeval import registry
@@ -91,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         if not any(registry.get(n).media and "explain_dir" in (option_types(registry.get(n)) or {}) for n in names):
             raise InputError(f"--explain: none of the metrics {', '.join(names)} explains its scores "
                              "(hice-s and ref-hice-s do)")
-    progress = False if args.quiet else None
+    # progress on stderr: a bar on a terminal, a line every few seconds elsewhere; --quiet: none
+    progress = False if args.quiet else True
     with progress_setting(progress):
         result = bench_run(
             args.benchmarks,
@@ -120,9 +151,10 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         outputs.append((args.out, text))
     if args.html:
-        import os
+        from capeval.bench.runner import BenchRun
 
-        outputs.append((args.html, render_html(result, os.path.dirname(os.path.abspath(args.html)))))
+        # rendered from the JSON written beside it: `capeval report` gives the same bytes from the file
+        outputs.append((args.html, render_html(BenchRun.from_dict(json.loads(text)), html_folder(args.html))))
     if outputs:
         try:
             atomic_write_many(outputs)

@@ -1,5 +1,7 @@
 """``capeval download NAME [--dir DIR]``: :func:`capeval.models.download.download` from the
-command line. ``capeval download --list`` shows the table and what is present."""
+command line, and benchmark data (``capeval download thumb``, ``--all``:
+:func:`capeval.bench.data_download.download_benchmark`). ``capeval download --list`` shows the
+tables and what is present."""
 
 from __future__ import annotations
 
@@ -11,15 +13,20 @@ from urllib.parse import urlparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("download", help="download CLIP/PAC-S/Alpha-CLIP checkpoints, the FACTUAL parser and the CLIP vocabulary",
-                       description="Download model files named in capeval's checkpoint table, verifying them.")
+    p = sub.add_parser("download", help="download benchmark data and model checkpoints (sha256-checked)",
+                       description="Download benchmark data (into $CAPEVAL_DATA, default <cache>/data; "
+                       "CAPEVAL_DATA_MIRROR=URL fetches URL/<benchmark>/<file> instead) or model files named in "
+                       "capeval's checkpoint table, verifying them.")
     p.add_argument("names", nargs="*", metavar="NAME",
-                   help="checkpoint names (see --list); 'spice': CoreNLP 3.6.0 for spice-java (sha256-checked); "
+                   help="benchmark names (capeval bench --list) or checkpoint names (see --list); 'spice': CoreNLP 3.6.0 for spice-java (sha256-checked); "
                         "'factual': hice-s's FACTUAL phrase parser (a Hugging Face hub folder); "
                         "'bertscore': BERTScore's roberta-large; 'bertscore++': BERT-S++'s bert-base-uncased "
                         "and stop-word list; ORG/NAME: a judge's local model from the Hugging Face hub "
                         "(e.g. llava-hf/llava-1.5-13b-hf for fleur and visce2), into the Hugging Face cache")
-    p.add_argument("--dir", help="target folder (default: $CAPEVAL_CHECKPOINTS or <cache>/clip)")
+    p.add_argument("--dir", help="target folder (checkpoints: default $CAPEVAL_CHECKPOINTS or <cache>/clip; "
+                   "benchmarks: default $CAPEVAL_DATA or <cache>/data)")
+    p.add_argument("--all", action="store_true", help="every registered benchmark's data")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress")
     p.add_argument("--list", action="store_true", help="show the checkpoint table and which files are present")
     p.add_argument("--json", action="store_true", help="with --list: the table as JSON")
     p.add_argument("--force", action="store_true", help="download again even when a verified file is present")
@@ -30,7 +37,8 @@ def format_table(info: dict[str, Any]) -> str:
     """The checkpoint table for a terminal: name, architecture, sha256, status, where."""
     rows = [("NAME", "ARCH", "SHA256", "STATUS", "WHERE")]
     for name, e in info["entries"].items():
-        sha = e["sha256"][:12] + "..." if e["sha256"] else "not published"
+        sha = e["sha256"][:12] + "..." if e["sha256"] else (
+            e["recorded_sha256"][:12] + "... (recorded)" if e.get("recorded_sha256") else "recorded at download")
         if e["present"]:
             where = e["path"]
         elif e["urls"]:
@@ -43,10 +51,45 @@ def format_table(info: dict[str, Any]) -> str:
     notes = [f"  {name}: {e['note']}" for name, e in info["entries"].items() if not e["urls"] and e["note"]]
     lines.append("")
     lines.append(f"folder: {info['dir']} (set CAPEVAL_CHECKPOINTS or --dir to use another)")
+    lines.append("(recorded): no sha256 is published; capeval records the sha256 of the first download beside the "
+                 "file (.<file>.sha256) and checks the file and any new download against it (--force: a new one)")
     if notes:
         lines.append("manual downloads:")
         lines.extend(notes)
     return "\n".join(lines)
+
+
+def format_benchmarks(root: str | None) -> str:
+    """The benchmark data table: name, present or not, source."""
+    from capeval.bench.data_download import present
+    from capeval.paths import data_home
+    from capeval.bench.sources import SOURCES
+
+    rows = [("BENCHMARK", "STATUS", "SOURCE")]
+    for name, src in SOURCES.items():
+        by_hand = any(not f.urls and not f.optional for f in src.files)
+        rows.append((name, "present" if present(name, root) else ("missing (part by hand)" if by_hand else "missing"),
+                     src.source))
+    widths = [max(len(r[k]) for r in rows) for k in range(2)]
+    lines = ["  ".join(f"{c:<{w}}" for c, w in zip(r[:2], widths)) + "  " + r[2] for r in rows]
+    lines.append(f"data folder: {root or data_home()} (set CAPEVAL_DATA or --dir to use another)")
+    return "\n".join(lines)
+
+
+def _download_benchmarks(names: list[str], root: str | None, force: bool, progress: bool | None) -> int:
+    from capeval.bench.data_download import download_benchmark
+
+    ready = True
+    for name in names:
+        out = download_benchmark(name, root, force, progress)
+        print(json.dumps(out, ensure_ascii=False))
+        sys.stdout.flush()
+        for text in out["by_hand"]:
+            print(f"capeval: {out['benchmark']}: by hand: {text}", file=sys.stderr)
+        if out["images"]:
+            print(f"capeval: {out['benchmark']}: {out['images']}", file=sys.stderr)
+        ready = ready and not out["by_hand"]
+    return 0 if ready else 1
 
 
 def _hub_model(name: str) -> bool:
@@ -60,19 +103,37 @@ def _hub_model(name: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    from capeval.bench.base import CATALOG
     from capeval.errors import InputError
     from capeval.models.clip.checkpoints import checkpoint_info
     from capeval.models.download import download
 
     if args.list:
         info = checkpoint_info(args.dir)
-        print(json.dumps(info, indent=2) if args.json else format_table(info))
+        if args.json:
+            from capeval.bench.data_download import present
+            from capeval.bench.sources import SOURCES
+
+            info["benchmarks"] = {n: {"present": present(n, args.dir), "source": s.source, "licence": s.licence}
+                                  for n, s in SOURCES.items()}
+            print(json.dumps(info, indent=2))
+        else:
+            print(format_table(info) + "\n\n" + format_benchmarks(args.dir))
         return 0
     if args.json:
         raise InputError("--json goes with --list")
-    if not args.names:
-        raise InputError("name a checkpoint to download (see `capeval download --list`)")
+    benches = [n for n in args.names if n.strip().lower() in CATALOG]
+    if args.all:
+        benches = list(CATALOG)
+    elif not args.names:
+        raise InputError("name a benchmark or a checkpoint to download, or --all for every benchmark's data "
+                         "(see `capeval download --list`)")
+    code = 0
+    if benches:
+        code = _download_benchmarks(benches, args.dir, args.force, False if args.quiet else None)
     for name in args.names:
+        if name.strip().lower() in CATALOG:
+            continue
         if name.lower() in ("spice", "corenlp"):  # CoreNLP 3.6.0 jars for spice-java, not a CLIP file
             from capeval.metrics.spice.java import download_corenlp
 
@@ -96,4 +157,4 @@ def run(args: argparse.Namespace) -> int:
             path, digest = download(one, args.dir, args.force)
             print(json.dumps({"name": one, "path": str(path), "sha256": digest}))
             sys.stdout.flush()
-    return 0
+    return code

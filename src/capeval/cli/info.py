@@ -74,7 +74,7 @@ def collect() -> dict[str, Any]:
     """The summary: versions, extras, folders (with the variables that move them), METEOR's index
     state and the names of the checkpoints present."""
     from capeval._version import __version__
-    from capeval.paths import cache_dir
+    from capeval.paths import cache_dir, data_home, data_mirror
 
     info: dict[str, Any] = {
         "capeval": __version__,
@@ -84,8 +84,10 @@ def collect() -> dict[str, Any]:
         "extras": extras_installed(),
         "cache_dir": str(cache_dir()),
         "cache_dir_variable": "CAPEVAL_CACHE (else $XDG_CACHE_HOME/capeval, else ~/.cache/capeval)",
-        "data_root": os.environ.get("CAPEVAL_DATA"),
-        "data_root_variable": "CAPEVAL_DATA (or capeval bench --data-root)",
+        "data_root": str(data_home()),
+        "data_root_variable": "CAPEVAL_DATA (else <cache_dir>/data, where capeval download puts benchmark files; "
+                              "or capeval bench --data-root)",
+        "data_mirror": data_mirror(),
     }
     try:
         from capeval.metrics.meteor import resource_info

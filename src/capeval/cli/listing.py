@@ -41,13 +41,19 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     width = max(len(n) for n in metrics)
+
+    def bound(v: float | str) -> str:
+        return v if isinstance(v, str) else format(v, "g")
+
+    spans = {n: f"[{bound(s.range[0])}, {bound(s.range[1])}]" for n, s in metrics.items()}
+    span_width = max(len(v) for v in spans.values())  # the widest range (mid's [-inf, inf]) sets the column
     print("metrics:")
     for name, spec in metrics.items():
         needs = "+".join(sorted(spec.needs)) or "-"
         extra = f" [extra: {spec.extra}]" if spec.extra else ""
-        arrow = "higher" if spec.higher_is_better else "lower"
-        span = f"[{spec.range[0]:g}, {spec.range[1] if isinstance(spec.range[1], str) else format(spec.range[1], 'g')}]"
-        print(f"  {name:<{width}}  needs {needs:<18} {span:<9} {arrow:<6} {spec.description}{extra}")
+        # better side: the registry's direction; "-" for diagnostics with none (length, vocab)
+        arrow = {"higher": "higher", "lower": "lower"}.get(spec.direction, "-")
+        print(f"  {name:<{width}}  needs {needs:<18} {spans[name]:<{span_width}} {arrow:<6} {spec.description}{extra}")
     print("presets:")
     for name, members in presets.items():
         print(f"  {name:<{width}}  {', '.join(members)}")

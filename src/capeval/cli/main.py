@@ -18,6 +18,7 @@ SUBCOMMANDS = (
     "capeval.cli.compare",
     "capeval.cli.bench",
     "capeval.cli.reproduce",
+    "capeval.cli.report",
     "capeval.cli.listing",
     "capeval.cli.info",
     "capeval.cli.download",

@@ -212,6 +212,9 @@ def _run(args: argparse.Namespace) -> int:
     progress = False if args.quiet else None
     if args.items:
         return _run_items(args, names, options, engine_options, progress)
+    from capeval import registry
+
+    registry.check_references(names, bool(args.references))  # before any metric prepares its resources
     if not args.candidates:
         raise InputError("give the candidates (-c FILE) or an items table (--items FILE)")
     if args.engine == "local" and args.references and not (args.images or args.videos or args.skip_bad_items):

@@ -121,8 +121,7 @@ def score_ray(
     else:
         if candidates is None:
             raise InputError("no candidates to score (give candidates or items)")
-        if text_names and references is None:
-            raise InputError(f"{text_names[0]} needs references; none were given")
+        registry.check_references(names, references is not None)
         cands, refs = prepare_text_inputs(candidates, references, needs_references=False)
         if not cands:
             raise InputError("no candidates to score")

@@ -3,7 +3,9 @@ verify them and write them atomically; ``capeval download`` is a front end to :f
 
 Verification, one rule for all entries: a published sha256 must match; an entry without one
 is accepted only when the file is a readable state dict (not an HTML page, an empty or a
-truncated file). The architecture is checked when the checkpoint is loaded.
+truncated file), and its sha256 is recorded beside it (``.<file>.sha256``) at that first
+download: later checks and downloads must match the record (``--force`` starts a new one).
+The architecture is checked when the checkpoint is loaded.
 
 ``hf-model`` entries (the FACTUAL parser) are Hugging Face hub repositories: their config,
 tokenizer files and one weights file (safetensors preferred) are fetched with
@@ -21,42 +23,88 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from capeval.models.digests import check_recorded, record_digest, recorded_digest
+
 
 def fetch(url: str, target: Path, expected: str | None, timeout: float = 60.0,
-          validate: Callable[[Path], None] | None = None) -> str:
-    """Stream ``url`` to ``target`` via a temporary file and return its sha256.
+          validate: Callable[[Path], None] | None = None, progress: bool | None = None) -> str:
+    """Stream ``url`` to ``target`` via ``.<name>.part`` beside it and return its sha256.
 
-    The file is moved into place only when its sha256 equals ``expected`` (when given) and
-    ``validate(temporary_path)`` (when given) does not raise; otherwise nothing is written.
+    The file is moved into place (atomically, ``os.replace``) only when its sha256 equals
+    ``expected`` (when given) and ``validate(partial_path)`` (when given) does not raise;
+    otherwise nothing is written. An interrupted download leaves the ``.part`` file: the next
+    call asks the server for the rest (HTTP ``Range``) and starts over when the server sends
+    the whole file instead. A byte count is shown on stderr (:mod:`capeval.progress` rules).
     """
-    from urllib.request import Request, urlopen
-
     from capeval.errors import ResourceError
-    from capeval.io.atomic import atomic_path
     from capeval.models.clip.checkpoints import sniff
 
+    target.parent.mkdir(parents=True, exist_ok=True)
+    part = target.parent / f".{target.name}.part"
     digest = hashlib.sha256()
-    with atomic_path(target, ".part") as part:
-        tmp = str(part)
-        with open(tmp, "wb") as out, urlopen(Request(url, headers={"User-Agent": "capeval"}), timeout=timeout) as src:
+    try:
+        _stream(url, part, digest, timeout, progress)
+        got = digest.hexdigest()
+        if expected and got != expected:
+            what = sniff(part)
+            raise ResourceError(f"{url}: the downloaded file has sha256 {got[:12]}..., expected {expected}"
+                                f"{' (it ' + what + ')' if what else ''}; nothing was written")
+        if validate is not None:
+            try:
+                validate(part)
+            except ResourceError as exc:
+                raise ResourceError(str(exc).replace(f"checkpoint {part}", f"{url}: the downloaded file")
+                                    .replace(str(part), "the downloaded file") + "; nothing was written") from None
+        os.replace(part, target)
+        return got
+    except ResourceError:
+        part.unlink(missing_ok=True)  # a complete but wrong file: resuming it would not help
+        raise
+    # other errors (network, Ctrl-C) keep the .part file for the next call to resume
+
+
+def _stream(url: str, part: Path, digest: Any, timeout: float, progress: bool | None) -> None:
+    """Append the rest of ``url`` to ``part`` (the whole file when the server ignores ``Range``),
+    feeding every byte of ``part`` to ``digest``."""
+    from urllib.error import HTTPError
+    from urllib.request import Request, urlopen
+
+    from capeval.progress import make_progress
+
+    have = part.stat().st_size if part.is_file() else 0
+    headers = {"User-Agent": "capeval"}
+    if have:
+        headers["Range"] = f"bytes={have}-"
+    try:
+        src = urlopen(Request(url, headers=headers), timeout=timeout)
+    except HTTPError as exc:
+        if exc.code != 416 or not have:  # 416: the part file already holds every byte
+            raise
+        _hash_into(part, digest)
+        return
+    with src:
+        resumed = have and getattr(src, "status", 200) == 206
+        size = int(src.headers.get("Content-Length") or 0)
+        if resumed:
+            _hash_into(part, digest)
+        else:
+            have = 0
+        with open(part, "ab" if resumed else "wb") as out, \
+                make_progress(have + size, f"{part.name[1:-5]}", progress) as bar:
+            bar.update(have)
             while True:
                 block = src.read(1 << 20)
                 if not block:
                     break
                 digest.update(block)
                 out.write(block)
-        got = digest.hexdigest()
-        if expected and got != expected:
-            what = sniff(tmp)
-            raise ResourceError(f"{url}: the downloaded file has sha256 {got[:12]}..., expected {expected}"
-                                f"{' (it ' + what + ')' if what else ''}; nothing was written")
-        if validate is not None:
-            try:
-                validate(Path(tmp))
-            except ResourceError as exc:
-                raise ResourceError(str(exc).replace(f"checkpoint {tmp}", f"{url}: the downloaded file")
-                                    .replace(tmp, "the downloaded file") + "; nothing was written") from None
-    return got
+                bar.update(len(block))
+
+
+def _hash_into(path: Path, digest: Any) -> None:
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
 
 
 def validator(entry: Any) -> Callable[[Path], None] | None:
@@ -72,12 +120,23 @@ def validator(entry: Any) -> Callable[[Path], None] | None:
 
 
 def download(name: str, directory: str | os.PathLike[str] | None = None, force: bool = False) -> tuple[Path, str]:
-    """Fetch checkpoint or vocabulary ``name`` of the table into ``directory`` (default
-    ``$CAPEVAL_CHECKPOINTS`` or ``<cache>/clip``); returns ``(path, sha256)``.
+    """Fetch checkpoint or vocabulary ``name`` of the checkpoint table (``capeval download --list``).
 
     A file already present and verified is not fetched again (unless ``force``); a broken
-    earlier download is replaced. Raises :class:`~capeval.errors.ResourceError` when no URL
-    works or the file fails verification (nothing is written then).
+    earlier download is replaced. Without a published sha256, the first download's is
+    recorded beside the file and later downloads must match it.
+
+    Args:
+        name: a checkpoint name of the table, e.g. ``"openai/ViT-B-32"``.
+        directory: the target folder (default ``$CAPEVAL_CHECKPOINTS`` or ``<cache>/clip``).
+        force: download again even when a verified file is present (and record a new digest).
+
+    Returns:
+        ``(path, sha256)`` of the file in place.
+
+    Raises:
+        ResourceError: no URL works, or the file fails verification (nothing is written then).
+        UnknownNameError: ``name`` is not in the table.
     """
     from capeval.errors import ResourceError
     from capeval.models.clip import checkpoints as ck
@@ -95,16 +154,24 @@ def download(name: str, directory: str | os.PathLike[str] | None = None, force: 
             try:
                 if validate is not None:
                     validate(target)
+                check_recorded(target, got)  # no published digest: the one of the first download
                 return target, got
             except ResourceError as exc:  # a broken earlier download: fetch it again
                 print(f"capeval: {exc}; downloading it again", file=sys.stderr)
     if not entry.urls:
         raise ResourceError(f"{name} has no direct download URL: {entry.note}; put {entry.filename} at {target}")
+    # without a published digest, a new download must match the one recorded at the first (unless --force)
+    expected = entry.sha256 or (None if force else recorded_digest(target))
     errors = []
     for url in entry.urls:
         try:
-            return target, fetch(url, target, entry.sha256, validate=validate)
-        except ResourceError:
+            got = fetch(url, target, expected, validate=validate)
+            if entry.sha256 is None:
+                record_digest(target, got)
+            return target, got
+        except ResourceError as exc:
+            if expected and not entry.sha256:
+                raise ResourceError(f"{exc} (the sha256 recorded at its first download; --force starts anew)") from None
             raise
         except Exception as exc:  # network errors: try the next mirror
             errors.append(f"{url}: {type(exc).__name__}: {exc}")

@@ -409,5 +409,9 @@ def checkpoint_info(directory: str | os.PathLike[str] | None = None) -> dict[str
         path = local_path(ckpt, directory)
         entry = ckpt.to_dict()
         entry.update({"path": str(path), "present": ckpt.present(directory)})
+        if not ckpt.sha256:
+            from capeval.models.digests import recorded_digest
+
+            entry["recorded_sha256"] = recorded_digest(path)  # of the first download (no published one)
         out["entries"][name] = entry
     return out
