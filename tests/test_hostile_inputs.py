@@ -117,7 +117,7 @@ def test_2gb_file_of_zeros_fails_fast_in_bounded_memory(tmp_path: Path, peak_rss
 
 
 def test_dev_zero_fails_fast_in_bounded_memory(tmp_path: Path, peak_rss_child) -> None:
-    rc, out, err, rss = peak_rss_child(["score", "-q", "-m", "bleu-1", "-c", "/dev/zero", "--per-item", "p.json"])
+    rc, out, err, rss = peak_rss_child(["score", "-q", "-m", "length", "-c", "/dev/zero", "--per-item", "p.json"])
     _one_error_line(rc, out, err, "/dev/zero", "invalid JSON at line 1")
     assert rss < 500 * MB, rss
     assert not (tmp_path / "p.json").exists()
@@ -126,7 +126,7 @@ def test_dev_zero_fails_fast_in_bounded_memory(tmp_path: Path, peak_rss_child) -
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".tsv"])
 def test_dev_zero_read_as_lines_stops_at_the_line_limit(tmp_path: Path, peak_rss_child, suffix: str) -> None:
     (tmp_path / f"zero{suffix}").symlink_to("/dev/zero")
-    rc, out, err, rss = peak_rss_child(["score", "-q", "-m", "bleu-1", "-c", f"zero{suffix}", "--max-line-bytes",
+    rc, out, err, rss = peak_rss_child(["score", "-q", "-m", "length", "-c", f"zero{suffix}", "--max-line-bytes",
                                         "1048576"])
     _one_error_line(rc, out, err, f"zero{suffix}, line 1: longer than 1,048,576 bytes")
     assert rss < 500 * MB, rss
@@ -148,7 +148,7 @@ def test_fifo_json_is_read_up_to_the_limit_only(tmp_path: Path) -> None:
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
-    rc, out, err = _cli(["score", "-q", "-m", "bleu-1", "-c", "pipe.json", "--max-json-bytes", "1048576"], tmp_path)
+    rc, out, err = _cli(["score", "-q", "-m", "length", "-c", "pipe.json", "--max-json-bytes", "1048576"], tmp_path)
     _one_error_line(rc, out, err, "pipe.json: more than the 1,048,576 bytes a JSON document may have")
     writer.join(timeout=60)
 
@@ -204,7 +204,7 @@ def test_csv_unterminated_quote_names_the_line_where_it_opened(tmp_path: Path, f
 
 def test_csv_text_after_a_closing_quote_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "c.csv").write_text('image_id,caption\n1,a dog\n2,"a cat" sleeps\n', encoding="utf-8")
-    rc, out, err = _cli(["score", "-q", "-m", "bleu-1", "-c", "c.csv"], tmp_path)
+    rc, out, err = _cli(["score", "-q", "-m", "length", "-c", "c.csv"], tmp_path)
     _one_error_line(rc, out, err, "c.csv, line 3: bad quoting")
 
 
