@@ -1,5 +1,11 @@
 """BERTScore against the installed bert_score package (0.3.13) on a tiny random RoBERTa.
 
+bert_score's published numbers were made under transformers 4, whose RoBERTa tokenizer honours
+``add_prefix_space=True``; transformers >= 5 ignores it. The package run here, in our own
+environment, gets that argument back (:func:`_tf4_prefix_space`), so these tests check the rest
+of the pipeline (layers, idf, rescaling); tests/test_bertscore_tf4.py runs the package under
+transformers 4 itself and compares the token ids and scores.
+
 The model is saved in float64, so both implementations embed, normalise and match in float64
 (same weights, same ops up to summation order: differences ~1e-16). The only float32 values
 are the idf weights, which the package pads as ``torch.float`` and capeval keeps in float32
@@ -11,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +40,28 @@ REFS = [["a dog runs on the grass", "two dogs"], ["the cat sits"], ["a dog"],
         ["the cat sits on a red sofa", "a cat", "a red sofa with a cat sitting on it in the sun"],
         ["children play with a ball", "two kids in a park"], ["people walk along the beach", "a beach"],
         ["a man rides a bike", "a man on a bike down the street", "a bike"]]
+
+
+@pytest.fixture(autouse=True)
+def _tf4_prefix_space(monkeypatch):
+    """The package's tokenizer with transformers 4's rule for ``add_prefix_space=True`` (a space
+    before a text that does not begin with one), which transformers >= 5 drops silently."""
+    module = sys.modules["bert_score.score"]
+    original = module.get_tokenizer
+
+    def get_tokenizer(*args, **kwargs):
+        tok = original(*args, **kwargs)
+        encode = tok.encode
+
+        def encode_tf4(text, *a, add_prefix_space=False, **kw):
+            if add_prefix_space and text and not text[0].isspace():
+                text = " " + text
+            return encode(text, *a, **kw)
+
+        tok.encode = encode_tf4
+        return tok
+
+    monkeypatch.setattr(module, "get_tokenizer", get_tokenizer)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """``capeval convert expert`` on a tiny LLaVA-native checkpoint + a tiny peft LoRA built here.
 
-Independent references: peft's own ``merge_and_unload`` for the merged language weights (bit for
-bit), and LLaVA-1.5's forward pass written out with separate transformers modules (CLIP vision
+Independent references: peft's own ``merge_and_unload`` with its default settings for the merged
+language weights (bit for bit, on grid-valued and on random float16 LoRA weights), and LLaVA-1.5's forward pass written out with separate transformers modules (CLIP vision
 tower -> hidden_states[-2] without CLS -> Linear-GELU-Linear -> spliced between the text
 embeddings -> Llama), compared in float64 with the converted ``LlavaForConditionalGeneration``.
 """
@@ -104,6 +104,12 @@ def native(tmp_path_factory):
                                               num_attention_heads=2, vocab_size=64, projection_dim=16),
                              vision_config=vision.to_dict(), projection_dim=16)
     tf.CLIPModel(clip_cfg).save_pretrained(str(clip))
+    # openai/clip-vit-large-patch14-336's weights file holds the int64 position_ids buffer too
+    from safetensors.torch import load_file, save_file
+
+    clip_sd = load_file(str(clip / "model.safetensors"))
+    clip_sd["vision_model.embeddings.position_ids"] = torch.arange(5)[None]
+    save_file(clip_sd, str(clip / "model.safetensors"), metadata={"format": "pt"})
     tf.CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}).save_pretrained(str(clip))
     return {"base": base, "lora": lora, "clip": clip, "root": root, "llama_config": text}
 
@@ -117,7 +123,7 @@ def converted(native):
     return out, manifest
 
 
-def _peft_merged(native):
+def _peft_merged(native, lora=None, **peft_options):
     """The language model merged by peft's merge_and_unload (fp16 on the CPU, as LLaVA's script)."""
     import transformers as tf
     from peft import PeftModel
@@ -127,7 +133,7 @@ def _peft_merged(native):
         sd.update(torch.load(f, weights_only=True))
     llama = tf.LlamaForCausalLM(native["llama_config"]).to(torch.float16)
     llama.load_state_dict({k: v for k, v in sd.items() if k in llama.state_dict()}, strict=True)
-    return PeftModel.from_pretrained(llama, str(native["lora"])).merge_and_unload().state_dict()
+    return PeftModel.from_pretrained(llama, str(lora or native["lora"]), **peft_options).merge_and_unload().state_dict()
 
 
 def test_merged_weights_are_peft_merge_and_unload_bit_for_bit(native, converted):
@@ -152,9 +158,63 @@ def test_merged_weights_are_peft_merge_and_unload_bit_for_bit(native, converted)
                            lora_proj[f"base_model.model.model.mm_projector.{i}.weight"].half())
     assert got["vision_tower.vision_model.post_layernorm.weight"].float().ne(7.0).all()  # CLIP's, not the base's
     assert any("unused_extra" in s for s in manifest["ignored"])
+    # the CLIP file's integer position_ids buffer is no weight: dropped, not written as float16
+    assert not any(k.endswith("position_ids") for k in got)
+    assert any(s.startswith("vision_model.embeddings.position_ids") for s in manifest["ignored"])
     assert set(manifest["inputs"]) == {"base", "lora", "vision"}
     assert all(len(f["sha256"]) == 64 for f in manifest["inputs"]["lora"].values())
     assert "model.safetensors.index.json" in manifest["outputs"]
+
+
+def test_merge_of_random_lora_equals_peft_defaults(native):
+    """A LoRA with random (non-grid) float16 weights, as released LoRAs are stored: the merged
+    weights equal peft's merge_and_unload with its default settings bit for bit (peft upcasts the
+    adapter to float32, adds in float32 and rounds once). peft with autocast_adapter_dtype=False
+    rounds the float16 product first; that merge is within one float16 step of the result plus
+    half a step of the product (the tolerance this test states and checks)."""
+    import transformers as tf
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file
+
+    from capeval.models.expert_convert import convert
+
+    root = native["root"] / "random-lora"
+    lora = root / "lora"
+    gen = torch.Generator().manual_seed(5)
+    peft_model = get_peft_model(tf.LlamaForCausalLM(native["llama_config"]),
+                                LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, lora_dropout=0.0, bias="none"))
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+    peft_model.half().save_pretrained(str(lora))
+    for f in ("non_lora_trainables.bin", "config.json"):
+        (lora / f).write_bytes((native["lora"] / f).read_bytes())
+    out = root / "hf"
+    convert(native["base"], lora, native["clip"], out)
+    got = {}
+    for f in sorted(out.glob("model-*.safetensors")):
+        got.update(load_file(str(f)))
+    ref = _peft_merged(native, lora)
+    rounded_twice = _peft_merged(native, lora, autocast_adapter_dtype=False)
+    base = {}
+    for f in sorted(native["base"].glob("pytorch_model-*.bin")):
+        base.update(torch.load(f, weights_only=True))
+
+    def step(x):  # one float16 step (ulp) at |x|, subnormals included
+        e = torch.floor(torch.log2(x.float().abs().clamp(min=2.0 ** -14)))
+        return 2.0 ** (e - 10)
+
+    n_diff = n_all = 0
+    for key in (k for k in ref if k.endswith(".weight") and any(t in k for t in TARGETS)):
+        assert torch.equal(got["language_model." + key], ref[key]), key
+        twice, merged = rounded_twice[key].float(), ref[key].float()
+        delta = merged - base[key].float()
+        assert ((twice - merged).abs() <= step(merged) + step(delta) / 2).all(), key
+        n_diff += int((twice != merged).sum())
+        n_all += merged.numel()
+    assert n_diff > 0  # the random weights do tell the two roundings apart (grid weights would not)
+    print(f"\npeft autocast_adapter_dtype=False differs in {n_diff}/{n_all} merged elements ({n_diff / n_all:.1%})")
 
 
 def test_converted_model_is_llava_forward_in_float64(native, converted):

@@ -689,6 +689,391 @@ def test_coco_preset_on_a_100k_word_caption_is_bounded(tmp_path: Path, peak_rss_
 
 
 # ---------------------------------------------------------------------------
+# Judge transport (issue 35, server rows; issue 37 item 6): what a judge server sends back.
+# A scripted server on 127.0.0.1 talks raw bytes (redirects, lying lengths, trickles, broken
+# answers); its loops are bounded in connections, bytes and time.
+# ---------------------------------------------------------------------------
+
+import errno  # noqa: E402
+import socket  # noqa: E402
+import threading  # noqa: E402
+
+_OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+
+
+def _completion(content_json: str) -> bytes:
+    """A 200 chat completion whose ``message.content`` is the JSON string literal ``content_json``."""
+    body = ('{"id": "x", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop", '
+            '"message": {"role": "assistant", "content": ' + content_json + '}}]}').encode()
+    return _OK + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body
+
+
+class RawServer:
+    """A one-thread-per-connection server on 127.0.0.1 that answers every request with
+    ``reply(conn, method, path)`` (raw bytes, free to misbehave). At most ``max_conns``
+    connections over at most ``life`` seconds; ``requests`` records (method, path, headers)."""
+
+    def __init__(self, reply, max_conns: int = 20, life: float = 120.0):
+        self.reply = reply
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.handlers: list[threading.Thread] = []
+        self.max_conns, self.deadline = max_conns, time.monotonic() + life
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set() and time.monotonic() < self.deadline and len(self.handlers) < self.max_conns:
+            try:
+                conn, _ = self.sock.accept()
+            except (socket.timeout, TimeoutError):
+                continue
+            except OSError:
+                return
+            t = threading.Thread(target=self._handle, args=(conn,), daemon=True)
+            self.handlers.append(t)
+            t.start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        conn.settimeout(30)
+        with conn:
+            try:
+                data = b""
+                while b"\r\n\r\n" not in data and len(data) < 1 << 20:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                head, _, rest = data.partition(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path = lines[0].split(" ")[:2]
+                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+                need = int(headers.get("content-length", "0"))
+                while len(rest) < need:
+                    chunk = conn.recv(1 << 20)
+                    if not chunk:
+                        break
+                    rest += chunk
+                with self.lock:
+                    self.requests.append((method, path, headers))
+                self.reply(conn, method, path)
+            except OSError:
+                pass  # the client hung up: what several replies are meant to provoke
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+        self.thread.join(5)
+        for t in self.handlers:
+            t.join(5)
+
+
+@pytest.fixture
+def raw_server():
+    servers: list[RawServer] = []
+
+    def start(reply, **kw) -> RawServer:
+        servers.append(RawServer(reply, **kw))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+@pytest.fixture
+def judge_inputs(tmp_path: Path) -> Path:
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    (tmp_path / "imgs").mkdir()
+    for k, name in enumerate(("a", "b")):
+        Image.new("RGB", (12, 8), (40 * k, 120, 30)).save(tmp_path / "imgs" / f"{name}.png")
+    (tmp_path / "caps.json").write_text(json.dumps({"a": "a green box"}))
+    (tmp_path / "caps2.json").write_text(json.dumps({"a": "a green box", "b": "a teal box"}))
+    return tmp_path
+
+
+def _judge_args(url: str | None, *extra: str, caps: str = "caps.json", model: bool = True,
+                retries: int = 1) -> list[str]:
+    """`capeval score` of visce2-vanilla (one request per caption) through the server at ``url``
+    (None: the base URL from the environment)."""
+    args = ["score", "-q", "-m", "visce2-vanilla", "-c", caps, "--images", "imgs", "-o", "out.json",
+            "--per-item-extras", "extras.json", "-O", "visce2.backend=openai", "-O", f"visce2.max_retries={retries}",
+            "-O", "visce2.retry_backoff=0"] + (["-O", f"visce2.base_url={url}"] if url else [])
+    return args + (["-O", "visce2.model=judge"] if model else []) + list(extra)
+
+
+def _judge_env(tmp_path: Path, **more: str) -> dict[str, str]:
+    return {"CAPEVAL_CACHE": str(tmp_path / "cache"), "CAPEVAL_VISCE2_API_KEY": "sk-hostile-secret", **more}
+
+
+@pytest.mark.parametrize("model", [True, False], ids=["POST", "GET-models"])
+def test_judge_redirect_to_another_host_is_not_followed(tmp_path, judge_inputs, raw_server, model):
+    other = raw_server(lambda conn, m, p: conn.sendall(_completion('"70"')))
+    where = other.url.replace("/v1", "/steal")
+
+    def redirect(conn, method, path):
+        conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n" % where.encode())
+
+    server = raw_server(redirect)
+    rc, out, err = _cli(_judge_args(server.url, model=model), tmp_path, env=_judge_env(tmp_path))
+    line = _one_error_line(rc, out, err, "HTTP 302, a redirect to http://127.0.0.1:", "redirects are not followed",
+                           "-O visce2.base_url")
+    assert "sk-hostile-secret" not in line
+    assert other.requests == []  # nothing, and so no key, reached the other host
+    assert len(server.requests) == 1  # a redirect is an error, not retried
+
+
+def _announce_huge(conn, method, path):
+    conn.sendall(_OK + b"Content-Length: 1000000000000\r\n\r\n{")
+
+
+def _chunked_forever(conn, method, path):
+    conn.sendall(_OK + b"Transfer-Encoding: chunked\r\n\r\n")
+    block = b" " * (1 << 20)
+    for _ in range(400):  # 400 MB at most, unless the client hangs up first
+        conn.sendall(b"%x\r\n" % len(block) + block + b"\r\n")
+
+
+def _fifty_mb(length: bool):
+    def reply(conn, method, path):
+        body = b'{"choices": [{"message": {"content": "7' + b" " * (50 << 20) + b'"}}]}'
+        conn.sendall(_OK + (b"Content-Length: %d\r\n" % len(body) if length else b"") + b"Connection: close\r\n\r\n")
+        for k in range(0, len(body), 1 << 20):
+            conn.sendall(body[k:k + (1 << 20)])
+    return reply
+
+
+@pytest.mark.parametrize("reply, fragment", [
+    (_announce_huge, "the answer announces 1,000,000,000,000 bytes, more than 16 MB (option visce2.max_response_mb)"),
+    (_chunked_forever, "the answer is larger than 16 MB (option visce2.max_response_mb)"),
+    (_fifty_mb(True), "the answer announces 52,428,844 bytes, more than 16 MB"),
+    (_fifty_mb(False), "the answer is larger than 16 MB"),
+], ids=["content-length-1e12", "endless-chunked", "50MB", "50MB-until-close"])
+def test_judge_answer_over_the_size_cap_is_one_line_in_bounded_memory(tmp_path, judge_inputs, raw_server,
+                                                                       peak_rss_child, reply, fragment):
+    server = raw_server(reply)
+    rc, out, err, rss = peak_rss_child(_judge_args(server.url), env=_judge_env(tmp_path))
+    _one_error_line(rc, out, err, "item 'a'", fragment)
+    assert rss < 500 * MB, rss / MB
+    assert len(server.requests) == 1  # the same answer would come again: not retried
+    assert not list((tmp_path / "cache").rglob("*.json"))  # nothing kept
+
+
+def test_judge_response_cap_is_an_option_with_a_range(tmp_path, judge_inputs, raw_server):
+    server = raw_server(_fifty_mb(True))
+    rc, out, err = _cli(_judge_args(server.url, "-O", "visce2.max_response_mb=0"), tmp_path, env=_judge_env(tmp_path))
+    _one_error_line(rc, out, err, "visce2.max_response_mb=0 out of range")
+    assert server.requests == []
+    rc, out, err = _cli(_judge_args(server.url, "-O", "visce2.max_response_mb=64"), tmp_path, env=_judge_env(tmp_path))
+    assert rc == 0, err  # raised, the 50 MB answer is read (and scored)
+    assert json.loads((tmp_path / "out.json").read_text())["scores"] == {"visce2-vanilla": 7.0}
+
+
+def test_judge_timeout_bounds_the_whole_request_of_a_trickling_server(tmp_path, judge_inputs, raw_server):
+    cut: list[bool] = []
+
+    def trickle(conn, method, path):
+        try:
+            for byte in (b"HTTP/1.1 200 OK\r\n" + b"X-Slow: " + b"." * 200):  # one byte per 0.2 s: 43 s
+                conn.sendall(bytes([byte]))
+                time.sleep(0.2)
+        except OSError:
+            cut.append(True)  # the client gave up before the server was done
+            raise
+
+    server = raw_server(trickle)
+    rc, out, err = _cli(_judge_args(server.url, "-O", "visce2.timeout=1"), tmp_path, env=_judge_env(tmp_path))
+    _one_error_line(rc, out, err, "item 'a'", "failed after 2 attempts: no complete answer within timeout=1 s")
+    server.close()
+    assert len(server.requests) == 2 and cut == [True, True]  # retried once, each attempt cut at its deadline
+
+
+@pytest.mark.parametrize("raw, kind", [
+    (_OK + b"Content-Length: 100\r\n\r\n{\"choices\"", "IncompleteRead"),
+    (b"SSH-2.0-OpenSSH_9.6\r\n", "BadStatusLine"),
+    (b"", "RemoteDisconnected"),
+    (b"HTTP/1.1 2xx OK\r\n\r\n", "BadStatusLine"),
+], ids=["truncated", "ssh-banner", "closed", "bad-status"])
+def test_judge_broken_answer_is_retried_then_one_line(tmp_path, judge_inputs, raw_server, raw, kind):
+    server = raw_server(lambda conn, m, p: conn.sendall(raw))
+    rc, out, err = _cli(_judge_args(server.url), tmp_path, env=_judge_env(tmp_path))
+    _one_error_line(rc, out, err, "item 'a'", f"failed after 2 attempts: broken answer ({kind}")
+    assert len(server.requests) == 2
+
+
+def test_judge_answer_with_lone_surrogates_is_stored_and_parsed(tmp_path, judge_inputs, raw_server):
+    server = raw_server(lambda conn, m, p: conn.sendall(_completion(r'"\ud800 Rating: 7 \udfff"')))
+    rc, out, err = _cli(_judge_args(server.url), tmp_path, env=_judge_env(tmp_path))
+    assert rc == 0 and "Traceback" not in err, err
+    assert json.loads((tmp_path / "out.json").read_text())["scores"] == {"visce2-vanilla": 7.0}
+    assert "\ufffd Rating: 7 \ufffd" in (tmp_path / "extras.json").read_text(encoding="utf-8")
+    [entry] = (tmp_path / "cache").rglob("*.json")
+    assert json.loads(entry.read_text(encoding="utf-8"))["answer"] == "\ufffd Rating: 7 \ufffd"
+    rc, out, err = _cli(_judge_args(server.url), tmp_path, env=_judge_env(tmp_path))  # again: from the cache
+    assert rc == 0 and len(server.requests) == 1, err
+
+
+def _in_process(capsys, args: list[str], cwd: Path, monkeypatch, env: dict[str, str]) -> tuple[int, str, str]:
+    monkeypatch.chdir(cwd)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    capsys.readouterr()
+    return _cli_in(capsys, *args)
+
+
+def test_judge_read_only_cache_with_a_miss_is_refused_before_any_request(tmp_path, judge_inputs, raw_server,
+                                                                          capsys, monkeypatch):
+    server = raw_server(lambda conn, m, p: conn.sendall(_completion('"Rating: 7"')))
+    env = _judge_env(tmp_path)
+    assert _in_process(capsys, _judge_args(server.url), tmp_path, monkeypatch, env)[0] == 0  # 'a' cached
+    cache = tmp_path / "cache" / "visce2"
+    folders = [cache, *[p for p in cache.rglob("*") if p.is_dir()]]
+    for p in folders:
+        p.chmod(0o555)
+    if os.geteuid() == 0:  # root writes through 0555: refuse as the kernel does for everyone else
+        from capeval.judges import cache as cache_module
+
+        real = cache_module._probe
+
+        def probe(folder):
+            if cache in (folder, *folder.parents):
+                raise PermissionError(errno.EACCES, "Permission denied")
+            real(folder)
+
+        monkeypatch.setattr(cache_module, "_probe", probe)
+    try:
+        rc, out, err = _in_process(capsys, _judge_args(server.url, caps="caps2.json"), tmp_path, monkeypatch, env)
+    finally:
+        for p in folders:
+            p.chmod(0o755)
+    line = _one_line(rc, out, err)
+    assert "the judge cache folder" in line and str(cache) in line and "nothing was asked" in line, line
+    assert len(server.requests) == 1  # the first run's only
+    # every answer cached: a read-only cache is fine
+    assert _in_process(capsys, _judge_args(server.url), tmp_path, monkeypatch, env)[0] == 0
+
+
+def test_judge_disk_full_while_writing_the_cache_names_the_folder(tmp_path, judge_inputs, raw_server, capsys,
+                                                                  monkeypatch):
+    server = raw_server(lambda conn, m, p: conn.sendall(_completion('"Rating: 7"')))
+    from capeval.judges import cache as cache_module
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(cache_module, "atomic_write_text", full)
+    rc, out, err = _in_process(capsys, _judge_args(server.url), tmp_path, monkeypatch, _judge_env(tmp_path))
+    line = _one_line(rc, out, err)
+    assert f"cannot write the judge cache in {tmp_path / 'cache' / 'visce2' / 'rating'}" in line, line
+    assert "no space left on the device" in line
+    assert len(server.requests) == 1 and not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("where", ["option", "env"])
+def test_judge_base_url_credentials_refused_and_never_printed(tmp_path, judge_inputs, raw_server, where):
+    server = raw_server(lambda conn, m, p: conn.sendall(_completion('"7"')))
+    url = server.url.replace("http://", "http://alice:pa55w0rd@")
+    env = _judge_env(tmp_path)
+    if where == "env":
+        env["OPENAI_BASE_URL"] = url
+    rc, out, err = _cli(_judge_args(url if where == "option" else None), tmp_path, env=env)
+    line = _one_error_line(rc, out, err, "holds credentials", "http://***@127.0.0.1:",
+                           "$OPENAI_BASE_URL" if where == "env" else "option base_url")
+    assert "pa55w0rd" not in err and "alice" not in err
+    assert server.requests == []
+    from capeval.metrics.visce2.scorer import VisCE2
+
+    with pytest.raises(InputError) as info:
+        VisCE2(backend="openai", base_url=url, model="judge", cache=None)
+    assert "pa55w0rd" not in str(info.value)
+
+
+def test_judge_server_not_running_is_one_line_without_retries(tmp_path, judge_inputs, capsys, monkeypatch):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    from capeval.judges import openai_compat
+
+    sleeps: list[float] = []
+    monkeypatch.setattr(openai_compat.time, "sleep", sleeps.append)
+    for model in (True, False):  # the chat request / the model discovery
+        args = _judge_args(f"http://127.0.0.1:{port}/v1", model=model, retries=5)
+        line = _one_line(*_in_process(capsys, args, tmp_path, monkeypatch, _judge_env(tmp_path)))
+        assert line == (f"capeval: error: visce2: cannot connect to http://127.0.0.1:{port}/v1 (connection refused): "
+                        "is the server running? Start it, or point -O visce2.base_url=URL at it")
+    assert sleeps == []  # no retry waited for
+
+
+def test_judge_host_that_does_not_resolve_is_one_line_without_retries(tmp_path, judge_inputs, capsys, monkeypatch):
+    calls: list[str] = []
+
+    def no_dns(host, *args, **kwargs):
+        calls.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    args = _judge_args("http://judge.invalid:8000/v1", retries=5)
+    line = _one_line(*_in_process(capsys, args, tmp_path, monkeypatch, _judge_env(tmp_path)))
+    assert line == ("capeval: error: visce2: cannot reach http://judge.invalid:8000/v1: cannot resolve the host name "
+                    "'judge.invalid' (Name or service not known); check -O visce2.base_url")
+    assert calls == ["judge.invalid"]
+
+
+@pytest.mark.parametrize("metric, options, fragment", [
+    ("fleur", [], "fleur: the model 'llava-hf/llava-1.5-13b-hf' is not on this machine: run `capeval download "
+                  "llava-hf/llava-1.5-13b-hf` once online, or use a server: -O fleur.backend=openai"),
+    ("visce2", ["-O", "visce2.model=llava-1.5-7b"], "visce2: the model 'llava-hf/llava-1.5-7b-hf' is not on this "
+     "machine: run `capeval download llava-hf/llava-1.5-7b-hf` once online, or use a server: -O visce2.backend=openai"),
+    ("expert", ["-O", "expert.model=no-such-folder"], "expert: the model folder 'no-such-folder' does not exist"),
+    ("clair", ["-r", "refs.json", "-O", "clair.backend=transformers", "-O", "clair.model=nobody/no-chat-model"],
+     "clair: the model 'nobody/no-chat-model' is not on this machine: run `capeval download nobody/no-chat-model` "
+     "once online, or use a server: -O clair.backend=openai"),
+])
+def test_judge_missing_local_model_is_one_line_naming_download_and_the_server(tmp_path, judge_inputs, metric,
+                                                                                options, fragment):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    (tmp_path / "refs.json").write_text(json.dumps({"a": ["a green box"]}))
+    (tmp_path / "hf").mkdir()
+    args = ["score", "-q", "-m", metric, "-c", "caps.json", *([] if metric == "clair" else ["--images", "imgs"]), *options]
+    rc, out, err = _cli(args, tmp_path, env={"HF_HOME": str(tmp_path / "hf"), "TRANSFORMERS_OFFLINE": "1",
+                                             "CAPEVAL_CACHE": str(tmp_path / "cache")})  # _cli sets HF_HUB_OFFLINE
+    _one_error_line(rc, out, err, fragment)
+
+
+def test_judge_api_key_echoed_by_the_server_or_malformed_is_never_printed(tmp_path, judge_inputs, raw_server):
+    def echo(conn, method, path):
+        body = b'{"error": {"message": "bad request for key sk-hostile-secret"}}'
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+    server = raw_server(echo)
+    rc, out, err = _cli(_judge_args(server.url), tmp_path, env=_judge_env(tmp_path))
+    _one_error_line(rc, out, err, "HTTP 400", "bad request for key ***")
+    assert "sk-hostile-secret" not in err
+    rc, out, err = _cli(_judge_args(server.url), tmp_path,
+                        env=_judge_env(tmp_path, CAPEVAL_VISCE2_API_KEY="sk-hostile\r\nX-Evil: 1"))
+    _one_error_line(rc, out, err, "visce2 api_key holds a line break")
+    assert "sk-hostile" not in err and len(server.requests) == 1
+
+
+def test_download_of_a_hub_model_offline_is_one_line(tmp_path):
+    pytest.importorskip("huggingface_hub")
+    rc, out, err = _cli(["download", "nobody/no-chat-model"], tmp_path, env={"HF_HOME": str(tmp_path / "hf")})
+    _one_error_line(rc, out, err, "could not download nobody/no-chat-model from https://huggingface.co/nobody/no-chat-model")
+    rc, out, err = _cli(["download", "polos/no-such-entry"], tmp_path)  # a typo of a table entry stays one
+    _one_error_line(rc, out, err, "unknown checkpoint 'polos/no-such-entry'")
+
+
+# ---------------------------------------------------------------------------
 # Issue 35 (hostile inputs, second round), input rows: a PNG decompression bomb, a huge image,
 # a FIFO named like an image, undecodable images for the judges, non-finite or off-scale human
 # judgments in every benchmark loader (and no statistic turning NaN into a number), one item

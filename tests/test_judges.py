@@ -349,12 +349,13 @@ def test_fleur_ref_fleur_and_expert_through_a_server(tmp_path, image_dir):
         assert math.isclose(ex.items["img0"], 0.745, abs_tol=1e-12)
         assert ex.extras["explanations"]["img0"] == {"fluency": "fine.", "relevance": "red.",
                                                     "descriptiveness": "short."}
-        second = [b for b in srv.bodies[n:] if len(b["messages"]) == 3]
+        second = [b for b in srv.bodies[n:] if len(b["messages"]) == 4]
         assert len(second) == 2  # img2 has no score: no explanation turn
         msgs = next(b for b in second if "a red square" in last_text(b))["messages"]
-        assert msgs[0]["content"][1]["text"] == EXPERT_EXPECTED.replace("a dog on grass", "a red square")
-        assert msgs[1] == {"role": "assistant", "content": f"{ex.items['img0']!r}</s>"}
-        assert msgs[2]["content"] == EXPERT_EXPLANATION_EXPECTED.replace("a dog on grass", "a red square")
+        assert msgs[0] == {"role": "system", "content": [{"type": "text", "text": templates.llava_v1_system()}]}
+        assert msgs[1]["content"][1]["text"] == EXPERT_EXPECTED.replace("a dog on grass", "a red square")
+        assert msgs[2] == {"role": "assistant", "content": f"{ex.items['img0']!r}</s>"}
+        assert msgs[3]["content"] == EXPERT_EXPLANATION_EXPECTED.replace("a dog on grass", "a red square")
     finally:
         srv.close()
 

@@ -271,8 +271,11 @@ def test_transformers_backend_errors(tiny_folder, tmp_path):
     (plain / "tokenizer_config.json").write_text(json.dumps(cfg))
     with pytest.raises(ResourceError, match="has no chat template; the official clair sends its prompt as a chat"):
         CLAIR(backend="transformers", model=str(plain), cache=None).score(CANDS, REFS)
-    with pytest.raises(ResourceError, match="cannot load the tokenizer of"):
+    with pytest.raises(ResourceError, match="the model folder .*nowhere' does not exist; .* -O clair.backend=openai"):
         CLAIR(backend="transformers", model=str(tmp_path / "nowhere"), cache=None).score(CANDS, REFS)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ResourceError, match="cannot load the tokenizer of"):
+        CLAIR(backend="transformers", model=str(tmp_path / "empty"), cache=None).score(CANDS, REFS)
 
 
 def test_cli_runs_clair_on_a_local_model(tiny_folder, tmp_path):

@@ -80,8 +80,9 @@ def test_explicit_conditions_eps_and_limit():
     y0 = np.random.default_rng(1).normal(size=(len(x0), y.shape[1]))
     items, _ = gaussian_pmi(x, y, x0, y0)
     np.testing.assert_allclose(items, _ref_items(x, y, x0, y0), rtol=1e-9, atol=1e-9)
-    # limit keeps the first rows of the real set (the official x[:-excess])
-    lim, _ = gaussian_pmi(x, y, x0, y0, limit=50)
+    # limit keeps the first rows of the real set (the official x[:-excess]); cut_candidates=False
+    # keeps every candidate (the scorer's reference=all)
+    lim, _ = gaussian_pmi(x, y, x0, y0, limit=50, cut_candidates=False)
     np.testing.assert_allclose(lim, _ref_items(x[:50], y[:50], x0, y0), rtol=1e-9, atol=1e-9)
     # eps enters the inverse only (official robust_inv), not the log-determinants
     eps = 0.05
@@ -95,6 +96,52 @@ def test_explicit_conditions_eps_and_limit():
         return np.einsum("ij,ij->i", d, np.linalg.solve(s, d.T).T)
 
     np.testing.assert_allclose(got, mi + (d2(x, x0) + d2(y, y0) - d2(z, z0)) / 2, rtol=1e-9, atol=1e-9)
+
+
+def test_limit_cuts_candidates_as_the_official_code():
+    """naver-ai/mid.metric _compute_pmi: excess = N - limit > 0 keeps x[:limit], y[:limit] and
+    drops the last `excess` candidates (x0[:-excess]); the system score covers the rest alone."""
+    x, y, x0, _ = _sets(4, n=300, m=300)
+    items, system = gaussian_pmi(x, y, x0, limit=100)
+    assert items.shape == (100,)
+    np.testing.assert_allclose(items, _ref_items(x[:100], y[:100], x0[:100], y[:100]), rtol=1e-9, atol=1e-9)
+    assert system == pytest.approx(_ref_system(x[:100], y[:100], x0[:100], y[:100]), rel=1e-9, abs=1e-9)
+    items, _ = gaussian_pmi(x, y, x0[:250], limit=100)  # M != N: still x0[:-excess], 250 - 200
+    np.testing.assert_allclose(items, _ref_items(x[:100], y[:100], x0[:50], y[:50]), rtol=1e-9, atol=1e-9)
+
+
+def test_scorer_refuses_more_items_than_limit(monkeypatch):
+    """The scorer never leaves items unscored: more items than limit is a one-line error, before
+    any image is embedded; limit >= items scores every item."""
+    bb = random_backbone("tiny", seed=7)
+    cands, refs, imgs = _items(40)
+    import capeval.models.clip.embed as embed
+
+    scorer = registry.get("mid").build(backbone=bb, limit=39)
+    with monkeypatch.context() as m:
+        m.setattr(embed, "embed_usable_images", lambda *a, **k: pytest.fail("embedded before refusing"))
+        with pytest.raises(InputError, match=r"mid: 40 items exceed limit=39: .* raise -O mid\.limit to 40") as err:
+            scorer.score(cands, refs, images=imgs)
+    assert "\n" not in str(err.value)
+    res = registry.get("mid").build(backbone=bb, limit=40).score(cands, refs, images=imgs)["mid"]
+    assert len(res.items) == 40
+    # reference=all: 80 real pairs, the first 60 kept, all 40 candidates scored
+    full = registry.get("mid").build(backbone=bb, reference="all", limit=60).score(cands, refs, images=imgs)["mid"]
+    assert len(full.items) == 40 and full.extras["estimation_pairs"] == 60
+
+
+def test_benchmarks_larger_than_the_cap_fit_mid_on_all_pairs():
+    from capeval.bench._common import MID_ALL_PAIRS
+    from capeval.bench.flickr8k import Flickr8kCF
+    from capeval.bench.foil import Foil
+    import inspect
+
+    assert MID_ALL_PAIRS["mid"]["limit"] == 10**9  # the declared maximum of mid.limit
+    from capeval.ranges import check_option
+
+    check_option("mid", "limit", MID_ALL_PAIRS["mid"]["limit"])
+    for bench in (Flickr8kCF, Foil):
+        assert "metric_options=MID_ALL_PAIRS" in inspect.getsource(bench.load)
 
 
 def test_too_few_pairs_and_bad_options_are_one_line_errors():
@@ -172,6 +219,12 @@ def test_official_compute_pmi_same_features():
         official_system = float(mod._compute_pmi(*t, reduction=True))
         np.testing.assert_allclose(items, official_items, rtol=1e-9, atol=1e-9)
         assert system == pytest.approx(official_system, rel=1e-9, abs=1e-9)
+    # limit below N: the official cuts the real pairs and the candidates alike
+    x, y, x0, _ = _sets(4, n=300, m=300)
+    t = [torch.from_numpy(a) for a in (x, y, x0)]
+    items, system = gaussian_pmi(x, y, x0, limit=100)
+    np.testing.assert_allclose(items, mod._compute_pmi(*t, limit=100, reduction=False).numpy(), rtol=1e-9, atol=1e-9)
+    assert system == pytest.approx(float(mod._compute_pmi(*t, limit=100, reduction=True)), rel=1e-9, abs=1e-9)
 
 
 def test_declared_ranges_are_checked_before_any_model_is_built():

@@ -20,6 +20,7 @@ capeval's loader reads.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -183,8 +184,10 @@ def _clip_fns(bb):
     return clip_text, clip_img
 
 
-@pytest.mark.parametrize("batch_size", [64, 3])
+@pytest.mark.parametrize("batch_size", [None, 64, 3])
 def test_items_match_the_official_forward_on_the_same_weights(setup, monkeypatch, batch_size):
+    """batch_size None: the default, 32, as the official scripts that made the paper's numbers
+    (predict(data, cuda=True, batch_size=32)); 40 items make two batches, so it differs from 64."""
     folder, tok, bb, _ = setup
     from transformers import AutoConfig, RobertaModel
 
@@ -207,10 +210,15 @@ def test_items_match_the_official_forward_on_the_same_weights(setup, monkeypatch
     assert {"scalar_mix.scalar_parameters.0", "scalar_mix.gamma", "scalar_mix.dropout_mask",
             "ff.0.ff.linear_1.weight", "ff.0.ff.linear_3.bias", "encoder.model.embeddings.word_embeddings.weight",
             "clip.weight"} <= set(state)
-    cands, refs, imgs = _data(7)
-    scorer = registry.get("polos").build(checkpoint=state, text_model=str(folder), backbone=bb,
-                                         batch_size=batch_size)
+    cands, refs, imgs = _data(7 if batch_size else 40)
+    opts = {"batch_size": batch_size} if batch_size else {}
+    scorer = registry.get("polos").build(checkpoint=state, text_model=str(folder), backbone=bb, **opts)
     res = scorer.score(cands, refs, images=imgs)["polos"]
+    if batch_size is None:
+        batch_size = 32
+        other = registry.get("polos").build(checkpoint=state, text_model=str(folder), backbone=bb, batch_size=64)
+        items64 = other.score(cands, refs, images=imgs)["polos"].items
+        assert max(abs(items64[i] - res.items[i]) for i in cands) > 1e-4  # the batch changes the scores
     clip_text, clip_img = _clip_fns(bb)
     ids = list(cands)
     expected = {}
@@ -282,3 +290,12 @@ def test_checkpoint_from_a_lightning_file_and_zip(setup, monkeypatch, tmp_path):
     b = Polos(checkpoint=archive, text_model=str(folder), backbone=bb).score(cands, refs, images=imgs)["polos"]
     assert a.items == b.items
     assert "checkpoint_sha256:" in str(a.signature) and "state-dict" not in str(a.signature)
+
+
+def test_docs_state_the_official_precision_and_batch():
+    """docs/baselines.md's Polos section: CLIP in fp32 as the official code (clip.load on the CPU in
+    the estimator's constructor casts it to fp32), batch 32 as the paper's evaluation scripts."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "baselines.md").read_text(encoding="utf-8")
+    section = " ".join(text.split("## Polos")[1].split("\n## ")[0].split())
+    assert "fp16" not in section and "in fp32 as the official code" in section
+    assert "The default, 32, is the batch of the scripts that made the paper's numbers" in section

@@ -72,7 +72,7 @@ def test_embeddings_equal_transformers(siglip_dir, tmp_path):
     bb = load_backbone(str(siglip_dir))
     assert isinstance(bb, SiglipBackbone) and bb.signature["arch"] == "siglip"
     ids, cut = bb.tokenize(TEXTS)
-    assert cut == 0 and all(len(x) == 64 for x in ids)
+    assert cut == 0 and all(len(x) < 64 for x in ids)  # padded to 64 by encode_texts
     ours_t = bb.encode_texts(ids).numpy()
     ours_i = bb.encode_images(torch.stack([bb.load_image(p) for p in paths.values()])).numpy()
     ref_t, ref_i = _reference(siglip_dir, TEXTS, list(paths.values()))
@@ -98,7 +98,94 @@ def test_text_without_attention_mask_as_siglip_tokenizer(siglip_dir):
     ids, _ = bb.tokenize(TEXTS)
     ours = bb.encode_texts(ids).numpy()
     model = tf.SiglipModel.from_pretrained(str(siglip_dir)).eval()
+    padded = [x + [bb.tokenizer.pad_token_id] * (64 - len(x)) for x in ids]
     with torch.no_grad():
-        ref = model.get_text_features(input_ids=torch.tensor(ids))
+        ref = model.get_text_features(input_ids=torch.tensor(padded))
+    ref = getattr(ref, "pooler_output", ref).numpy()
+    assert np.abs(ours - ref).max() <= 1e-5
+
+
+@pytest.mark.parametrize("with_mask", [True, False])
+def test_text_mask_is_the_tokenizers_own_with_pad_equal_to_eos(siglip_dir, tmp_path, with_mask):
+    """SigLIP's pad token is its EOS: equal to get_text_features(**tokenizer(..., padding="max_length",
+    max_length=64)) whether the tokenizer returns a mask (the EOS stays attended) or not."""
+    import shutil
+
+    folder = tmp_path / "siglip-pad-eos"
+    shutil.copytree(siglip_dir, folder)
+    tok = tf.AutoTokenizer.from_pretrained(str(siglip_dir))
+    tok.pad_token = tok.eos_token
+    tok.save_pretrained(str(folder))
+    texts = [*TEXTS, "a", " ".join(["two children play with a ball in the park"] * 12)]  # the last is cut at 64
+    bb = load_backbone(str(folder))
+    ref_tok = tf.AutoTokenizer.from_pretrained(str(folder))
+    assert bb.tokenizer.pad_token_id == bb.tokenizer.eos_token_id
+    if not with_mask:
+        bb.tokenizer.model_input_names = ref_tok.model_input_names = ["input_ids"]
+    ids, cut = bb.tokenize(texts)
+    assert cut == 1
+    ours = bb.encode_texts(ids).numpy()
+    model = tf.SiglipModel.from_pretrained(str(folder)).eval()
+    inputs = ref_tok(texts, padding="max_length", max_length=64, truncation=True, return_tensors="pt")
+    assert ("attention_mask" in inputs) == with_mask
+    with torch.no_grad():
+        ref = model.get_text_features(**inputs)
+    ref = getattr(ref, "pooler_output", ref).numpy()
+    assert np.abs(ours - ref).max() <= 1e-5
+
+
+@pytest.fixture(scope="module")
+def siglip_spm_dir(siglip_dir, tmp_path_factory):
+    """The tiny SigLIP with SigLIP v1's own tokenizer class (a sentencepiece model trained here)."""
+    import shutil
+
+    spm = pytest.importorskip("sentencepiece")
+    folder = tmp_path_factory.mktemp("siglip-spm")
+    shutil.copytree(siglip_dir, folder, dirs_exist_ok=True)
+    for f in folder.glob("*.json"):
+        if f.name not in ("config.json", "preprocessor_config.json"):
+            f.unlink()
+    for f in ("vocab.json", "merges.txt"):
+        (folder / f).unlink(missing_ok=True)
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXTS * 20), model_prefix=str(tmp_path_factory.mktemp("spm") / "spiece"),
+                                   vocab_size=40, hard_vocab_limit=False, minloglevel=2)
+    model_file = next(iter(tmp_path_factory.getbasetemp().glob("spm*/spiece.model")))
+    tf.SiglipTokenizer(vocab_file=str(model_file)).save_pretrained(str(folder))
+    return folder
+
+
+def test_siglip_tokenizer_without_sentencepiece_is_one_line(siglip_spm_dir, tmp_path):
+    """SigLIP v1's tokenizer loads with sentencepiece (the hf extra brings it); without it (simulated:
+    the module blocked in a subprocess) the CLI says so in one line naming the extra, exit 2."""
+    import json
+    import subprocess
+    import sys
+
+    assert type(load_backbone(str(siglip_spm_dir)).tokenizer).__name__ == "SiglipTokenizer"
+    (tmp_path / "c.json").write_text(json.dumps({"0": "a dog"}))
+    (tmp_path / "0.png").write_bytes(b"")  # never read: the backbone fails to load first
+    code = ("import sys; sys.modules['sentencepiece'] = None\n"
+            "from capeval.cli.main import main\n"
+            f"sys.exit(main(['score', '--metrics', 'clip-s', '-c', {str(tmp_path / 'c.json')!r}, '--images', "
+            f"{str(tmp_path)!r}, '-O', 'clip-s.backbone={siglip_spm_dir}']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    lines = [x for x in out.stderr.splitlines() if x.startswith("capeval: error:")]
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert "SentencePiece" in lines[0] and 'pip install ".[hf]"' in lines[0], lines[0]
+
+
+def test_siglip_v1_tokenizer_text_features(siglip_spm_dir):
+    """SigLIP v1's own tokenizer (pad = EOS, and it returns a mask) as the
+    model cards call it: get_text_features(**tokenizer(texts, padding="max_length", max_length=64))."""
+    bb = load_backbone(str(siglip_spm_dir))
+    tok = tf.AutoTokenizer.from_pretrained(str(siglip_spm_dir))
+    assert tok.pad_token_id == tok.eos_token_id
+    texts = [*TEXTS, "a"]
+    ours = bb.encode_texts(bb.tokenize(texts)[0]).numpy()
+    model = tf.SiglipModel.from_pretrained(str(siglip_spm_dir)).eval()
+    with torch.no_grad():
+        ref = model.get_text_features(**tok(texts, padding="max_length", max_length=64, truncation=True,
+                                            return_tensors="pt"))
     ref = getattr(ref, "pooler_output", ref).numpy()
     assert np.abs(ours - ref).max() <= 1e-5

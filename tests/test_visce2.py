@@ -430,7 +430,7 @@ class ScriptedServer:
                     self._send(404, {"error": {"message": f"The model `{body['model']}` does not exist.",
                                                "type": "NotFoundError", "code": 404}})
                     return
-                content = body["messages"][0]["content"]
+                content = body["messages"][1]["content"]
                 url, text = content[0]["image_url"]["url"], content[1]["text"]
                 m = re.search(r"\nCandidate:\n(.*)\n", text)
                 with server.lock:
@@ -505,9 +505,9 @@ def test_server_scores_and_extras(server, tmp_path, image_dir):
     assert server.counts == {"context": 3, "rating": 4}  # img0 is used by items 0 and 3: one context
     body = server.bodies[-1]
     assert body["temperature"] == 0.0 and body["seed"] == 0 and body["max_tokens"] == 1024
-    assert body["messages"][0]["content"][0]["image_url"]["url"].startswith("data:image/png;base64,")
-    rating_texts = [b["messages"][0]["content"][1]["text"] for b in server.bodies if "Candidate:" in
-                    b["messages"][0]["content"][1]["text"]]
+    assert body["messages"][1]["content"][0]["image_url"]["url"].startswith("data:image/png;base64,")
+    rating_texts = [b["messages"][1]["content"][1]["text"] for b in server.bodies if "Candidate:" in
+                    b["messages"][1]["content"][1]["text"]]
     ctx0 = res.extras["contexts"]["0"]
     assert prompts.render_rating("visce2", "a", context=ctx0) in rating_texts
     zero = _server_scorer(server, tmp_path, unparsed="zero").score(caps, images=_images(image_dir, caps))["visce2"]
@@ -644,7 +644,7 @@ def test_reference_and_description_variants(server, tmp_path, image_dir):
     scorer = _server_scorer(server, tmp_path, metrics=("visce2-ref", "visce2-desc", "visce2-vanilla"))
     report = scorer.score(caps, refs, images=_images(image_dir, caps))
     assert set(report) == {"visce2-ref", "visce2-desc", "visce2-vanilla"}
-    texts = [b["messages"][0]["content"][1]["text"] for b in server.bodies]
+    texts = [b["messages"][1]["content"][1]["text"] for b in server.bodies]
     assert prompts.render_rating("visce2-ref", "a", references=refs["x"]) in texts
     assert "Generate a detailed description for the given image." in texts
     assert report["visce2-desc"].extras["descriptions"]["x"].startswith("CTX ")
@@ -769,7 +769,7 @@ def test_both_backends_send_the_same_pixels(tiny_llava, server, tmp_path, image_
         {str(k): "cap" for k in range(len(files))}, images={str(k): f for k, f in enumerate(files)})
     sent = {}
     for body in server.bodies:
-        head, arr = _decode_data_url(body["messages"][0]["content"][0]["image_url"]["url"])
+        head, arr = _decode_data_url(body["messages"][1]["content"][0]["image_url"]["url"])
         sent[arr.tobytes() + str(arr.shape).encode()] = (head, arr)
     for k, f in enumerate(files):
         with Image.open(f) as im:
@@ -784,7 +784,7 @@ def test_both_backends_send_the_same_pixels(tiny_llava, server, tmp_path, image_
         {"0": "cap"}, images={"0": files[0]})
     import base64
 
-    url = server.bodies[0]["messages"][0]["content"][0]["image_url"]["url"]
+    url = server.bodies[0]["messages"][1]["content"][0]["image_url"]["url"]
     assert base64.b64decode(url.split(",", 1)[1]) == files[0].read_bytes()
     sig_pad = str(_server_scorer(server, tmp_path).signature("visce2"))
     sig_raw = str(_server_scorer(server, tmp_path, pad_to_square=False).signature("visce2"))
@@ -823,8 +823,12 @@ def test_transformers_backend_errors(tmp_path):
     with pytest.raises(ResourceError, match="is a 'llama' model; the transformers backend runs LLaVA-1.5"):
         scorer.backend.load()
     missing = VisCE2(metrics=["visce2-vanilla"], backend="transformers", model=str(tmp_path / "nowhere"), cache=None)
-    with pytest.raises(ResourceError, match="cannot load the config of"):
+    with pytest.raises(ResourceError, match="the model folder .*nowhere' does not exist"):
         missing.backend.load()
+    (tmp_path / "empty").mkdir()
+    empty = VisCE2(metrics=["visce2-vanilla"], backend="transformers", model=str(tmp_path / "empty"), cache=None)
+    with pytest.raises(ResourceError, match="cannot load the config of"):
+        empty.backend.load()
     try:
         import bitsandbytes  # noqa: F401
     except ImportError:

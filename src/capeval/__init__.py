@@ -28,12 +28,14 @@ from capeval.registry import presets as list_presets
 from capeval.models.download import download
 from capeval.result import MetricResult, Report, Signature
 from capeval.reward import Reward
+from capeval.significance import compare
 from capeval.scorer import Batch, Scorer
 
 __all__ = [
     "__version__",
     "load",
     "score",
+    "compare",
     "scene_graphs",
     "scene_graph_parser",
     "Evaluator",

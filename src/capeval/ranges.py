@@ -83,6 +83,8 @@ _JUDGE: dict[str, Range] = {
     "seed": NON_NEGATIVE_INT,
     "max_new_tokens": POSITIVE_INT,
     "top_logprobs": Range(0, 20, integer=True, source="OpenAI chat API's range"),
+    "max_response_mb": Range(0, 1024, low_open=True, source="capeval's cap on a server's answer (memory bound); "
+                                                            "16 MB holds 20 top log-probs for 1,024 tokens 8 times"),
 }
 
 #: metric group -> option -> range (numbers only; strings such as w="paper" are the scorer's to check)

@@ -15,9 +15,12 @@ _IMAGE_IN = frozenset({"images", "references", "skip_bad_items"})
 BASELINE_DEFAULTS: dict[str, dict[str, Any]] = {
     # naver-ai/mid.metric: main.py's default EVAL_MODEL, metrics/mid.py's feature=512
     "mid": {"backbone": "openai/ViT-B-32"},
-    # keio-smilab24/Polos: clip.load("ViT-B/32") in polos_estimator.py; released model reprod.ckpt
+    # keio-smilab24/Polos: clip.load("ViT-B/32") in polos_estimator.py; released model reprod.ckpt;
+    # batch_size: predict(data, cuda=True, batch_size=32) in validate/metrics.py (Polaris),
+    # compute_correlations.py, compute_pascal50s.py and compute_foil.py, which made the paper's
+    # numbers (predict's own default, -1, means the training batch size, 64)
     "polos": {"backbone": "openai/ViT-B-32", "checkpoint": "polos/reprod",
-              "text_model": "polos/sup-simcse-roberta-base"},
+              "text_model": "polos/sup-simcse-roberta-base", "batch_size": 32},
 }
 
 BASELINE_SPECS: list[dict[str, Any]] = [
@@ -36,7 +39,9 @@ BASELINE_SPECS: list[dict[str, Any]] = [
         reference="Wada et al. 2024, Polos: Multimodal Metric Learning from Human Feedback for Image Captioning "
                   "(CVPR 2024)",
         description="Polos: the released regression model on SimCSE-RoBERTa and CLIP ViT-B/32 features of "
-                    "(candidate, reference, image), max over references, batches of 64; [0, 1]; higher is better "
+                    f"(candidate, reference, image), max over references, batches of "
+                    f"{BASELINE_DEFAULTS['polos']['batch_size']} (the paper's evaluation scripts; scores depend on "
+                    "the batch); [0, 1]; higher is better "
                     "(`capeval download polos/reprod polos/sup-simcse-roberta-base`)",
     ),
     dict(

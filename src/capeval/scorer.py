@@ -14,11 +14,13 @@ inputs it needs and accepts, its range and direction. Every scorer:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 
 from capeval.errors import InputError
 from capeval.result import Report
+from capeval import truncation
 
 
 @runtime_checkable
@@ -73,6 +75,22 @@ class ScorerBase:
 
     produces: ClassVar[tuple[str, ...]] = ()
     metrics: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # every scorer's ``score`` says on stderr what its text encoder truncated (once per call,
+        # or once per run under capeval.truncation.deferred): one place, not one per scorer
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("score")
+        if own is not None and not getattr(own, "_announces", False):
+            @functools.wraps(own)
+            def score(self: Any, *args: Any, **kw: Any) -> Any:
+                with truncation.deferred():
+                    report = own(self, *args, **kw)
+                truncation.announce(report)
+                return report
+
+            score._announces = True  # type: ignore[attr-defined]
+            cls.score = score  # type: ignore[method-assign]
 
     def _select(self, metrics: Sequence[str] | None) -> tuple[str, ...]:
         chosen = tuple(metrics) if metrics else self.produces

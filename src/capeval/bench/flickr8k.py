@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from capeval.bench._common import kendall_specs
+from capeval.bench._common import MID_ALL_PAIRS, kendall_specs
 from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, judgment, malformed
 
 _CITE = (
@@ -202,7 +202,8 @@ class Flickr8kCF(Benchmark):
             "pairs_dropped_no_judgments": dropped_nojudg,
         }
         files = self.checksum_files(root, paths, info)
-        return Loaded(self, {"": Setting("", items)}, np.array(human, dtype=float), files, info, root)
+        return Loaded(self, {"": Setting("", items)}, np.array(human, dtype=float), files, info, root,
+                      metric_options=MID_ALL_PAIRS)
 
     def statistics(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> list[StatSpec]:
         return kendall_specs(np.asarray(scores[""], float), loaded.data, "", headline="b")

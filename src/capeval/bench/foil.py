@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from capeval.bench import statistics as stats
-from capeval.bench._common import accuracy_spec, count_spec
+from capeval.bench._common import MID_ALL_PAIRS, accuracy_spec, count_spec
 from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
 
 _FOIL = "foil/foilv1.0_test_2017.json"
@@ -85,7 +85,8 @@ class Foil(Benchmark):
             settings[name] = Setting(name, items, description=f"{name} references")
         info = {"pairs": len(pairs), "caption_groups": len(groups), "images": len({p[1] for p in pairs})}
         files = self.checksum_files(root, paths, info)
-        return Loaded(self, settings, pairs, files, info, root, options={"ties": "wrong"})
+        return Loaded(self, settings, pairs, files, info, root, options={"ties": "wrong"},
+                      metric_options=MID_ALL_PAIRS)
 
     def statistics(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> list[StatSpec]:
         out = []

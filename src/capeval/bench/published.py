@@ -11,6 +11,11 @@ Plain data in ``capeval/data/published/`` (package data, reviewable against the 
   as ``.44``), where it is printed (``row``: the label of the paper's row, ``offset``: lines
   from that row, ``col``: the numeric cell, 0-based) and ``main`` (0 for the backbone/ablation
   tables), ``protocol`` (a detail the paper states).
+- ``comparability.csv``: cells that are not comparable with capeval's run of that metric
+  (``paper``, ``table``, ``metric``: every statistic of that row; ``reason``): numbers a
+  paper copied from earlier work made with that work's own implementation or protocol (e.g.
+  VisCE2's † rows), where the reason names what made them; ``capeval reproduce`` still runs
+  them and reports ``not comparable: <reason>``, never ``differs``.
 - ``tables.csv``: where each table is in the paper text (first line containing ``start`` up
   to the first containing ``end``) and its caption.
 - ``tolerances.csv``: how far ours may be from the published value per benchmark and metric
@@ -85,6 +90,7 @@ class Cell:
     key: str = ""
     note: str = ""
     options: str = ""  # benchmark loader options of the paper's protocol, "key=value;key=value"
+    not_comparable: str = ""  # why capeval's run of this cell is no reproduction of it (comparability.csv)
 
     def bench_options(self) -> dict[str, str]:
         """:attr:`options` as a mapping (``capeval reproduce`` loads the benchmark with them)."""
@@ -112,11 +118,19 @@ def _read(name: str) -> list[dict[str, str]]:
 
 
 @lru_cache(maxsize=1)
+def not_comparable() -> dict[tuple[str, str, str], str]:
+    """``{(paper, table, metric): reason}`` from ``comparability.csv``."""
+    return {(r["paper"], r["table"], r["metric"]): r["reason"] for r in _read("comparability.csv")}
+
+
+@lru_cache(maxsize=1)
 def cells() -> tuple[Cell, ...]:
     """Every stored published number: the papers' text first, in their order, then upstream.csv."""
+    why = not_comparable()
     text = tuple(
         Cell(r["paper"], r["table"], r["benchmark"], r["metric"], r["variant"], r["statistic"], float(r["value"]),
-             float(r["scale"]), r["row"], int(r["offset"]), int(r["col"]), r["main"] == "1", r["protocol"])
+             float(r["scale"]), r["row"], int(r["offset"]), int(r["col"]), r["main"] == "1", r["protocol"],
+             not_comparable=why.get((r["paper"], r["table"], r["metric"]), ""))
         for r in _read("values.csv")
     )
     return text + tuple(

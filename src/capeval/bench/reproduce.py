@@ -8,7 +8,9 @@ the checkpoint table, never downloaded). Then each benchmark is run ONCE with th
 its runnable metrics over all selected papers (one :func:`capeval.bench.run` call: the
 benchmark is loaded once and each metric group scored by one Evaluator), and every cell
 gets ours, its bootstrap CI, the difference and a status: ``reproduced`` (within the
-tolerance of ``data/published/tolerances.csv``), ``differs``, or ``not run: <what is missing>``.
+tolerance of ``data/published/tolerances.csv``), ``differs``, ``not comparable: <reason>`` (a
+number made with another implementation or protocol, ``data/published/comparability.csv``:
+ours is shown beside it, whatever the difference), or ``not run: <what is missing>``.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class Outcome:
     status: str = ""
     source: str = ""
     protocol: str = ""
+    not_comparable: str = ""  # the registry's reason, when the published number is no target for ours
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,7 +167,7 @@ def reproduce(
     for c in cells:
         tol, _ = pub.tolerance(c.benchmark, kind(c.metric)) if c.metric in known else (None, "")
         o = Outcome(c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic, c.x100, tolerance=tol,
-                    source=c.source, protocol=c.protocol)
+                    source=c.source, protocol=c.protocol, not_comparable=c.not_comparable)
         o.status = _blocker(c, known, images, videos, checkpoints) or ""
         runs.append((c.benchmark, c.options))
         if not o.status:
@@ -196,15 +199,20 @@ def reproduce(
             continue
         o.ours, o.ci_low, o.ci_high = float(r.value), r.ci_low, r.ci_high
         o.difference = round(o.ours - o.published, 6)
-        o.status = "reproduced" if abs(o.difference) <= (o.tolerance or 0.0) + 1e-9 else "differs"
+        if o.not_comparable:
+            o.status = f"not comparable: {o.not_comparable}"
+        else:
+            o.status = "reproduced" if abs(o.difference) <= (o.tolerance or 0.0) + 1e-9 else "differs"
     return outcomes
 
 
 def summary(outcomes: Iterable[Outcome]) -> str:
-    """``N reproduced, M differ, K not run`` with the reasons of the not-run cells counted."""
+    """``N reproduced, M differ, C not comparable, K not run`` with the reasons of the not-run
+    cells counted (``not comparable`` only when there are such cells)."""
     outcomes = list(outcomes)
     rep = sum(o.status == "reproduced" for o in outcomes)
     dif = sum(o.status == "differs" for o in outcomes)
+    nc = sum(o.status.startswith("not comparable") for o in outcomes)
     why: dict[str, int] = {}
     for o in outcomes:
         if o.status.startswith("not run"):
@@ -214,7 +222,8 @@ def summary(outcomes: Iterable[Outcome]) -> str:
             why[reason] = why.get(reason, 0) + 1
     tail = ", ".join(f"{n} {k}" for k, n in sorted(why.items(), key=lambda kv: -kv[1]))
     return (f"{len(outcomes)} published cells: {rep} reproduced, {dif} differ, "
-            f"{len(outcomes) - rep - dif} not run" + (f" ({tail})" if tail else ""))
+            + (f"{nc} not comparable, " if nc else "")
+            + f"{len(outcomes) - rep - dif - nc} not run" + (f" ({tail})" if tail else ""))
 
 
 _HEAD = ("paper", "table", "benchmark", "metric", "statistic", "published", "ours", "95% CI", "diff", "tol",

@@ -17,7 +17,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="checkpoint names (see --list); 'spice': CoreNLP 3.6.0 for spice-java (sha256-checked); "
                         "'factual': hice-s's FACTUAL phrase parser (a Hugging Face hub folder); "
                         "'bertscore': BERTScore's roberta-large; 'bertscore++': BERT-S++'s bert-base-uncased "
-                        "and stop-word list")
+                        "and stop-word list; ORG/NAME: a judge's local model from the Hugging Face hub "
+                        "(e.g. llava-hf/llava-1.5-13b-hf for fleur and visce2), into the Hugging Face cache")
     p.add_argument("--dir", help="target folder (default: $CAPEVAL_CHECKPOINTS or <cache>/clip)")
     p.add_argument("--list", action="store_true", help="show the checkpoint table and which files are present")
     p.add_argument("--json", action="store_true", help="with --list: the table as JSON")
@@ -48,6 +49,16 @@ def format_table(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _hub_model(name: str) -> bool:
+    """Whether ``name`` is a Hugging Face model name (``org/name``) rather than an entry of the
+    checkpoint table (whose names also hold a slash: ``polos/reprod``; a typo of one stays an error)."""
+    from capeval.judges.local_model import HUB_NAME
+    from capeval.models.clip.checkpoints import CHECKPOINTS
+
+    groups = {n.split("/")[0].lower() for n in CHECKPOINTS}
+    return bool(HUB_NAME.match(name)) and name not in CHECKPOINTS and name.split("/")[0].lower() not in groups
+
+
 def run(args: argparse.Namespace) -> int:
     from capeval.errors import InputError
     from capeval.models.clip.checkpoints import checkpoint_info
@@ -72,6 +83,11 @@ def run(args: argparse.Namespace) -> int:
             from capeval.models.clip.checkpoints import FACTUAL_HUB, by_hub
 
             name = by_hub(FACTUAL_HUB).name  # type: ignore[union-attr]
+        if _hub_model(name):  # a judge's local model (LLaVA, a chat LLM) into the Hugging Face cache
+            from capeval.judges.local_model import download_hub_model
+
+            print(json.dumps({"name": name, "path": str(download_hub_model(name))}))
+            continue
         if name.lower() == "bertscore":  # short name of BERTScore's default model
             name = "bertscore/roberta-large"
         # short name of BERT-S++'s model and stop-word list

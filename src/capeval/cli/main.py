@@ -16,6 +16,7 @@ from capeval.errors import CapevalError
 # Each module defines ``add_parser(subparsers)`` and sets ``func`` on its parser.
 SUBCOMMANDS = (
     "capeval.cli.score",
+    "capeval.cli.compare",
     "capeval.cli.bench",
     "capeval.cli.reproduce",
     "capeval.cli.listing",

@@ -16,7 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="For every human-correlation and accuracy value the papers print (the registry "
         "capeval/data/published/), run the benchmark with the metric where data, media and weights are "
         "here, and print published, ours (95% bootstrap CI), difference, tolerance and status "
-        "(reproduced, differs, not run: <what is missing>).",
+        "(reproduced, differs, not comparable: <why the printed number was made otherwise>, "
+        "not run: <what is missing>).",
     )
     p.add_argument("papers", nargs="*", metavar="PAPER", help="pac-s, pac-s++, hice-s, bridge, visce2, polos, deneb, pearl, expert (default: all)")
     p.add_argument("--table", "-t", help="only this table of the paper(s), e.g. 1 or poster-3")

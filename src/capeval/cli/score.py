@@ -46,6 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backbone", help="backbone/checkpoint name or path for CLIP-based metrics")
     p.add_argument("--explain", metavar="DIR", help="write per-item explanations (<id>.json, <id>.png) into DIR "
                    "(metrics that explain their scores: hice-s, ref-hice-s)")
+    p.add_argument("--compare", nargs="+", metavar="[NAME=]FILE",
+                   help="other systems' candidate files: print the paired comparison of -c (the baseline) with "
+                   "them instead (as capeval compare, paired bootstrap; see capeval compare -h for its options)")
     p.add_argument("--skip-bad-items", action="store_true", help="record unusable items as skipped instead of failing")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.add_argument("--max-json-bytes", metavar="N", help="largest .json input read whole, in bytes (range 1 to 2**40; "
@@ -162,6 +165,14 @@ def _takes_device(spec: Any) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``capeval score``: one run, so one truncation line per text encoder (:func:`_finish` says it)."""
+    from capeval import truncation
+
+    with truncation.deferred():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from capeval import registry
     from capeval.api import score
     from capeval.options import check_options
@@ -171,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
 
     # everything cheap is checked first: limits, names, options, device, output paths, then inputs
     _set_read_limits(args)
+    if args.compare:
+        return _compare(args)
     names = registry.expand(args.metrics)
     options = parse_options(args.option)
     if args.device:
@@ -240,6 +253,20 @@ def run(args: argparse.Namespace) -> int:
     return _finish(args, report, {f.kind: f.to_dict() for f in files})
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from capeval.significance.output import compare_files
+
+    for flag, value in (("--images", args.images), ("--videos", args.videos), ("--items", args.items),
+                        ("--per-item", args.per_item), ("--per-item-extras", args.per_item_extras),
+                        ("--explain", args.explain)):
+        if value:
+            raise InputError(f"--compare takes text metrics on -c/-r files; {flag} is not used with it")
+    if not args.candidates or not args.references:
+        raise InputError("--compare needs the baseline's candidates (-c FILE) and the references (-r FILE)")
+    return compare_files([args.candidates, *args.compare], args.references, args.metrics, parse_options(args.option),
+                         check_outputs, out=args.out)
+
+
 def _run_stream(args: argparse.Namespace, names: list[str], options: dict[str, dict[str, Any]],
                 progress: bool | None) -> int | None:
     """Text metrics on JSONL/CSV/TSV files: items streamed (:mod:`capeval.io.text_stream`), not
@@ -296,9 +323,11 @@ def _run_items(args: argparse.Namespace, names: list[str], options: dict[str, di
 
 def _finish(args: argparse.Namespace, report: Any, inputs: dict[str, Any]) -> int:
     """Print the JSON summary; write --per-item / --per-item-extras / --out atomically."""
+    from capeval import truncation
     from capeval.io.atomic import atomic_write_many
 
     _report_error_items(report)
+    truncation.announce(report, force=True)
     payload = report.to_dict(per_item=False)
     payload["inputs"] = inputs
     text = json.dumps(payload, indent=2, ensure_ascii=False)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from capeval import truncation
 from capeval.engines.shards import encode, write_shard
 from capeval.engines.storage import ShardDir
 from capeval.io.uris import fetch_media
@@ -138,7 +139,8 @@ class ShardWorker:
                 if skip_bad_items:
                     media["skip_bad_items"] = True
                 refs = references if self.other_takes_refs else None
-                report = self.other.score(candidates, refs, **media)
+                with truncation.deferred():  # the driver says it once for the merged run
+                    report = self.other.score(candidates, refs, **media)
             for name, r in report.items():
                 items = r.items
                 columns[name] = np.array([items.get(i, np.nan) for i in ids], dtype=np.float64)

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 # -- CLAIR -----------------------------------------------------------------------------------
+# Python's \d (any script's digits, which float() reads), as clair.py's and fleur.py's patterns
+# are; VisCE2's reference reads [0-9]+ (capeval.metrics.visce2.parse)
 _CLAIR_NUMBER = re.compile(r"\d*\.?\d+")
 _CLAIR_REASON = re.compile(r"(?i)reason.*")
 
@@ -44,28 +46,35 @@ class ClairAnswer:
 
     score: float | None
     reason: str | None
-    how: str  # "json", "number" or "none"
+    how: str  # "json", "number", "none" or "non-finite"
 
 
 def parse_clair(answer: str) -> ClairAnswer:
     """CLAIR's reading of one answer (``clair.py``'s loop body, without the retry).
 
-    One deliberate difference: a JSON object whose ``score`` is not a number (``float()``
+    Two deliberate differences: a JSON object whose ``score`` is not a number (``float()``
     raises ``ValueError``/``TypeError``, which the official code does not catch and crashes
-    on) falls through to the number rule, like malformed JSON does.
+    on) falls through to the number rule, like malformed JSON does; and a score that is not
+    finite (``{"score": NaN}``, ``Infinity``, which Python's ``json`` accepts, or a run of
+    digits too long for a float) is no score (``how="non-finite"``): the answer counts as
+    unparsed (asked again, then an error item), where the official code would return NaN.
     """
     try:
         blob = "{" + answer.split("{")[1].split("}")[0] + "}"
         data = json.loads(blob)
         score = float(data["score"])
+        if not math.isfinite(score):
+            return ClairAnswer(None, None, "non-finite")
         reason = data.get("reason", "Unknown")
         return ClairAnswer(score, reason if isinstance(reason, str) else json.dumps(reason), "json")
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError):
         pass
     numbers = _CLAIR_NUMBER.findall(answer)
     if not numbers:
         return ClairAnswer(None, None, "none")
     score = float(numbers[0])
+    if not math.isfinite(score):
+        return ClairAnswer(None, None, "non-finite")
     if score < 1:
         score *= 100  # the official comment: some models normalise the score themselves
     found = _CLAIR_REASON.findall(answer)

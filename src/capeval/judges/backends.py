@@ -17,11 +17,31 @@ model part), ``decoding()``, ``signature()`` and ``generate(requests, on_answer,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 #: backend names accepted by the ``backend`` option
 NAMES = ("transformers", "openai")
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(value: Any) -> Any:
+    """``value`` (a string, or lists / dicts of them) with every lone surrogate replaced by U+FFFD.
+
+    JSON may escape half of a UTF-16 pair (``"\\ud800"``); Python then holds a string that
+    UTF-8 cannot encode, and writing the cache or the results would fail. ``json.loads``
+    already joins escaped pairs, so only lone halves remain to replace.
+    """
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [clean_text(v) for v in value]
+    if isinstance(value, dict):
+        return {clean_text(k): clean_text(v) for k, v in value.items()}
+    return value
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,16 @@ thus costs one generation per caption: the contexts come from the cache.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
+from capeval.errors import ResourceError
 from capeval.paths import make_cache_folder
 from capeval.io.atomic import atomic_write_text
 
@@ -81,19 +83,53 @@ class AnswerCache:
         return record
 
     def put(self, kind: str, key: str, record: Mapping[str, Any]) -> None:
-        """Store ``record`` (must hold ``"answer"``) atomically; no-op without a root."""
+        """Store ``record`` (must hold ``"answer"``) atomically; no-op without a root. A failed
+        write (disk full, ...) is a one-line :class:`ResourceError` naming the folder."""
         if self.root is None:
             return
         path = self._path(kind, key)
         make_cache_folder(path.parent)
         body = {"format": FORMAT, "kind": kind, "key": key, "created": time.time(), **record}
-        atomic_write_text(path, json.dumps(body, ensure_ascii=False) + "\n")
+        try:
+            atomic_write_text(path, json.dumps(body, ensure_ascii=False) + "\n")
+        except OSError as exc:
+            raise ResourceError(f"cannot write the judge cache in {path.parent}: {_why(exc)}; free some space or "
+                                "point CAPEVAL_CACHE (or the judge's cache option) at another folder") from None
         self._count(self.writes, kind)
+
+    def check_writable(self, kind: str, keys: Iterable[str]) -> None:
+        """Fail (one line naming the folder) unless every folder the entries ``keys`` go to can
+        take a new file: called before the requests, so a read-only cache costs none."""
+        if self.root is None:
+            return
+        for folder in sorted({self._path(kind, k).parent for k in keys}):
+            make_cache_folder(folder)
+            try:
+                _probe(folder)
+            except OSError as exc:
+                raise ResourceError(f"the judge cache folder {folder} cannot take new answers ({_why(exc)}); "
+                                    "nothing was asked: make it writable or point CAPEVAL_CACHE (or the judge's "
+                                    "cache option) at another folder") from None
 
     def stats(self) -> dict[str, dict[str, int]]:
         """``{"hits": {kind: n}, "misses": {...}, "writes": {...}}`` so far."""
         with self._lock:
             return {"hits": dict(self.hits), "misses": dict(self.misses), "writes": dict(self.writes)}
+
+
+def _probe(folder: Path) -> None:
+    """Create and remove an empty file in ``folder`` (what a store will need)."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=".probe.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on the device" if exc.errno == errno.ENOSPC else "disk quota exceeded"
+    return exc.strerror or type(exc).__name__
 
 
 def open_cache(cache: bool | str | os.PathLike[str] | None, name: str = "visce2") -> AnswerCache:

@@ -4,7 +4,7 @@ lookups, the backend for the misses, each answer stored as it arrives).
 
 Every judge takes ``backend`` (``"transformers"``, ``"openai"`` or a backend object),
 ``model``, ``base_url``, ``api_key``, ``concurrency``, ``timeout``, ``max_retries``,
-``retry_backoff``, ``temperature``, ``seed``, ``max_new_tokens``, ``top_logprobs``, ``device``,
+``retry_backoff``, ``max_response_mb``, ``temperature``, ``seed``, ``max_new_tokens``, ``top_logprobs``, ``device``,
 ``dtype``, ``quantization``, ``revision``, ``batch_size``, ``cache``. Their ranges are declared in
 :mod:`capeval.ranges` (groups ``visce2``, ``clair``, ``fleur``, ``expert``) and checked here
 too, for scorers built directly, before any model is loaded or request sent.
@@ -13,9 +13,10 @@ too, for scorers built directly, before any model is loaded or request sent.
 from __future__ import annotations
 
 import os
-from typing import Any, Hashable, Mapping
+from typing import Any, Callable, Hashable, Mapping
 
 from capeval.errors import InputError
+from capeval.judges.backends import clean_text
 from capeval.judges.cache import cache_key, text_sha
 
 BACKENDS = ("transformers", "openai")
@@ -37,7 +38,7 @@ def make_backend(label: str, backend: Any, *, model: str | None, default_model: 
                  api_key: str | None = None, concurrency: int = 4, timeout: float = 120.0, max_retries: int = 5,
                  retry_backoff: float = 1.0, temperature: float = 0.0, seed: int | None = 0,
                  max_new_tokens: int = 512, top_logprobs: int = 20, pad_to_square: bool = True,
-                 native_vocab: bool = False) -> Any:
+                 native_vocab: bool = False, max_response_mb: float = 16.0) -> Any:
     """The backend object for ``backend`` (a name or an object with ``generate``/``identity``/
     ``decoding``/``signature``). ``text_only``: the judge sends no image (CLAIR), its local
     backend is a chat LLM (:mod:`.transformers_text`), not LLaVA. ``native_vocab`` (FLEUR,
@@ -45,7 +46,7 @@ def make_backend(label: str, backend: Any, *, model: str | None, default_model: 
     for name, value in (("concurrency", concurrency), ("timeout", timeout), ("max_retries", max_retries),
                         ("retry_backoff", retry_backoff), ("temperature", temperature), ("seed", seed),
                         ("max_new_tokens", max_new_tokens), ("top_logprobs", top_logprobs),
-                        ("batch_size", batch_size)):
+                        ("batch_size", batch_size), ("max_response_mb", max_response_mb)):
         check_range(label, name, value)  # before any model is loaded or request sent
     if not isinstance(backend, str):
         if not all(hasattr(backend, a) for a in ("generate", "identity", "decoding", "signature")):
@@ -80,7 +81,7 @@ def make_backend(label: str, backend: Any, *, model: str | None, default_model: 
     return OpenAICompat(model, base_url=base_url, api_key=api_key, concurrency=concurrency, timeout=timeout,
                         max_retries=max_retries, retry_backoff=retry_backoff, temperature=temperature, seed=seed,
                         max_new_tokens=max_new_tokens, top_logprobs=top_logprobs, pad_to_square=pad_to_square,
-                        label=label)
+                        label=label, max_response_mb=max_response_mb, llava_system=not text_only)
 
 
 def check_choice(label: str, name: str, value: Any, choices: tuple[Any, ...]) -> None:
@@ -95,9 +96,11 @@ def check_cache(label: str, cache: Any) -> None:
 
 
 def run_cached(backend: Any, cache: Any, kind: str, todo: list[tuple[str, Any]], out: dict[str, dict[str, Any]],
-               progress: bool | None, desc: str) -> None:
+               progress: bool | None, desc: str, check: Callable[[dict[str, Any]], None] | None = None) -> None:
     """Generate ``todo`` (``[(cache key, Request)]``); each answer goes to the cache at once (an
-    interrupted run resumes from it) and to ``out[key]`` as ``{"answer", "logprobs"}``."""
+    interrupted run resumes from it) and to ``out[key]`` as ``{"answer", "logprobs"}``.
+    ``check(record)`` runs on each answer once stored; what it raises stops the run (the
+    requests not yet sent are dropped)."""
     from capeval.progress import make_progress
 
     if not todo:
@@ -105,12 +108,15 @@ def run_cached(backend: Any, cache: Any, kind: str, todo: list[tuple[str, Any]],
 
     def on_answer(index: int, answer: Any) -> None:
         key, req = todo[index]
-        record: dict[str, Any] = {"answer": answer.text, "item": req.item}
+        # lone surrogates (any backend) would make the cache and result files unwritable
+        record: dict[str, Any] = {"answer": clean_text(answer.text), "item": req.item}
         if req.logprobs:
             record["logprobs_requested"] = True
-            record["logprobs"] = answer.logprobs
+            record["logprobs"] = clean_text(answer.logprobs)
         cache.put(kind, key, record)
         out[key] = record
+        if check is not None:
+            check(record)
 
     with make_progress(len(todo), desc, progress) as bar:
         backend.generate([req for _, req in todo], on_answer, bar)
@@ -123,11 +129,15 @@ def request_key(kind: str, image: str | None, prompt: str, ident: Any, dec: Any,
 
 
 def answers(backend: Any, cache: Any, kind: str, wanted: Mapping[Hashable, tuple[str, Any]],
-            progress: bool | None, desc: str) -> tuple[dict[Hashable, dict[str, Any]], int, int]:
+            progress: bool | None, desc: str,
+            check: Callable[[dict[str, Any]], None] | None = None) -> tuple[dict[Hashable, dict[str, Any]], int, int]:
     """The one generation path of the judges: ``wanted`` maps a slot (an item, an image digest)
     to ``(cache key, Request)``. Each distinct key is looked up once (a hit needs log-probs when
     its request asks for them); the misses are generated through the backend (its batching,
     concurrency and retries), each answer stored as it arrives (:func:`run_cached`).
+
+    ``check(record)`` (optional) runs on every record, cached or new, and may raise to stop the
+    run (FLEUR/EXPERT: an answer without the log-probabilities they asked for).
 
     Returns ``({slot: record}, generated, cached)``, the counts over distinct keys.
     """
@@ -138,11 +148,15 @@ def answers(backend: Any, cache: Any, kind: str, wanted: Mapping[Hashable, tuple
             continue
         hit = lookup(cache, kind, key, bool(req.logprobs))
         if hit is not None:
+            if check is not None:
+                check(hit)
             records[key] = hit
         else:
             todo[key] = req
     cached = len(records)
-    run_cached(backend, cache, kind, list(todo.items()), records, progress, desc)
+    if todo:  # a cache that cannot store the answers is refused before any paid request
+        cache.check_writable(kind, list(todo))
+    run_cached(backend, cache, kind, list(todo.items()), records, progress, desc, check)
     return {slot: records[key] for slot, (key, _) in wanted.items()}, len(todo), cached
 
 

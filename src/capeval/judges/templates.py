@@ -20,6 +20,14 @@ def llava_v1_id() -> str:
     return f"llava_v1@{prompts.file_sha('llava_v1.json')[:16]}"
 
 
+def llava_v1_system() -> str:
+    """The ``llava_v1`` system line (``conv_llava_v1.system``), which ``get_prompt()`` writes
+    first, followed by ``sep`` (one space)."""
+    from capeval.metrics.visce2 import prompts
+
+    return str(prompts.conversation()["system"])
+
+
 def llava_v1_turns(prompt: str, history: Sequence[tuple[str, str]] = ()) -> tuple[str, str]:
     """``(before, after)`` the image: ``before + "<image>" + after`` is the reference's
     ``conv.get_prompt()`` for the user turns ``history`` (answered) and ``prompt`` (to answer)."""

@@ -28,6 +28,7 @@ from capeval.errors import InputError, ResourceError
 from capeval.judges import templates
 from capeval.judges.backends import Answer, Request
 from capeval.judges.images import expand_to_square, mean_fill, to_pil
+from capeval.judges.local_model import locate
 
 DEFAULT_MODEL = "llava-hf/llava-1.5-13b-hf"  # the paper's LLaVA-1.5-13B
 #: short names and the reference's model ids -> their llava-hf ports
@@ -291,8 +292,9 @@ def _load(name: str, revision: str | None, device: str, dtype: str, quantization
         return ResourceError(f"{label}: cannot load {what} of {name!r}"
                              f"{'@' + revision if revision else ''}: {type(exc).__name__}: {msg}")
 
+    folder = locate(name, revision, label)  # offline: a missing model is one line naming `capeval download`
     try:
-        config = transformers.AutoConfig.from_pretrained(name, revision=revision)
+        config = transformers.AutoConfig.from_pretrained(folder)
     except (OSError, ValueError) as exc:
         raise fail("the config", exc) from None
     classes = {"llava": "LlavaForConditionalGeneration", "llava_next": "LlavaNextForConditionalGeneration"}
@@ -302,15 +304,15 @@ def _load(name: str, revision: str | None, device: str, dtype: str, quantization
     cls = getattr(transformers, classes[config.model_type])
     torch_dtype = getattr(torch, dtype)
     major = int(transformers.__version__.split(".")[0])
-    kwargs: dict[str, Any] = {"revision": revision, ("dtype" if major >= 5 else "torch_dtype"): torch_dtype}
+    kwargs: dict[str, Any] = {("dtype" if major >= 5 else "torch_dtype"): torch_dtype}
     if quantization == "4bit":
         kwargs["quantization_config"] = transformers.BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_compute_dtype=torch.float16, bnb_4bit_use_double_quant=True,
             bnb_4bit_quant_type="nf4")
         kwargs["device_map"] = {"": device}
     try:
-        model = cls.from_pretrained(name, **kwargs)
-        processor = transformers.AutoProcessor.from_pretrained(name, revision=revision)
+        model = cls.from_pretrained(folder, **kwargs)
+        processor = transformers.AutoProcessor.from_pretrained(folder)
     except (OSError, ValueError, ImportError) as exc:
         raise fail("the weights", exc) from None
     if quantization != "4bit":
@@ -319,4 +321,6 @@ def _load(name: str, revision: str | None, device: str, dtype: str, quantization
     commit = getattr(config, "_commit_hash", None)
     if commit is None and os.path.isdir(name):
         commit = "local"
+    elif commit is None:  # the Hugging Face cache's snapshot folder is named by its commit
+        commit = os.path.basename(folder.rstrip("/"))
     return Loaded(model, processor, commit)

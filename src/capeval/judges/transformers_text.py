@@ -32,6 +32,7 @@ import os
 from typing import Any, Callable, Sequence
 
 from capeval.errors import InputError, ResourceError
+from capeval.judges.local_model import locate
 from capeval.judges.backends import Answer, Request
 from capeval.judges.transformers_llava import check_local, left_pad
 
@@ -63,6 +64,7 @@ class TransformersText:
         self._tokenizer = loaded[1] if loaded else None
         self._given = loaded is not None
         self._weights: str | None = None
+        self._where: str | None = None  # the folder the model loads from (located on first use)
 
     @classmethod
     def from_loaded(cls, model: Any, tokenizer: Any, name: str, **options: Any) -> "TransformersText":
@@ -107,13 +109,20 @@ class TransformersText:
         return ResourceError(f"{self.label}: cannot load {what} of {self.model_name!r}"
                              f"{'@' + self.revision if self.revision else ''}: {type(exc).__name__}: {msg}")
 
+    def _folder(self) -> str:
+        """Where the model is on this machine (one line naming `capeval download` when nowhere)."""
+        if self._where is None:
+            self._where = locate(self.model_name, self.revision, self.label)
+        return self._where
+
     def tokenizer(self) -> Any:
         """The tokenizer (loaded once); refused without a chat template."""
         if self._tokenizer is None:
             import transformers
 
+            folder = self._folder()
             try:
-                self._tokenizer = transformers.AutoTokenizer.from_pretrained(self.model_name, revision=self.revision)
+                self._tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
             except (OSError, ValueError) as exc:
                 raise self._fail("the tokenizer", exc) from None
         if not getattr(self._tokenizer, "chat_template", None):
@@ -128,9 +137,10 @@ class TransformersText:
             import transformers
 
             major = int(transformers.__version__.split(".")[0])
-            kwargs = {"revision": self.revision, ("dtype" if major >= 5 else "torch_dtype"): getattr(torch, self.dtype)}
+            kwargs = {("dtype" if major >= 5 else "torch_dtype"): getattr(torch, self.dtype)}
+            folder = self._folder()
             try:
-                model = transformers.AutoModelForCausalLM.from_pretrained(self.model_name, **kwargs)
+                model = transformers.AutoModelForCausalLM.from_pretrained(folder, **kwargs)
             except (OSError, ValueError, ImportError) as exc:
                 raise self._fail("the weights", exc) from None
             self._model = model.to(self.device).eval()

@@ -60,7 +60,7 @@ class CLAIR(ScorerBase):
     """CLAIR; item range [0, 1] (score / 100), higher is better.
 
     ``backend="openai"`` (default; ``model``, ``base_url``, ``api_key``, ``concurrency``,
-    ``timeout``, ``max_retries``, ``retry_backoff``), ``"transformers"`` (a local chat LLM:
+    ``timeout``, ``max_retries``, ``retry_backoff``, ``max_response_mb``), ``"transformers"`` (a local chat LLM:
     ``model`` (required), ``device``, ``dtype``, ``revision``, ``batch_size``) or a backend object. ``temperature``
     0 (the official), ``seed``, ``max_new_tokens`` 1024, ``tries`` 3 (answers without a number
     are asked again; each try is its own cache entry), ``cache`` (True: ``<capeval cache>/clair``,
@@ -75,7 +75,8 @@ class CLAIR(ScorerBase):
                  timeout: float = 120.0, max_retries: int = 5, retry_backoff: float = 1.0,
                  temperature: float = 0.0, seed: int | None = 0, max_new_tokens: int = 1024, tries: int = 3,
                  cache: bool | str | os.PathLike[str] | None = True, unparsed: str = "error",
-                 device: str = "cpu", dtype: str = "auto", revision: str | None = None, batch_size: int = 8):
+                 device: str = "cpu", dtype: str = "auto", revision: str | None = None, batch_size: int = 8,
+                 max_response_mb: float = 16.0):
         self.metrics = self._select(metrics)
         jopt.check_choice(self.label, "unparsed", unparsed, UNPARSED)
         jopt.check_range(self.label, "tries", tries)
@@ -85,7 +86,7 @@ class CLAIR(ScorerBase):
                                          base_url=base_url, api_key=api_key, concurrency=concurrency,
                                          timeout=timeout, max_retries=max_retries, retry_backoff=retry_backoff,
                                          temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                                         pad_to_square=False)
+                                         pad_to_square=False, max_response_mb=max_response_mb)
         self.tries = tries
         self.unparsed = unparsed
         self.cache = open_cache(cache, "clair")
@@ -108,6 +109,7 @@ class CLAIR(ScorerBase):
         prompts = {i: render([cands[i]], refs[i]) for i in good}
         parsed: dict[str, ans.ClairAnswer] = {}
         raw: dict[str, list[str]] = {i: [] for i in good}
+        why: dict[str, str] = {}  # the last unparsed reading of each item
         generated = cached = 0
         pending = list(good)
         for attempt in range(self.tries):
@@ -124,6 +126,7 @@ class CLAIR(ScorerBase):
                 p = ans.parse_clair(text)
                 if p.score is None:
                     still.append(i)
+                    why[i] = "a non-finite score" if p.how == "non-finite" else "no number"
                 else:
                     parsed[i] = p
             pending = still
@@ -135,7 +138,7 @@ class CLAIR(ScorerBase):
             if i in parsed:
                 items[i] = parsed[i].score / 100.0  # type: ignore[operator]
             else:
-                errors[i] = {"answers": raw[i], "error": f"no number in the answer after {len(raw[i])} tries"}
+                errors[i] = {"answers": raw[i], "error": f"{why[i]} in the answer after {len(raw[i])} tries"}
                 if self.unparsed == "zero":
                     items[i] = 0.0
         extras: dict[str, Any] = {
@@ -157,7 +160,7 @@ class CLAIR(ScorerBase):
         versions = sig.pop("versions", None)
         sig.pop("pad_to_square", None)  # no image
         params: dict[str, Any] = {**sig, **self.backend.decoding(), "prompt": f"{SOURCE}@{PROMPT_SHA256[:16]}",
-                                  "tries": self.tries, "parse": "clair-json,first-number", "unparsed": self.unparsed}
+                                  "tries": self.tries, "parse": "clair-json,first-number,finite", "unparsed": self.unparsed}
         if refs:
             n = [len(r) for r in refs.values()]
             params["nrefs"] = str(min(n)) if min(n) == max(n) else f"{min(n)}-{max(n)}"

@@ -44,7 +44,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from capeval import functional
+from capeval import functional, truncation
 from capeval.models.clip.embed import embed_texts, embed_usable_images, l2_normalize
 from capeval.errors import InputError
 from capeval.io.images import image_metric_inputs
@@ -111,8 +111,10 @@ class _ClipFamilyScorer(ScorerBase):
         cand = txt[: len(good)]
         clip = functional.clip_s(np.sum(cand * img, axis=1), self.w)
         cut = txt_stats.get("truncated_texts", set())
+        cut_counts = truncation.tally((self.prompt + cands[i] for i in good),
+                                      None if refs is None else ([self.prompt + r for r in refs[i]] for i in good), cut)
         counters = {
-            "truncated_candidates": sum(1 for i in good if self.prompt + cands[i] in cut),
+            truncation.CANDIDATES: cut_counts[truncation.CANDIDATES],
             "unique_images": img_stats.get("unique_images", 0),
             "unique_texts": txt_stats.get("unique_texts", 0),
         }
@@ -132,7 +134,7 @@ class _ClipFamilyScorer(ScorerBase):
             sims = functional.positive_part(best)
             ref_score = functional.harmonic_mean(clip, sims)  # functional.ref_clip_s, reusing clip
             extras = dict(counters)
-            extras["truncated_references"] = sum(1 for i in good for r in refs[i] if self.prompt + r in cut)
+            extras[truncation.REFERENCES] = cut_counts[truncation.REFERENCES]
             extras[base] = {i: float(s) for i, s in zip(good, clip)}
             extras["ref_similarity"] = {i: float(s) for i, s in zip(good, sims)}
             items = {i: float(s) for i, s in zip(good, ref_score)}
@@ -220,7 +222,8 @@ def _vit_arch(backbone: Any) -> str:
     if arch in ("ViT-B-32", "ViT-L-14"):
         return arch
     cfg = getattr(getattr(backbone, "model", None), "config", None)
-    if cfg is not None and hasattr(cfg, "vision_width"):  # capeval's CLIP (SigLIP: transformers' config)
+    if cfg is not None and hasattr(cfg, "vision_width") and not getattr(cfg, "keep_positions", 0):
+        # capeval's CLIP (SigLIP: transformers' config); a Long-CLIP is none of the paper's backbones
         shape = (cfg.patch_size, cfg.vision_width, cfg.vision_layers, cfg.text_width, cfg.text_layers)
         if shape == (32, 768, 12, 512, 12):
             return "ViT-B-32"

@@ -21,6 +21,8 @@ system = mean. Token probabilities: the transformers backend reads the exact sof
 whole vocabulary; a server's ``top_logprobs`` lists only its top alternatives, a missing digit
 counts 0 and the digit mass found is in ``extras["digit_mass"]``. An answer without a number,
 or outside [0, 1], is an error item (the official scripts skip it); ``unparsed="zero"`` scores 0.
+A server that returns no log-probabilities (asked for with ``score_mode="smoothed"``) stops the
+run at its first answer with one line naming ``score_mode=number``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import os
 import re
 from typing import Any, ClassVar, Mapping, Sequence
 
-from capeval.errors import InputError
+from capeval.errors import InputError, ResourceError
 from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references
 from capeval.judges import answers as ans
 from capeval.judges import images as imgs
@@ -120,7 +122,8 @@ class _LlavaJudge(ScorerBase):
                  retry_backoff: float = 1.0, temperature: float = 0.0, seed: int | None = 0,
                  max_new_tokens: int = 512, top_logprobs: int = 20,
                  cache: bool | str | os.PathLike[str] | None = True, unparsed: str = "error",
-                 score_mode: str = "smoothed", pad_to_square: bool = True, explanation: bool = False):
+                 score_mode: str = "smoothed", pad_to_square: bool = True, explanation: bool = False,
+                 max_response_mb: float = 16.0):
         self.metrics = self._select(metrics)
         jopt.check_choice(self.label, "unparsed", unparsed, UNPARSED)
         jopt.check_choice(self.label, "score_mode", score_mode, SCORE_MODES)
@@ -143,7 +146,8 @@ class _LlavaJudge(ScorerBase):
                                          concurrency=concurrency, timeout=timeout, max_retries=max_retries,
                                          retry_backoff=retry_backoff, temperature=temperature, seed=seed,
                                          max_new_tokens=max_new_tokens, top_logprobs=top_logprobs,
-                                         pad_to_square=pad_to_square, native_vocab=True)
+                                         pad_to_square=pad_to_square, native_vocab=True,
+                                         max_response_mb=max_response_mb)
         self.unparsed = unparsed
         self.score_mode = score_mode
         self.explanation = explanation
@@ -169,7 +173,7 @@ class _LlavaJudge(ScorerBase):
                 wanted[(m, i)] = (jopt.request_key("rating", digests[i], prompt, ident, dec),
                                   Request(i, sources[i], prompt, logprobs=want_lp))
         records, generated, cached = jopt.answers(self.backend, self.cache, "rating", wanted, progress,
-                                                  f"{self.label} rating")
+                                                  f"{self.label} rating", self._needs_logprobs if want_lp else None)
         counters = {"generated": generated, "cached": cached}
         results = []
         for m in self.metrics:
@@ -183,6 +187,19 @@ class _LlavaJudge(ScorerBase):
             results.append(MetricResult(metric=m, system=system, items=items, signature=self.signature(m, refs),
                                         extras=extras, skipped=tuple(skipped)))
         return Report(results)
+
+    def _needs_logprobs(self, record: dict[str, Any]) -> None:
+        """Stop at the first answer without the token log-probabilities the smoothing reads (a
+        server that ignores ``logprobs``): every item would be an error item."""
+        if record.get("logprobs") is not None:
+            return
+        where = getattr(self.backend, "base_url", None)
+        asked = getattr(self.backend, "top_logprobs", None)
+        raise ResourceError(
+            f"{self.label}: item {record.get('item')!r}: the server{' at ' + where if where else ''} returned no token "
+            f"log-probabilities (asked: logprobs=true, top_logprobs={asked}), which score_mode=smoothed reads; serve the "
+            "model where /v1/chat/completions returns them (vLLM does, up to its --max-logprobs, 20 by default) or "
+            f"pass -O {self.label}.score_mode=number (the written number, no smoothing)")
 
     def _items(self, metric: str, good: list[str],
                records: dict[Any, dict[str, Any]]) -> tuple[dict[str, float], dict[str, Any]]:

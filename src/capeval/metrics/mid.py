@@ -25,8 +25,12 @@ official ``_compute_pmi(x=first references, y=images, x0=candidates)`` call exac
 ``reference="all"`` every (reference, image) pair enters the estimate (capeval's extension,
 recorded in the signature). Features: CLIP ViT-B/32 (the official code's default
 ``EVAL_MODEL``; ``feature=512``), no prompt, L2-normalised in float32 then cast to float64
-(mid.metric ``main.py``). ``limit`` keeps the first ``limit`` real pairs (official: 30000);
-unlike the official code, candidates past ``limit`` are still scored.
+(mid.metric ``main.py``). ``limit`` (official: 30000): the official ``_compute_pmi`` keeps the
+first ``limit`` real pairs and drops as many candidates from the end (its system score covers
+only the first ``limit``); :func:`gaussian_pmi` does the same, and the scorer refuses a set of
+more than ``limit`` items with a one-line error (raise ``limit`` to score them all) rather than
+leave items unscored. ``eps``: the official code never passes one (``robust_inv(a)`` with its
+default 0), so ``eps=0`` is the faithful value; ``eps > 0`` is the ridge its docs suggest.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from capeval import truncation
 from capeval.errors import InputError
 from capeval.io.images import image_metric_inputs
 from capeval.ranges import check_option
@@ -45,19 +50,25 @@ from capeval.scorer import ScorerBase
 
 
 def gaussian_pmi(x: Any, y: Any, x0: Any, y0: Any | None = None, eps: float = 0.0,
-                 limit: int | None = 30000) -> tuple[np.ndarray, float]:
+                 limit: int | None = 30000, cut_candidates: bool = True) -> tuple[np.ndarray, float]:
     """``(per-candidate PMI, official expectation)`` of candidates ``x0`` (with conditions ``y0``).
 
     ``x``, ``y``: real pairs, ``(N, d_x)`` and ``(N, d_y)``; ``x0``: ``(M, d_x)``; ``y0``:
     ``(M, d_y)``, default ``y[:M]`` (the official pairing). Everything in float64 (torch).
-    Needs ``N > d_x + d_y`` real pairs for a full-rank joint covariance.
+    Needs ``N > d_x + d_y`` real pairs for a full-rank joint covariance. ``N > limit``: the
+    first ``limit`` real pairs are kept and, as the official ``_compute_pmi``, the last
+    ``N - limit`` candidates dropped (``cut_candidates=False``: all candidates kept).
     """
     import torch
 
     t = [torch.as_tensor(np.asarray(a), dtype=torch.float64) for a in (x, y, x0)]
     x, y, x0 = t
-    if limit is not None and x.shape[0] > limit:
+    excess = x.shape[0] - limit if limit is not None else 0
+    if excess > 0:
         x, y = x[:limit], y[:limit]
+        if cut_candidates:  # official: x0 = x0[:-excess]
+            x0 = x0[: max(x0.shape[0] - excess, 0)]
+            y0 = None if y0 is None else np.asarray(y0)[: x0.shape[0]]
     n, m = x.shape[0], x0.shape[0]
     y0 = y[:m] if y0 is None else torch.as_tensor(np.asarray(y0), dtype=torch.float64)
     if y.shape[0] != n or y0.shape[0] != m or x0.shape[1] != x.shape[1] or y0.shape[1] != y.shape[1]:
@@ -137,20 +148,29 @@ class Mid(ScorerBase):
             raise InputError("mid needs references (the Gaussian is fitted to the (reference, image) pairs)")
         cands, refs, ids, sources, bad = image_metric_inputs(candidates, references, images, self.metrics,
                                                              needs_references=True)
+        n = sum(1 for i in ids if i not in bad)
+        if n > self.limit:  # checked before any image is embedded
+            raise InputError(f"mid: {n} items exceed limit={self.limit}: the official code fits the Gaussian to the "
+                             f"first {self.limit} pairs and scores only the first {self.limit} candidates; score at "
+                             f"most {self.limit} items per call or raise -O mid.limit to {n}")
         good, img = embed_usable_images(self.backbone, ids, sources, bad, self.batch_size, self.cache, progress,
                                         skip_bad_items, self.workers)
         img = l2_normalize(img).astype(np.float64)
         real = [[refs[i][0]] if self.reference == "first" else list(refs[i]) for i in good]
         texts = [cands[i] for i in good] + [r for rs in real for r in rs]
-        txt = l2_normalize(embed_texts(self.backbone, texts, self.text_batch_size, self.cache, progress))
+        txt = l2_normalize(embed_texts(self.backbone, texts, self.text_batch_size, self.cache, progress,
+                                       stats=(txt_stats := {})))
         txt = txt.astype(np.float64)
         x0, x = txt[: len(good)], txt[len(good):]
         y = np.repeat(img, [len(rs) for rs in real], axis=0)
-        items, system = gaussian_pmi(x, y, x0, img, eps=self.eps, limit=self.limit)
+        # candidates <= limit here; reference=all may hold more real pairs: the first limit are kept
+        items, system = gaussian_pmi(x, y, x0, img, eps=self.eps, limit=self.limit, cut_candidates=False)
         result = MetricResult(
             metric="mid", system=system, items={i: float(s) for i, s in zip(good, items)},
             signature=self.signature(len(good), min(len(x), self.limit)),
-            extras={"estimation_pairs": min(len(x), self.limit)}, skipped=tuple(i for i in ids if i in bad))
+            extras={"estimation_pairs": min(len(x), self.limit),  # references: those the Gaussian reads
+                    **truncation.tally((cands[i] for i in good), real, txt_stats.get("truncated_texts", set()))},
+            skipped=tuple(i for i in ids if i in bad))
         return Report([result])
 
     def signature(self, n_items: int, n_pairs: int) -> Signature:

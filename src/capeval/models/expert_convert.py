@@ -196,8 +196,9 @@ def convert(base: str | os.PathLike[str] | None, lora: str | os.PathLike[str] | 
                         "merged_weights": report["merged"]},
                     "vocab": {"tokenizer": len(tok), "native": report["native_vocab"], "padded": vocab,
                               "new_rows": "mean of the original embed_tokens rows"},
-                    "rules": {"merge": "W + (scaling * (B @ A) in float32).to(float16), as peft merge_and_unload "
-                                       "on the CPU (LLaVA scripts/merge_lora_weights.py)",
+                    "rules": {"merge": "(W in float32 + scaling * (B @ A) in float32).to(float16), as peft "
+                                       "merge_and_unload with its default settings (LLaVA "
+                                       "scripts/merge_lora_weights.py)",
                               "names": "transformers convert_llava_weights_to_hf.py KEYS_TO_MODIFY_MAPPING",
                               "vision_tower": "the CLIP folder's vision_model.* (LLaVA loads mm_vision_tower)"},
                     "ignored": report["ignored"], "inputs": {}, "outputs": {}}
@@ -269,6 +270,9 @@ def _write(tmp: Path, base: Path, lo: Any, vision: Path, config: Any, tok: Any, 
         raise ResourceError(f"LoRA: {next(iter(pairs))} is not a weight of the base checkpoint")
     tail: dict[str, Any] = {}
     for key, value in ll.vision_state(vision).items():
+        if not value.is_floating_point():  # buffers such as position_ids, not weights of the llava-hf model
+            ignored.append(f"{key} (CLIP folder; an integer buffer, not a weight)")
+            continue
         tail[ll.hf_name("model.vision_tower.vision_tower." + key)] = value.to(dtype).contiguous()
     for key in list(extra):
         if key.startswith("model.mm_projector."):

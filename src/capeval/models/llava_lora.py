@@ -6,9 +6,10 @@ Merge, as LLaVA ``scripts/merge_lora_weights.py`` runs it (``llava/model/builder
 (on the CPU: ``device_map='cpu'``); ``non_lora_trainables.bin`` loaded over it with
 ``strict=False`` after stripping ``base_model.`` and then, when keys start ``model.model.``,
 one ``model.`` (keys that match no parameter are ignored there, listed here); then peft's
-``merge_and_unload``: for every LoRA pair ``W += (scaling * (B @ A)).to(W.dtype)``, the product
-taken in float32 on the CPU (peft ``lora.Linear.get_delta_weight``), ``scaling = lora_alpha / r``
-(``lora_alpha / sqrt(r)`` with ``use_rslora``).
+``merge_and_unload`` with its default settings: for every LoRA pair ``W += scaling * (B @ A)``
+with the adapter in float32 (``autocast_adapter_dtype=True``), so the sum is taken in float32
+and rounded once to float16 (peft ``lora.Linear.merge`` / ``get_delta_weight``),
+``scaling = lora_alpha / r`` (``lora_alpha / sqrt(r)`` with ``use_rslora``).
 
 Names, as transformers' ``models/llava/convert_llava_weights_to_hf.py`` maps them
 (``KEYS_TO_MODIFY_MAPPING``, applied in order; ``.inv_freq`` buffers dropped): ``model.X`` of the
@@ -155,8 +156,12 @@ class Lora:
 
 
 def merge(weight: Any, pair: tuple[Any, Any], scaling: float) -> Any:
-    """``weight + (scaling * (B @ A))`` as peft merges on the CPU: product in float32, cast to
-    ``weight``'s dtype, then added in that dtype."""
+    """``weight + scaling * (B @ A)`` as peft's ``merge_and_unload`` with its default settings:
+    the LoRA pair in float32 (peft's ``autocast_adapter_dtype=True`` upcasts float16/bfloat16
+    adapters; LLaVA-era peft built its LoRA layers in float32), the product in float32, and
+    ``weight.data += delta``, which adds in float32 and rounds once to ``weight``'s dtype.
+    (peft with ``autocast_adapter_dtype=False`` on a float16 adapter rounds the product to
+    float16 first: up to one float16 step of the result plus half a step of the product away.)"""
     import torch
 
     a, b = pair
@@ -164,7 +169,7 @@ def merge(weight: Any, pair: tuple[Any, Any], scaling: float) -> Any:
         raise ResourceError(f"LoRA pair of shape B{tuple(b.shape)} A{tuple(a.shape)} does not fit a weight "
                             f"of shape {tuple(weight.shape)}")
     delta = (b.to(torch.float32) @ a.to(torch.float32)) * scaling
-    return weight + delta.to(weight.dtype)
+    return (weight.to(torch.float32) + delta).to(weight.dtype)
 
 
 def vision_state(folder: Path) -> dict[str, Any]:

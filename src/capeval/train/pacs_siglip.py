@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from capeval.errors import InputError
-from capeval.models.clip.siglip import MODEL_TYPES, image_features, pad_ids, text_features
+from capeval.models.clip.siglip import MODEL_TYPES, image_features, text_features, text_ids
 from capeval.models.clip.siglip_pacs import FORMAT
 
 
@@ -68,7 +68,7 @@ class SiglipDual(nn.Module):
         return image_features(self.model, pixels)
 
     def encode_captions(self, texts: Sequence[str], device: Any) -> torch.Tensor:
-        return text_features(self.model, self.tokenizer, pad_ids(self.tokenizer, texts), device)
+        return text_features(self.model, self.tokenizer, text_ids(self.tokenizer, texts), device)
 
     def lora_layers(self, targets: set[str]) -> list[tuple[str, nn.Module, str, str]]:
         """(export stem, module, parameter name, group) of every LoRA target (module docstring)."""

@@ -1,10 +1,10 @@
 """The contextual embedding model of BERTScore: load once, embed each distinct sentence once.
 
 As bert_score 0.3.13 (``utils.get_model``, ``sent_encode``, ``get_bert_embedding``): the
-sentence is stripped, encoded with the special tokens (``add_prefix_space=True`` for
-RoBERTa/GPT-2 tokenizers) and truncated to ``model_max_length``; the encoder keeps its first
-``num_layers`` layers and its last hidden state is the embedding (layer 0: the embedding
-layer's output). Batches are padded with the pad token and an attention mask; capeval sorts
+sentence is stripped, encoded with the special tokens (with a space before its first word for
+RoBERTa/GPT-2 tokenizers, as transformers 4 does for the package's ``add_prefix_space=True``)
+and truncated to ``model_max_length``; the encoder keeps its first ``num_layers`` layers and
+its last hidden state is the embedding (layer 0: the embedding layer's output). Batches are padded with the pad token and an attention mask; capeval sorts
 the distinct sentences by token count so that little padding is computed.
 """
 
@@ -106,10 +106,30 @@ class Embedder:
         self.max_length = self.tokenizer.model_max_length
 
     def encode(self, sentence: str) -> list[int]:
-        """Token ids with special tokens, as ``bert_score.utils.sent_encode``."""
-        kwargs: dict[str, Any] = {"add_prefix_space": True} if self.prefix_space else {}
-        return list(self.tokenizer.encode(sentence.strip(), add_special_tokens=True, max_length=self.max_length,
-                                          truncation=True, **kwargs))
+        """Token ids with special tokens, as ``bert_score.utils.sent_encode`` under transformers 4.
+
+        bert_score passes ``add_prefix_space=True`` to a RoBERTa/GPT-2 tokenizer's ``encode``;
+        transformers 4's tokenizer then prepends a space to a text that does not begin with one
+        (so the first word is ``Ġa``, as inside a sentence). transformers >= 5 ignores that
+        argument (the first word becomes ``a``), so the space is written into the text here:
+        the same ids under either version (tests/test_bertscore_tf4.py compares them id by id)."""
+        text = sentence.strip()
+        if self.prefix_space and text:
+            text = " " + text
+        return list(self.tokenizer.encode(text, add_special_tokens=True, max_length=self.max_length, truncation=True))
+
+    def was_cut(self, sentence: str, ids: Sequence[int]) -> bool:
+        """Whether :meth:`encode` cut ``sentence`` (``ids``: its output) to ``model_max_length``.
+
+        Only a sequence of exactly the maximum length can have been cut; that one is encoded
+        again by :meth:`encode` itself with no effective limit, so the two always tokenise alike."""
+        if len(ids) < self.max_length:
+            return False
+        limit, self.max_length = self.max_length, 1 << 30
+        try:
+            return len(self.encode(sentence)) > limit
+        finally:
+            self.max_length = limit
 
     def embed(self, token_ids: Sequence[tuple[int, ...]], progress: Any = None) -> list[Any]:
         """Unit-normalised embeddings (numpy, n_tokens x d) of each token id sequence, in order;

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from capeval import truncation
 from capeval.errors import InputError, ResourceError
 from capeval.io.inputs import prepare_text_inputs
 from capeval.metrics.bertscore import formulas, plusplus
@@ -145,7 +146,9 @@ class BertScorePlusPlus(ScorerBase):
             s, fulls, contents = plusplus.item_score(embs[c_ids], c_pieces, [embs[r[1]] for r in r_enc],
                                                      [r[0] for r in r_enc], idf_of, self.stop, self.threshold)
             items[i], full[i], content[i] = s, float(np.mean(fulls)), float(np.mean(contents))
-        extras = {"idf_recall": full, "content_recall": content, "unique_texts": len(distinct)}
+        # nothing is ever cut: a caption past the model's limit is refused in _tokens (as the official code fails)
+        extras = {"idf_recall": full, "content_recall": content, "unique_texts": len(distinct),
+                  **truncation.tally((), (), ())}
         n_ref = [len(refs[i]) for i in ids]
         result = MetricResult(NAME, float(np.mean(list(items.values()))), items, self.signature(n_ref), extras=extras)
         return Report([result])
@@ -156,7 +159,8 @@ class BertScorePlusPlus(ScorerBase):
 
         params: dict[str, Any] = {"model": self.model_name, "layer": self.num_layers, "sha256": self.sha256[:16],
                                   "idf": "captions" if self.idf else "no", "threshold": self.threshold,
-                                  "stopwords": self.stop_sha256[:12]}
+                                  "stopwords": self.stop_sha256[:12],
+                                  "trunc": truncation.policy(self.embedder.max_length, "refuse")}
         if n_ref:
             lo, hi = min(n_ref), max(n_ref)
             params["nrefs"] = str(lo) if lo == hi else f"{lo}-{hi}"

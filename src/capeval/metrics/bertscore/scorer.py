@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from capeval import truncation
 from capeval.errors import InputError
 from capeval.io.inputs import prepare_text_inputs
 from capeval.metrics.bertscore import formulas
@@ -111,7 +112,9 @@ class BertScore(ScorerBase):
         if self.baseline is not None:
             prf = (prf - self.baseline.astype(np.float64)) / (1 - self.baseline.astype(np.float64))
         max_len = self.embedder.max_length
+        cut = {t for t, e in enc.items() if self.embedder.was_cut(t, e)}
         extras = {
+            **truncation.tally((cands[i] for i in ids), (refs[i] for i in ids), cut),
             "precision": {i: float(v) for i, v in zip(ids, prf[:, 0])},
             "recall": {i: float(v) for i, v in zip(ids, prf[:, 1])},
             "texts_at_max_length": sum(1 for t in enc.values() if len(t) >= max_len),
@@ -138,6 +141,7 @@ class BertScore(ScorerBase):
         else:
             params["rescale"] = "no"
         params["lang"] = self.lang
+        params["trunc"] = truncation.policy(self.embedder.max_length, "keep-first+special")
         if n_ref:
             lo, hi = min(n_ref), max(n_ref)
             params["nrefs"] = str(lo) if lo == hi else f"{lo}-{hi}"

@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 import torch
 
-from capeval import functional
+from capeval import functional, truncation
 from capeval.errors import InputError, ResourceError
 from capeval.io.images import image_metric_inputs
 from capeval.models.spacy_pipelines import pipeline_version
@@ -176,7 +176,7 @@ class BridgeScore(ScorerBase):
         t_star = l2_normalize(t_star)
         prompt = self.config.prompt
         t = l2_normalize(embed_texts(self.backbone, [prompt + cands[i] for i in good], self.text_batch_size,
-                                     self.cache, progress))
+                                     self.cache, progress, stats=(txt_stats := {})))
         cos_v, cos_p = np.sum(v * t, axis=1), np.sum(t_star * t, axis=1)
         scores = bridge_formula(cos_v, cos_p, self.w, self.similarity)
         extras = {
@@ -184,6 +184,7 @@ class BridgeScore(ScorerBase):
             "pseudo_similarity": {i: float(s) for i, s in zip(good, functional.clip_s(cos_p, self.w))},
             "pseudo_captions": {i: n_rep.get(i, 0) for i in good},
             "images_without_chunks": len(empty),
+            **truncation.tally((prompt + cands[i] for i in good), None, txt_stats.get("truncated_texts", set())),
         }
         if templates:
             extras["templates"] = {i: templates[i] for i in good if i in templates}

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 import torch
 
+from capeval import truncation
 from capeval.errors import InputError
 from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references
 from capeval.result import MetricResult, Report, Signature
@@ -76,8 +77,10 @@ class EMScore(ScorerBase):
     decoded once and each of its frames embedded at most once per call, however many
     segments use it. Extras per item: fine-grained ``precision``/``recall``/``f`` and ``coarse``
     (with ``video_``/``ref_`` prefixes for the reference-based metric), ``total_frames`` (T),
-    ``segment_frames`` (frames in the window, segment items only), and counters ``n_truncated`` (captions cut at the 77-token context, ``[EOT]`` kept; the
-    reference code errors instead), ``n_zero_idf`` and ``n_negative_max`` (see
+    ``segment_frames`` (frames in the window, segment items only), and counters ``n_truncated`` (captions cut at the
+    backbone's context, 77 tokens for CLIP, ``[EOT]`` kept; the reference code errors instead;
+    split into ``truncated_candidates``/``truncated_references`` as every text encoder reports
+    them, :mod:`capeval.truncation`), ``n_zero_idf`` and ``n_negative_max`` (see
     :mod:`capeval.metrics.emscore.formulas`).
     """
 
@@ -231,8 +234,10 @@ class EMScore(ScorerBase):
         idf, idf_desc = self._idf_table(refs is not None, ids, cand_text, ref_text, tok_ids)
         if free_name in self.metrics:
             v = self._video_part(ids, cand_text, video_of, feats, tok_ids, tok_feats, idf)
-            n_trunc = sum(cand_text[i] in truncated for i in ids)
+            cut = truncation.tally((cand_text[i] for i in ids), None, truncated)
+            n_trunc = cut[truncation.CANDIDATES]
             extras = {
+                **cut,
                 "precision": _per_item(ids, v["P"]), "recall": _per_item(ids, v["R"]),
                 "f": _per_item(ids, v["F"]), "coarse": _per_item(ids, v["coarse"]),
                 "total_frames": {i: totals[video_of[i]] for i in ids},
@@ -248,9 +253,10 @@ class EMScore(ScorerBase):
             v = self._video_part(ids, cand_text, video_of, feats, tok_ids, tok_feats, idf)
             r = self._ref_part(ids, cand_text, ref_text, tok_ids, tok_feats, idf)
             scores = (v["full"] + r["full"]) / 2
-            n_trunc = sum(cand_text[i] in truncated for i in ids)
-            n_trunc += sum(x in truncated for i in ids for x in ref_text[i])
+            cut = truncation.tally((cand_text[i] for i in ids), (ref_text[i] for i in ids), truncated)
+            n_trunc = cut[truncation.CANDIDATES] + cut[truncation.REFERENCES]
             extras = {
+                **cut,
                 "video_precision": _per_item(ids, v["P"]), "video_recall": _per_item(ids, v["R"]),
                 "video_f": _per_item(ids, v["F"]), "video_coarse": _per_item(ids, v["coarse"]),
                 "ref_precision": _per_item(ids, r["P"]), "ref_recall": _per_item(ids, r["R"]),

@@ -24,6 +24,7 @@ import os
 import re
 from typing import Any, Sequence
 
+from capeval import truncation
 from capeval.errors import ResourceError
 
 DEFAULT_CHECKPOINT = "lizhuang144/flan-t5-base-VG-factual-sg"
@@ -104,6 +105,7 @@ class FactualParser:
             self.model.eval()
         self._cache: dict[str, str] = {}
         self._fingerprint: str | None = None
+        self.cut: set[str] = set()  # captions whose prompted input passed max_input_len (cut, as FACTUAL does)
 
     def signature_fields(self) -> dict[str, Any]:
         """Parser name and version, checkpoint, weights sha256 and the generation settings."""
@@ -111,7 +113,8 @@ class FactualParser:
             self._fingerprint = _fingerprint(self.model)
         return {"parser": f"factual-{VERSION}", "parser_model": self.checkpoint,
                 "parser_sha256": self._fingerprint[:16],
-                "parser_generate": f"beams={self.beam_size},in={self.max_input_len},out={self.max_output_len}"}
+                "parser_generate": f"beams={self.beam_size},in={self.max_input_len},out={self.max_output_len}",
+                "trunc_parser": truncation.policy(self.max_input_len, "keep-first+special")}
 
     def generate(self, captions: Sequence[str]) -> list[str]:
         """The raw output string of each caption (each distinct caption generated once)."""
@@ -120,8 +123,11 @@ class FactualParser:
         todo = [c for c in dict.fromkeys(captions) if c not in self._cache]
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start: start + self.batch_size]
-            enc = self.tokenizer([PROMPT + c.strip() for c in chunk], max_length=self.max_input_len,
+            prompted = [PROMPT + c.strip() for c in chunk]
+            enc = self.tokenizer(prompted, max_length=self.max_input_len,
                                  truncation=True, padding=True, return_tensors="pt")
+            full = self.tokenizer(prompted)["input_ids"]  # untruncated lengths: what was cut is counted
+            self.cut.update(c for c, ids in zip(chunk, full) if len(ids) > self.max_input_len)
             with torch.inference_mode():
                 ids = self.model.generate(enc["input_ids"].to(self.device),
                                           attention_mask=enc["attention_mask"].to(self.device),

@@ -46,6 +46,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from capeval import truncation
 from capeval.errors import InputError, ResourceError
 from capeval.functional import hice as F
 from capeval.io.images import image_metric_inputs
@@ -224,8 +225,14 @@ class HiceScore(ScorerBase):
         good = [i for i in ids if i in out]
         if not good:
             raise InputError("no usable items: every item was skipped")
+        cut = txt_stats.get("truncated_texts", set())
+        ref_lists = None if refs is None else ([self.prompt + r for r in refs[i]] for i in good)
+        parser_cut = getattr(self.parser, "cut", set())  # FACTUAL's 64-token input (the SPICE parser cuts nothing)
         counters = {"unique_texts": txt_stats.get("unique_texts", 0),
                     "truncated_texts": txt_stats.get("truncated", 0),
+                    **truncation.tally((self.prompt + cands[i] for i in good), ref_lists, cut),
+                    **truncation.tally((cands[i] for i in good), None if refs is None else (refs[i] for i in good),
+                                       parser_cut, part="parser"),
                     "phrase_fallbacks": sum(1 for i in good if phrase_sets[cands[i]][1]),
                     **{f"region_{k}": v for k, v in self.embedder.stats.items()}}
         skipped = tuple(i for i in ids if i in bad)

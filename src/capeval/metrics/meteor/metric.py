@@ -39,13 +39,18 @@ class Meteor(TextScorer):
 
     def score_chunk(self, chunk: TextChunk, corpus: Any) -> tuple[np.ndarray, MeteorStats]:
         """(per-item METEOR, summed statistics) of one chunk."""
-        from capeval.metrics.meteor import pycocoevalcap_fields
         from capeval.metrics.meteor.fast_align import sum_stats
+
+        best = self.item_stats(chunk)
+        return np.array([sc for _, sc in best], dtype=np.float64), sum_stats(st for st, _ in best)
+
+    def item_stats(self, chunk: TextChunk) -> list[tuple[MeteorStats, float]]:
+        """Per item: the best reference's statistics and the item's METEOR."""
+        from capeval.metrics.meteor import pycocoevalcap_fields
 
         # the same '|||' handling as pycocoevalcap's line protocol to the Java process
         fields = [pycocoevalcap_fields(h, rs) for h, rs in zip(chunk.hyps, chunk.refs)]
-        best = self._meteor.best_many([f[0] for f in fields], [f[1] for f in fields])
-        return np.array([sc for _, sc in best], dtype=np.float64), sum_stats(st for st, _ in best)
+        return self._meteor.best_many([f[0] for f in fields], [f[1] for f in fields])
 
     def merge(self, ids: list[str], parts: list[Any], nrefs: str) -> list[MetricResult]:
         from capeval.metrics.meteor.stats import add_totals, compute

@@ -3,9 +3,11 @@
 Inference as keio-smilab24/Polos ``PolosEstimator.predict`` / ``forward``
 (``polos/models/estimators/polos_estimator.py``, ``estimator_base.py``):
 
-- items are cut into batches of ``batch_size`` in input order (official default: the
-  training batch size, 64); the layer mix normalises over each batch (see
-  :class:`~capeval.metrics.polos.head.ScalarMix`), so an item's score depends on its batch;
+- items are cut into batches of ``batch_size`` in input order (default 32: the batch of the
+  official ``validate/metrics.py`` (Polaris), ``compute_correlations.py``, ``compute_pascal50s.py``
+  and ``compute_foil.py``, which made the paper's numbers; ``predict``'s own default is the training batch size, 64); the
+  layer mix normalises over each batch (see :class:`~capeval.metrics.polos.head.ScalarMix`), so
+  an item's score depends on its batch size and on the items batched with it;
 - in a batch, the j-th references of all items form one text batch (``collate_tensors``
   transposes the reference lists with ``zip``): a batch uses the first ``min`` reference
   count of its items, extra references are ignored, as the official code does;
@@ -24,6 +26,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from capeval import truncation
 from capeval.errors import InputError, ResourceError
 from capeval.registry import DEFAULTS
 from capeval.result import MetricResult, Report, Signature
@@ -38,11 +41,14 @@ class SimcseEncoder:
 
     def __init__(self, tokenizer: Any, model: Any, device: str = "cpu"):
         self.tokenizer, self.model, self.device = tokenizer, model.to(device).eval(), device
+        self.cut: set[str] = set()  # texts longer than MAX_TOKENS, cut as the official code does
 
     def layers(self, texts: Sequence[str]) -> tuple[list[Any], Any]:
         import torch
 
         ids = self.tokenizer(list(texts), truncation=True, max_length=MAX_TOKENS)["input_ids"]
+        full = self.tokenizer(list(texts))["input_ids"]  # untruncated lengths, to count what was cut
+        self.cut.update(t for t, x in zip(texts, full) if len(x) > MAX_TOKENS)
         width = max(len(i) for i in ids)
         pad = self.tokenizer.pad_token_id
         tokens = torch.tensor([i + [pad] * (width - len(i)) for i in ids], device=self.device)
@@ -96,7 +102,7 @@ class Polos(ScorerBase):
     default_backbone: ClassVar[str] = DEFAULTS["polos"]["backbone"]
 
     def __init__(self, metrics: Sequence[str] | None = None, checkpoint: Any = None, text_model: Any = None,
-                 backbone: Any = None, device: str = "cpu", batch_size: int = 64, cache: Any = None,
+                 backbone: Any = None, device: str = "cpu", batch_size: int = DEFAULTS["polos"]["batch_size"], cache: Any = None,
                  lora: str = "effective", workers: int | None = None):
         import torch
 
@@ -139,6 +145,7 @@ class Polos(ScorerBase):
                                         self.workers)
         items: dict[str, float] = {}
         used_refs = []
+        self._clip_cut: set[str] = set()
         for start in range(0, len(good), self.batch_size):
             batch = good[start:start + self.batch_size]
             n_ref = min(len(refs[i]) for i in batch)
@@ -146,9 +153,13 @@ class Polos(ScorerBase):
             scores = self._batch([cands[i] for i in batch], [[refs[i][j] for i in batch] for j in range(n_ref)],
                                  img[start:start + len(batch)], embed_texts)
             items.update(zip(batch, map(float, scores)))
+        read = [refs[i][:n] for i, n in zip(good, used_refs)]  # the references the model read
+        cut = {**truncation.tally((PROMPT + cands[i] for i in good), ([PROMPT + r for r in rs] for rs in read),
+                                  self._clip_cut),
+               **truncation.tally((cands[i] for i in good), read, self.text.cut, part="simcse")}
         result = MetricResult(metric="polos", system=float(np.mean(list(items.values()))), items=items,
                               signature=self.signature(), skipped=tuple(i for i in ids if i in bad),
-                              extras={"references_used": dict(zip(good, used_refs))})
+                              extras={"references_used": dict(zip(good, used_refs)), **cut})
         return Report([result])
 
     def _batch(self, cands: list[str], refs_by_index: list[list[str]], img: np.ndarray, embed_texts: Any) -> Any:
@@ -156,8 +167,9 @@ class Polos(ScorerBase):
         dev = self.device
 
         def clip_text(texts: list[str]) -> Any:
-            return torch.as_tensor(embed_texts(self.backbone, [PROMPT + t for t in texts], 256, self.cache, False),
-                                   dtype=torch.float32, device=dev)
+            feats = embed_texts(self.backbone, [PROMPT + t for t in texts], 256, self.cache, False, stats=(st := {}))
+            self._clip_cut |= st.get("truncated_texts", set())
+            return torch.as_tensor(feats, dtype=torch.float32, device=dev)
 
         with torch.no_grad():
             cand = self.head.sentence(*self.text.layers(cands))
@@ -171,7 +183,8 @@ class Polos(ScorerBase):
 
         sig = dict(self.backbone.signature)
         params: dict[str, Any] = {"backbone": sig.pop("backbone"), "checkpoint_sha256": self.checkpoint_sha,
-                                  "batch_size": self.batch_size, "prompt": f'"{PROMPT}"', "precision": "fp32"}
+                                  "batch_size": self.batch_size, "prompt": f'"{PROMPT}"', "precision": "fp32",
+                                  "trunc_simcse": truncation.policy(MAX_TOKENS, "keep-first+special")}
         params.update(sig)
         params["versions"] = {"torch": torch.__version__, "numpy": np.__version__}
         return Signature.build("polos", **params)

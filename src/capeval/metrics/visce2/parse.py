@@ -28,8 +28,11 @@ from capeval.errors import InputError
 #: echoes of the 0-100 scale: "0-100", "(0-100)", "0 to 100", "between 0 and 100" (digits not
 #: part of a longer number: "80-100", "5.0 to 100" and "0-100.5" are not echoes; a full stop ending the
 #: sentence is not part of a number: "0-100. 42" is an echo, then 42)
-SCALE_ECHO = re.compile(r"\(?(?<!\d)(?<!\d\.)0\s*(?:-|\u2013|\u2014|to|and)\s*100(?!\d|\.\d)\)?", re.IGNORECASE)
-_INT = re.compile(r"\d+")
+SCALE_ECHO = re.compile(r"\(?(?<![0-9])(?<![0-9]\.)0\s*(?:-|\u2013|\u2014|to|and)\s*100(?![0-9]|\.[0-9])\)?",
+                        re.IGNORECASE)
+#: ASCII digits only, as the reference's ``[0-9]+`` (Python's ``\d`` also matches other scripts'
+#: digits: "١٢" would read as 12)
+_INT = re.compile(r"[0-9]+")
 LOW, HIGH = 0.0, 100.0
 UNPARSED = ("error", "zero")
 #: "paper": echoes removed, first integer, clipped (Sec. 3); "reference": get_digit_scores' first [0-9]+
@@ -108,7 +111,7 @@ def expected_score(answer: str, tokens: Sequence[Any] | None, parsed: Parsed) ->
             for alt in _get(tok, "top_logprobs") or []:
                 alt_text = _get(alt, "token")
                 logprob = _get(alt, "logprob")
-                if not isinstance(alt_text, str) or not alt_text.strip().isdigit() or logprob is None:
+                if not isinstance(alt_text, str) or not _INT.fullmatch(alt_text.strip()) or logprob is None:
                     continue
                 p = math.exp(float(logprob))
                 weights += p

@@ -67,7 +67,7 @@ class VisCE2(ScorerBase):
     ``backend``: ``"transformers"`` (LLaVA via the llava-hf ports; ``model``, ``device``,
     ``dtype``, ``quantization="4bit"``, ``revision``, ``batch_size``), ``"openai"`` (an
     OpenAI-compatible server; ``model``, ``base_url``, ``api_key``, ``concurrency``,
-    ``timeout``, ``max_retries``, ``retry_backoff``) or a backend object. Decoding:
+    ``timeout``, ``max_retries``, ``retry_backoff``, ``max_response_mb``) or a backend object. Decoding:
     ``temperature`` 0 (greedy) by default, the paper's 0.2 as an option, with ``seed``;
     ``max_new_tokens`` 1024 as the reference. ``cache``: True (``<capeval cache>/visce2``),
     a folder, or None. ``contexts`` / ``descriptions``: JSON files of precomputed step-1
@@ -88,7 +88,7 @@ class VisCE2(ScorerBase):
                  seed: int | None = 0, max_new_tokens: int = 1024, cache: bool | str | os.PathLike[str] | None = True,
                  contexts: str | os.PathLike[str] | None = None, descriptions: str | os.PathLike[str] | None = None,
                  unparsed: str = "error", score_mode: str = "first-integer", top_logprobs: int = 20,
-                 parse_rule: str = "paper", pad_to_square: bool | None = None):
+                 parse_rule: str = "paper", pad_to_square: bool | None = None, max_response_mb: float = 16.0):
         self.metrics = self._select(metrics)
         if unparsed not in parse.UNPARSED:
             raise InputError(f"visce2 option unparsed: expected one of {', '.join(parse.UNPARSED)}, got {unparsed!r}")
@@ -118,7 +118,7 @@ class VisCE2(ScorerBase):
                                          concurrency=concurrency, timeout=timeout, max_retries=max_retries,
                                          retry_backoff=retry_backoff, temperature=temperature, seed=seed,
                                          max_new_tokens=max_new_tokens, top_logprobs=top_logprobs,
-                                         pad_to_square=pad)
+                                         pad_to_square=pad, max_response_mb=max_response_mb)
         if score_mode == "expected" and isinstance(backend, str) and self.backend.name == "transformers":
             raise InputError("visce2 score_mode='expected' needs token log-probabilities: use backend='openai'")
 

@@ -18,6 +18,12 @@ Sources (checked by reading the reference code):
   OpenXLab and Google Drive; ``base`` names the OpenAI checkpoint they are loaded over
   (:mod:`capeval.models.clip.alpha`). File names are OpenXLab's. No sha256 published -> None.
 
+- Long-CLIP (Zhang et al., ECCV 2024; beichenzbc/Long-CLIP ``checkpoints/model_zoo.md``):
+  ``longclip-B.pt`` (ViT-B/16) and ``longclip-L.pt`` (ViT-L/14) in the Hugging Face repositories
+  ``BeichenZhang/LongCLIP-B`` / ``-L``: plain ``torch.save(state_dict)`` files (``train/train.py``)
+  with 248-row ``positional_embedding`` and ``positional_embedding_res``; OpenAI's preprocessing
+  (``model/longclip.py`` ``_transform``) and QuickGELU. No sha256 published -> None.
+
 - FACTUAL (Li et al., Findings of ACL 2023; zhuang-li/FactualSceneGraph README): the textual
   scene-graph parser HICE-S takes its phrases from (Zeng et al. 2024, Sec. 4.1), the flan-t5
   model ``lizhuang144/flan-t5-base-VG-factual-sg`` on the Hugging Face hub. Kind ``hf-model``:
@@ -57,7 +63,8 @@ _BSPP = ("https://raw.githubusercontent.com/ck0123/improved-bertscore-for-image-
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """One entry of the table. ``kind``: openai | open_clip | pacs | pacs++ | alpha-clip | vocab | text | hf-model.
+    """One entry of the table. ``kind``: openai | open_clip | pacs | pacs++ | longclip | alpha-clip | vocab | text |
+    hf-model.
 
     ``hf-model`` entries are Hugging Face hub repositories (``hub``), downloaded as a folder
     named ``filename``."""
@@ -92,6 +99,15 @@ def _openai(arch: str, sha: str, size: int = 224) -> Checkpoint:
     fname = f"{arch}.pt" if size == 224 else f"{arch}-{size}px.pt"
     return Checkpoint(f"openai/{arch}" + ("" if size == 224 else f"-{size}"), arch if size == 224 else f"{arch}-{size}",
                       "openai", fname, (f"{_OPENAI}/{sha}/{fname}",), sha, Preprocess(size))
+
+
+def _longclip(arch: str, size: str) -> Checkpoint:
+    fname = f"longclip-{size}.pt"
+    return Checkpoint(
+        f"longclip/{arch}", f"LongCLIP-{arch}", "longclip", fname,
+        (f"https://huggingface.co/BeichenZhang/LongCLIP-{size}/resolve/main/{fname}",), None,
+        note=f"Long-CLIP (Zhang et al. 2024), 248-token text over OpenAI {arch}; sha256 not published",
+    )
 
 
 _ALPHA_XLAB = "https://download.openxlab.org.cn/models/SunzeY/AlphaCLIP/weight"
@@ -142,6 +158,8 @@ CHECKPOINTS: dict[str, Checkpoint] = {
             "pac-s++/ViT-L-14", "ViT-L-14", "pacs++", "PAC++_clip_ViT-L-14.pth", (f"{_PACPP}/PAC++_clip_ViT-L-14.pth",),
             None, base="openai/ViT-L-14", note="PAC-S++, LoRA r=4 over OpenAI ViT-L/14; sha256 not published",
         ),
+        _longclip("ViT-B-16", "B"),
+        _longclip("ViT-L-14", "L"),
         _alpha("ViT-B-16", "grit1m", "clip_b16_grit1m_fultune_8xe.pth", "16fHEXZ-7bgzcSBHzEz1wXRIZTjQIXm_2"),
         _alpha("ViT-L-14", "grit1m", "clip_l14_grit1m_fultune_8xe.pth", "1PIhplBnsmSWiJN--TXCCSsiaV6bY9koq"),
         _alpha("ViT-L-14-336", "grit1m", "clip_l14_336_grit1m_fultune_8xe.pth", "1DeNbUv0lraDxJZItb7shTlvGW6z_Z9Si"),

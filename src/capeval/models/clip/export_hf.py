@@ -22,7 +22,13 @@ def hf_state_dict(state: dict[str, Any], cfg: Any) -> dict[str, Any]:
             for a, b2 in names.items():
                 out[f"{d}.{b2}.weight"], out[f"{d}.{b2}.bias"] = state[f"{s}.{a}.weight"], state[f"{s}.{a}.bias"]
     out["text_model.embeddings.token_embedding.weight"] = state["token_embedding.weight"]
-    out["text_model.embeddings.position_embedding.weight"] = state["positional_embedding"]
+    pos = state["positional_embedding"]
+    keep = getattr(cfg, "keep_positions", 0)
+    if keep:  # Long-CLIP: one fixed row per position, so the two tables fold into one exactly
+        import torch
+
+        pos = torch.cat([pos[:keep], state["positional_embedding_res"][keep:]])
+    out["text_model.embeddings.position_embedding.weight"] = pos
     for p in ("weight", "bias"):
         out[f"text_model.final_layer_norm.{p}"] = state[f"ln_final.{p}"]
         out[f"vision_model.pre_layrnorm.{p}"] = state[f"visual.ln_pre.{p}"]

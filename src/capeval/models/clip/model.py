@@ -10,6 +10,12 @@ open_clip ``ViT-L-14`` (``laion2b_s32b_b82k``) and the PAC-S checkpoints load di
     token_embedding.weight, positional_embedding, transformer.resblocks.{i}.*, ln_final.*,
     text_projection, logit_scale
 
+Long-CLIP files (Zhang et al., ECCV 2024; beichenzbc/Long-CLIP ``model/model_longclip.py``) add
+``positional_embedding_res``: both tables have 248 rows, and position ``p`` takes its row from
+``positional_embedding`` when ``p < 20``, else from ``positional_embedding_res``
+(:meth:`CLIP.positions`); the rest of the model is OpenAI's. :func:`infer_config` recognises
+them by that key.
+
 Differences that do not change results: tensors are batch-first and attention uses
 ``scaled_dot_product_attention`` (same maths as ``nn.MultiheadAttention``); the text tower
 runs on a batch padded to its longest sequence instead of 77 positions, which is exact
@@ -51,9 +57,15 @@ class ClipConfig:
     text_layers: int
     text_heads: int
     activation: str = "quick_gelu"  # OpenAI weights; open_clip LAION weights use "gelu"
+    # Long-CLIP (Zhang et al. 2024): positions < keep_positions come from ``positional_embedding``,
+    # the rest from ``positional_embedding_res`` (0: a plain CLIP, one table)
+    keep_positions: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.keep_positions:  # plain CLIP: the dict stays what files written before Long-CLIP hold
+            del out["keep_positions"]
+        return out
 
 
 def _heads(width: int) -> int:
@@ -61,8 +73,13 @@ def _heads(width: int) -> int:
     return width // 64 if width >= 64 else max(1, width // 16)
 
 
-def _vit(embed, size, patch, vw, vl, tw, tl, act="quick_gelu") -> ClipConfig:
-    return ClipConfig(embed, size, patch, vw, vl, vw // 64, 77, 49408, tw, tl, tw // 64, act)
+def _vit(embed, size, patch, vw, vl, tw, tl, act="quick_gelu", context=77, keep=0) -> ClipConfig:
+    return ClipConfig(embed, size, patch, vw, vl, vw // 64, context, 49408, tw, tl, tw // 64, act, keep)
+
+
+# Long-CLIP: model_longclip.py builds every released model with 248 text positions and keeps
+# the first 20 of the original table (``mask1[:20] = 1``)
+LONGCLIP_CONTEXT, LONGCLIP_KEEP = 248, 20
 
 
 ARCHITECTURES: dict[str, ClipConfig] = {
@@ -70,6 +87,8 @@ ARCHITECTURES: dict[str, ClipConfig] = {
     "ViT-B-16": _vit(512, 224, 16, 768, 12, 512, 12),
     "ViT-L-14": _vit(768, 224, 14, 1024, 24, 768, 12),
     "ViT-L-14-336": _vit(768, 336, 14, 1024, 24, 768, 12),
+    "LongCLIP-ViT-B-16": _vit(512, 224, 16, 768, 12, 512, 12, context=LONGCLIP_CONTEXT, keep=LONGCLIP_KEEP),
+    "LongCLIP-ViT-L-14": _vit(768, 224, 14, 1024, 24, 768, 12, context=LONGCLIP_CONTEXT, keep=LONGCLIP_KEEP),
     # a small model of the same structure, for tests
     "tiny": ClipConfig(16, 32, 8, 32, 2, 2, 77, 600, 32, 2, 2),
 }
@@ -179,6 +198,8 @@ class CLIP(nn.Module):
         self.visual = VisionTransformer(cfg)
         self.token_embedding = nn.Embedding(cfg.vocab_size, cfg.text_width)
         self.positional_embedding = nn.Parameter(torch.zeros(cfg.context_length, cfg.text_width))
+        if cfg.keep_positions:
+            self.positional_embedding_res = nn.Parameter(torch.zeros(cfg.context_length, cfg.text_width))
         self.transformer = Transformer(cfg.text_width, cfg.text_layers, cfg.text_heads, cfg.activation)
         self.ln_final = nn.LayerNorm(cfg.text_width)
         self.text_projection = nn.Parameter(torch.zeros(cfg.text_width, cfg.embed_dim))
@@ -190,10 +211,21 @@ class CLIP(nn.Module):
     def encode_image_grid(self, pixels: torch.Tensor) -> torch.Tensor:
         return self.visual.tokens(pixels) @ self.visual.proj
 
+    def positions(self, n: int) -> torch.Tensor:
+        """The (n, width) positional embeddings of the first ``n`` positions.
+
+        Long-CLIP's ``encode_text`` adds ``positional_embedding * mask1 + positional_embedding_res
+        * mask2`` (masks selecting rows < 20 and >= 20): each row is exactly one of the two
+        tables' rows, which is what is taken here.
+        """
+        k = self.config.keep_positions
+        if not k or n <= k:
+            return self.positional_embedding[:n]
+        return torch.cat([self.positional_embedding[:k], self.positional_embedding_res[k:n]])
+
     def text_states(self, ids: torch.Tensor) -> torch.Tensor:
         """(B, L, width) after ``ln_final`` for right-padded ``ids`` of length L <= context_length."""
-        n = ids.shape[1]
-        x = self.token_embedding(ids) + self.positional_embedding[:n]
+        x = self.token_embedding(ids) + self.positions(ids.shape[1])
         return self.ln_final(self.transformer(x, causal=True))
 
     def encode_text(self, ids: torch.Tensor, eot_index: torch.Tensor) -> torch.Tensor:
@@ -208,7 +240,7 @@ class CLIP(nn.Module):
         vectors (pseudo-tokens, BRIDGE). Positional embeddings, the causal transformer, ``ln_final``
         and ``text_projection`` at each row's ``eot_index`` follow; gradients flow to ``embeds``.
         """
-        x = embeds + self.positional_embedding[: embeds.shape[1]]
+        x = embeds + self.positions(embeds.shape[1])
         x = self.ln_final(self.transformer(x, causal=True))
         return x[torch.arange(x.shape[0], device=x.device), eot_index] @ self.text_projection
 
@@ -224,6 +256,8 @@ def init_random(model: CLIP, seed: int = 0) -> CLIP:
 
     normal_(model.token_embedding.weight, 0.02)
     normal_(model.positional_embedding, 0.01)
+    if cfg.keep_positions:
+        normal_(model.positional_embedding_res, 0.01)
     vis = model.visual
     scale = cfg.vision_width**-0.5
     normal_(vis.conv1.weight, 0.02)
@@ -288,6 +322,7 @@ def infer_config(state: Mapping[str, torch.Tensor], activation: str = "quick_gel
             text_layers=tl,
             text_heads=_heads(tw),
             activation=activation,
+            keep_positions=LONGCLIP_KEEP if "positional_embedding_res" in state else 0,
         )
     except KeyError as exc:
         raise ResourceError(f"not a ViT CLIP state dict: key {exc.args[0]!r} is missing") from None

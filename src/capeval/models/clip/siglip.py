@@ -12,8 +12,9 @@ Same interface as :class:`capeval.models.clip.backbone_base.ClipBackbone` (``tok
   model's size, no crop, rescale 1/255, mean = std = 0.5);
 - texts: the checkpoint's tokenizer with ``padding="max_length"``, ``max_length=64`` and
   truncation, as the model cards prescribe (the text tower pools the last position, so the
-  padding is part of the embedding), an attention mask only when the tokenizer returns one
-  (``model_input_names``); ``get_text_features`` / ``get_image_features``.
+  padding is part of the embedding), with the attention mask exactly when the tokenizer
+  returns one (the tokenizer's own ``pad``; SigLIP's pad token is its EOS, so a mask rebuilt
+  from ``ids != pad_token_id`` would hide the EOS); ``get_text_features`` / ``get_image_features``.
 
 SigLIP 2's NaFlex models (``Siglip2Model``, model type ``siglip2``) take patch sequences plus a
 patch mask and the patch grid's shape: :func:`pack_pixels` packs the three into one
@@ -30,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from capeval.errors import InputError, ResourceError
+from capeval.errors import InputError, MissingDependencyError, ResourceError
 
 TEXT_LENGTH = 64
 MODEL_TYPES = ("siglip", "siglip2")
@@ -61,6 +62,10 @@ class SiglipBackbone:
             self.model = tf.AutoModel.from_pretrained(self.name).to(device).eval()
             self.tokenizer = tf.AutoTokenizer.from_pretrained(self.name)
             self.processor = tf.AutoImageProcessor.from_pretrained(self.name)
+        except ImportError as exc:  # SigLIP's tokenizer needs sentencepiece; transformers says so in a paragraph
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0]
+            raise MissingDependencyError(f"SigLIP backbone {self.name!r}: {first[:160]}: pip install \".[hf]\" "
+                                         "(in the capeval checkout; the hf extra brings sentencepiece)") from None
         except (OSError, ValueError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ResourceError(f"SigLIP backbone {self.name!r} cannot be loaded ({first[:160]}); download it once "
@@ -91,9 +96,9 @@ class SiglipBackbone:
         return hashlib.sha256(json.dumps(self.signature, sort_keys=True, default=str).encode()).hexdigest()
 
     def tokenize(self, texts: Sequence[str]) -> tuple[list[list[int]], int]:
-        """Ids padded to 64 (``padding="max_length"``) and the number of texts truncated."""
+        """Ids truncated to 64 (padded by :func:`text_features`) and the number of texts truncated."""
         full = self.tokenizer(list(texts))["input_ids"]
-        return pad_ids(self.tokenizer, texts), sum(1 for x in full if len(x) > TEXT_LENGTH)
+        return text_ids(self.tokenizer, texts), sum(1 for x in full if len(x) > TEXT_LENGTH)
 
     def encode_texts(self, ids: Sequence[Sequence[int]]) -> Any:
         with self.torch.inference_mode():
@@ -138,16 +143,16 @@ def unpack_pixels(packed: Any) -> dict[str, Any]:
 
 
 def text_features(model: Any, tokenizer: Any, ids: Sequence[Sequence[int]], device: Any) -> Any:
-    """``get_text_features`` of padded ids (B, 64), with a mask only where the tokenizer makes one."""
+    """``get_text_features`` of :func:`text_ids` output, padded to 64 by the tokenizer itself.
+
+    As ``model(**tokenizer(texts, padding="max_length", max_length=64))`` in the model cards:
+    the tokenizer's ``pad`` adds the padding and the attention mask exactly when its ``__call__``
+    would (a tokenizer that gives none: the padding is attended to)."""
     import torch
 
-    batch = torch.as_tensor([list(x) for x in ids], dtype=torch.long, device=device)
-    inputs = {"input_ids": batch}
-    # as model(**tokenizer(...)) in the model cards: SigLIP's tokenizer gives no mask
-    # (the padding is attended to), SigLIP 2's Gemma tokenizer gives one
-    if "attention_mask" in tokenizer.model_input_names:
-        inputs["attention_mask"] = (batch != tokenizer.pad_token_id).long()
-    return _features(model.get_text_features(**inputs))
+    inputs = tokenizer.pad({"input_ids": [list(x) for x in ids]}, padding="max_length", max_length=TEXT_LENGTH)
+    tensors = {k: torch.as_tensor(v, dtype=torch.long, device=device) for k, v in inputs.items()}
+    return _features(model.get_text_features(**tensors))
 
 
 def image_features(model: Any, pixels: Any) -> Any:
@@ -157,9 +162,10 @@ def image_features(model: Any, pixels: Any) -> Any:
     return _features(model.get_image_features(pixel_values=pixels))
 
 
-def pad_ids(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
-    """Ids padded to 64 (``padding="max_length"``, truncated), as the model cards tokenize."""
-    ids = tokenizer(list(texts), padding="max_length", max_length=TEXT_LENGTH, truncation=True)["input_ids"]
+def text_ids(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+    """Ids truncated to 64 as the model cards tokenize (``truncation=True``); unpadded, so that
+    :func:`text_features` pads them and makes the tokenizer's own mask."""
+    ids = tokenizer(list(texts), max_length=TEXT_LENGTH, truncation=True)["input_ids"]
     return [list(x) for x in ids]
 
 

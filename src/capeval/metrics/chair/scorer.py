@@ -1,0 +1,100 @@
+"""CHAIR (Rohrbach*, Hendricks* et al., EMNLP 2018, "Object Hallucination in Image Captioning"),
+as the official ``utils/chair.py`` (LisaAnne/Hallucination@6e4d33c) computes it.
+
+An MSCOCO object mentioned in a caption is hallucinated when it is not among the image's
+ground-truth objects: the categories of its COCO instance annotations plus the objects its
+COCO reference captions mention (both from the COCO 2014 train+val files,
+``-O chair.annotations=DIR``). With ``h_i`` the hallucinated mentions and ``m_i`` all object
+mentions of caption ``i`` (see :mod:`capeval.metrics.chair.objects` for how mentions are found):
+
+- ``chair-s``: item ``1 if h_i > 0 else 0``; system = mean (share of captions with a
+  hallucination). Range [0, 1], lower is better.
+- ``chair-i``: item ``h_i / m_i`` (0 when ``m_i = 0``); system ``sum h_i / sum m_i`` (mentions
+  pooled over the corpus, not a mean of items; undefined, NaN, when no caption mentions an
+  object). Range [0, 1], lower is better.
+
+Candidate ids are COCO image ids (``391895``) or COCO file names. Per item, the extras list
+the hallucinated ``(word, object)`` pairs and the mentioned objects.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from capeval.errors import InputError
+from capeval.io.inputs import normalize_candidates
+from capeval.metrics.chair.objects import ObjectVocabulary, vocabulary
+from capeval.result import MetricResult, Report, Signature
+from capeval.scorer import ScorerBase
+
+#: the official code's pinned libraries, recorded in the signature
+TOKENIZER = "nltk-3.2.5-word_tokenize"
+SINGULARIZE = "pattern-3.6"
+
+
+class Chair(ScorerBase):
+    """``chair-s`` and ``chair-i`` against COCO 2014 ground truth (see the module docs).
+
+    ``annotations``: the COCO 2014 annotation folder (required); ``variant``: ``official``
+    (default) or ``stripped`` (synonym entries stripped of stray spaces); ``cache``: keep the
+    compact annotation table in the capeval cache.
+    """
+
+    produces: ClassVar[tuple[str, ...]] = ("chair-s", "chair-i")
+
+    def __init__(self, metrics: Sequence[str] | None = None, annotations: str | None = None,
+                 variant: str = "official", cache: bool = True):
+        from capeval.metrics.chair.annotations import load_annotations
+
+        self.metrics = self._select(metrics)
+        if not annotations:
+            raise InputError("chair needs the COCO 2014 annotation folder: -O chair.annotations=DIR "
+                             "(Python: options={'chair': {'annotations': DIR}}) with instances_{train,val}2014.json "
+                             "and captions_{train,val}2014.json")
+        self.vocab: ObjectVocabulary = vocabulary(variant)
+        self.variant = variant
+        self.coco = load_annotations(annotations, cache=cache)
+        self._truth: dict[int, frozenset[str]] = {}
+
+    def ground_truth(self, image_id: int) -> frozenset[str]:
+        """The CHAIR objects of one COCO image: its instance categories and its captions' objects."""
+        if image_id not in self._truth:
+            objects = {self.vocab.object_of_category(name) for name in self.coco.categories.get(image_id, ())}
+            for caption in self.coco.captions.get(image_id, ()):
+                objects.update(m.object for m in self.vocab.mentions(caption))
+            self._truth[image_id] = frozenset(objects)
+        return self._truth[image_id]
+
+    def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
+              *, progress: bool | None = False, **_: Any) -> Report:
+        """CHAIR of ``{COCO image id or file name: caption}``."""
+        cands = normalize_candidates(candidates)
+        ids = list(cands)
+        image_ids = [self.coco.image_id(i) for i in ids]
+        sentence, instance, hallucinated, mentioned = [], [], {}, {}
+        total_h = total_m = 0
+        for item, image_id in zip(ids, image_ids):
+            truth = self.ground_truth(image_id)
+            mentions = self.vocab.mentions(cands[item])
+            bad = [(m.word, m.object) for m in mentions if m.object not in truth]
+            sentence.append(1.0 if bad else 0.0)
+            instance.append(len(bad) / len(mentions) if mentions else 0.0)
+            hallucinated[item] = bad
+            mentioned[item] = [m.object for m in mentions]
+            total_h += len(bad)
+            total_m += len(mentions)
+        params = {"variant": self.variant, "tok": TOKENIZER, "singularize": SINGULARIZE,
+                  "coco": f"2014:{self.coco.digest[:12]}"}
+        extras = {"hallucinated": hallucinated, "objects": mentioned, "mentions": total_m, "hallucinations": total_h}
+        out = []
+        if "chair-s" in self.metrics:
+            system = sum(sentence) / len(sentence) if sentence else math.nan
+            out.append(MetricResult("chair-s", system, dict(zip(ids, sentence)),
+                                    Signature.build("chair-s", **params), extras))
+        if "chair-i" in self.metrics:
+            system = total_h / total_m if total_m else math.nan
+            out.append(MetricResult("chair-i", system, dict(zip(ids, instance)),
+                                    Signature.build("chair-i", **params), extras))
+        return Report(out)

@@ -1,0 +1,70 @@
+"""Reading the systems' files and writing a comparison (shared by ``capeval compare`` and ``score --compare``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from capeval.errors import InputError
+
+
+def named_files(values: list[str]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or Path(value).exists():
+            name, path = Path(value).stem, value
+        if name in dict(out):
+            raise InputError(f"--candidates: two systems are named {name!r}; name them with NAME=FILE")
+        out.append((name, path))
+    if len(out) < 2:
+        raise InputError("--candidates: give at least two files, the baseline first")
+    return out
+
+
+def table(result: dict[str, Any]) -> str:
+    """The comparison as an aligned text table (one row per system and metric)."""
+    rows = [("system", "metric", "score", "diff", "p-value", "diff CI" if result["method"] == "bs" else "")]
+    for name, metrics in result["systems"].items():
+        for metric, row in metrics.items():
+            if name == result["baseline"]:
+                rows.append((f"{name} (baseline)", metric, f"{row['score']:.4f}", "", "", ""))
+                continue
+            ci = row.get("diff_ci")
+            rows.append((name, metric, f"{row['score']:.4f}", f"{row['diff']:+.4f}", f"{row['p_value']:.4f}",
+                         f"[{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""))
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    how = "paired bootstrap" if result["method"] == "bs" else "approximate randomisation"
+    lines.append(f"{how}, {result['samples']} samples, seed {result['seed']}")
+    return "\n".join(lines)
+
+
+
+
+def compare_files(candidates: list[str], references: str, metrics: str, options: dict[str, Any],
+                  check_outputs: Callable[..., None], *, method: str = "bs", samples: int | None = None,
+                  seed: int | None = 12345, confidence: float = 0.95, out: str | None = None, html: str | None = None,
+                  as_table: bool = False) -> int:
+    """Compare the systems of ``[NAME=]FILE`` candidates (the first is the baseline); print JSON or a table."""
+    from capeval.io.atomic import atomic_write_text
+    from capeval.io.captions import read_caption_file
+    from capeval.significance.compare import compare
+
+    named = named_files(candidates)
+    check_outputs({"--out": out, "--html": html}, [p for _, p in named] + [references])
+    systems = {name: read_caption_file(path, "candidates").data for name, path in named}
+    refs = read_caption_file(references, "references").data
+    result = compare(systems, refs, metrics, method=method, samples=samples, seed=seed, confidence=confidence,
+                     options=options or None)
+    text = json.dumps(result, indent=2)
+    if out:
+        atomic_write_text(out, text + "\n")
+    if html:
+        from capeval.significance.html import render_html
+
+        atomic_write_text(html, render_html(result))
+    print(table(result) if as_table or sys.stdout.isatty() else text)
+    return 0
