@@ -7,10 +7,14 @@
 2. 2 GB sparse files of zero bytes (``truncate -s 2G``) as ``.json``, ``.jsonl``, ``.csv``
    candidates, and ``-c /dev/zero``: each must end at once with a one-line error; its
    time, peak tree PSS and exit status are printed.
+3. One item with many references (default 1,000,000, ``--references``): with the default
+   ``--max-references`` (10,000) it is refused with one line; the same item cut to the
+   limit (10,000 references) is scored. BLEU-4/ROUGE-L/CIDEr-D and METEOR, peak memory of each.
 
     python benchmarks/bench_hostile.py                   # both parts
     python benchmarks/bench_hostile.py --items 200000    # a smaller job
     python benchmarks/bench_hostile.py --parts 2         # only the hostile files
+    python benchmarks/bench_hostile.py --parts 3         # only the many-references item
 
 ``--src`` runs another checkout's ``src`` (e.g. the code before a change) for comparison.
 """
@@ -60,11 +64,29 @@ def write_jsonl(folder: Path, n: int, data: Path) -> tuple[Path, Path]:
     return c, r
 
 
+def many_references(folder: Path, n: int, cli: list[str], env: dict[str, str]) -> None:
+    """Part 3: one item with ``n`` references, then the same item cut to 10,000 (the default limit)."""
+    c = folder / "one.json"
+    c.write_text(json.dumps({"1": "a dog runs on the grass"}), encoding="utf-8")
+    print(f"{'one item':<40} {'rc':>3} {'wall':>7} {'PSS':>7} {'maxrss':>7}  stderr")
+    for count in (n, 10_000):
+        r = folder / f"refs{count}.json"
+        r.write_text(json.dumps({"1": [f"a dog number {k} runs on the grass" for k in range(count)]}), encoding="utf-8")
+        for metrics in ("bleu-4,rouge-l,cider-d", "meteor"):
+            res = run([*cli, "-m", metrics, "-c", str(c), "-r", str(r)], env)
+            label = f"{count:,} refs, {metrics}"
+            print(f"{label:<40} {res['rc']:>3} {res['wall']:>6.2f}s {res['pss']:>5.0f}MB {res['maxrss']:>5.0f}MB  "
+                  f"{res['err'][:100]}", flush=True)
+        r.unlink()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=os.environ.get("CAPEVAL_DATA", str(ROOT.parent / "shared" / "data")))
     ap.add_argument("--items", type=int, default=1_000_000, help="items of the JSONL job (default 1,000,000)")
-    ap.add_argument("--parts", default="1,2", help="which parts to run (1: JSONL job, 2: hostile files)")
+    ap.add_argument("--parts", default="1,2,3",
+                    help="which parts to run (1: JSONL job, 2: hostile files, 3: many references)")
+    ap.add_argument("--references", type=int, default=1_000_000, help="references of the one item of part 3")
     ap.add_argument("--src", default=str(ROOT / "src"), help="the capeval source folder to run")
     ap.add_argument("--per-item", action="store_true", help="part 1 also writes --per-item scores")
     ap.add_argument("--files", help="existing cands.jsonl,refs.jsonl instead of writing them")
@@ -100,6 +122,8 @@ def main() -> int:
             res = run([*cli, "-m", "bleu-1", "-c", "/dev/zero"], env)
             print(f"{'-c /dev/zero':<28} {res['rc']:>3} {res['wall']:>6.2f}s {res['pss']:>5.0f}MB "
                   f"{res['maxrss']:>5.0f}MB  {res['err']}", flush=True)
+        if 3 in parts:
+            many_references(folder, args.references, cli, env)
     return 0
 
 

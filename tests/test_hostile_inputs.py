@@ -1429,3 +1429,340 @@ def test_values_in_error_messages_are_shortened(tmp_path, capsys, no_bench):
                               "-O", "cider-d.sigma=" + json.dumps(list(range(100_000)))))
     assert line == "capeval: error: option cider-d.sigma: expected float, got [0, 1, 2, 3, ...] (list)"
     assert len(shown("x" * 10**6)) == 80 and shown(0.5) == "0.5" and shown("bf17") == "'bf17'"
+
+
+# ---------------------------------------------------------------------------
+# Issue 35 (hostile inputs, second round), input rows: a PNG decompression bomb, a huge image,
+# a FIFO named like an image, undecodable images for the judges, non-finite or off-scale human
+# judgments in every benchmark loader (and no statistic turning NaN into a number), one item
+# with a million references
+# ---------------------------------------------------------------------------
+
+
+def _png(path: Path, width: int, height: int, bit_depth: int = 8) -> Path:
+    """A black greyscale PNG written chunk by chunk (zlib, no PIL): a header may declare any
+    size, and rows of zeros compress ~1000:1, so a 30000 x 30000 1-bit image is ~110 KB."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    row = b"\x00" * (1 + (width * bit_depth + 7) // 8)  # filter byte + packed pixels
+    z = zlib.compressobj(9)
+    body = b"".join(z.compress(row) for _ in range(height)) + z.flush()
+    header = struct.pack(">IIBBBBB", width, height, bit_depth, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", body) + chunk(b"IEND", b""))
+    return path
+
+
+@pytest.fixture
+def tiny_clip_cli(tmp_path: Path):
+    """``(arguments, environment)`` that run ``capeval score -m clip-s`` with a random tiny CLIP
+    saved as a checkpoint (its vocabulary through CAPEVAL_CLIP_VOCAB)."""
+    torch = pytest.importorskip("torch")
+    from capeval.models.clip.backbone import random_backbone
+    from capeval.models.clip.tokenizer import write_vocab
+
+    tiny = random_backbone("tiny", seed=0)
+    torch.save(tiny.model.state_dict(), tmp_path / "tiny.pth")
+    vocab = write_vocab(tmp_path / "vocab", sorted(tiny.tokenizer.ranks, key=tiny.tokenizer.ranks.get))
+    return (["score", "-q", "-m", "clip-s", "--backbone", "tiny.pth", "--images", "imgs", "-c", "c.json"],
+            {"CAPEVAL_CLIP_VOCAB": str(vocab)})
+
+
+def _captions(tmp_path: Path, ids: typing.Iterable[str]) -> None:
+    (tmp_path / "c.json").write_text(json.dumps({i: f"a photo number {k}" for k, i in enumerate(ids)}))
+
+
+def test_png_decompression_bomb_is_one_line_naming_the_item_and_skippable(tmp_path: Path, tiny_clip_cli) -> None:
+    args, env = tiny_clip_cli
+    (tmp_path / "imgs").mkdir()
+    bomb = _png(tmp_path / "imgs" / "bomb.png", 30000, 30000, bit_depth=1)
+    assert bomb.stat().st_size < 200_000
+    _png(tmp_path / "imgs" / "ok.png", 64, 48)
+    _captions(tmp_path, ["ok", "bomb"])
+    rc, out, err = _cli(args, tmp_path, env, address_space=8 * GB)
+    _one_error_line(rc, out, err, "item 'bomb'", "imgs/bomb.png", "30000x30000 = 900,000,000 pixels",
+                    "more than the 178,956,970", "--max-image-pixels")
+    rc, out, err = _cli([*args, "--skip-bad-items"], tmp_path, env, address_space=8 * GB)
+    assert rc == 0 and err == "", err
+    result = json.loads(out)["results"][0]
+    assert result["skipped"] == ["bomb"] and result["n"] == 1
+    # the limit is an option with a declared range, and it applies to every image
+    rc, out, err = _cli([*args, "--max-image-pixels", "3000"], tmp_path, env, address_space=8 * GB)
+    _one_error_line(rc, out, err, "item 'ok'", "64x48 = 3,072 pixels, more than the 3,000")
+    rc, out, err = _cli([*args, "--max-image-pixels", "0"], tmp_path, env, address_space=8 * GB)
+    _one_error_line(rc, out, err, "--max-image-pixels: 0 is out of range [1, 1,099,511,627,776] pixels")
+
+
+def test_huge_image_is_scored_without_a_library_warning(tmp_path: Path, tiny_clip_cli) -> None:
+    """12000 x 12000 = 144 M pixels: above PIL's warning threshold (89.5 M), below the limit."""
+    args, env = tiny_clip_cli
+    (tmp_path / "imgs").mkdir()
+    _png(tmp_path / "imgs" / "big.png", 12000, 12000)
+    _captions(tmp_path, ["big"])
+    rc, out, err = _cli(args, tmp_path, env, address_space=8 * GB)
+    assert rc == 0 and err == "", err
+    assert json.loads(out)["results"][0]["n"] == 1
+
+
+def test_warnings_of_the_cli_are_one_line_each(tmp_path: Path) -> None:
+    """Any warning (a library's included) is one ``capeval: warning:`` line, not Python's two."""
+    code = ("import importlib, sys, warnings\nm = importlib.import_module('capeval.cli.main')\n"
+            "m._run = lambda args: warnings.warn('first\\nsecond', UserWarning) or 0\n"
+            "sys.argv = ['capeval', 'list']\nsys.exit(m.main())\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT / "src")), check=False)
+    assert res.returncode == 0 and res.stderr == "capeval: warning: first second\n", res.stderr
+
+
+def _fifo_writer_never_comes(path: Path) -> Path:
+    os.mkfifo(path)  # nobody ever opens it for writing: a blocking reader would wait forever
+    return path
+
+
+def test_fifo_named_like_an_image_is_named_at_once(tmp_path: Path, tiny_clip_cli) -> None:
+    args, env = tiny_clip_cli
+    (tmp_path / "imgs").mkdir()
+    _fifo_writer_never_comes(tmp_path / "imgs" / "pipe.png")
+    _png(tmp_path / "imgs" / "ok.png", 40, 30)
+    _captions(tmp_path, ["pipe", "ok"])
+    rc, out, err = _cli(args, tmp_path, env, address_space=8 * GB)
+    _one_error_line(rc, out, err, "item 'pipe'", "not a regular file (a FIFO)", "imgs/pipe.png")
+    rc, out, err = _cli([*args, "--skip-bad-items"], tmp_path, env, address_space=8 * GB)
+    assert rc == 0 and err == "", err
+    assert json.loads(out)["results"][0]["skipped"] == ["pipe"]
+    # an id -> path mapping (the API) and a direct decode refuse it the same way, without blocking
+    from capeval.io.image_files import decode_image
+
+    with pytest.raises(InputError, match="not a regular file"):
+        decode_image(tmp_path / "imgs" / "pipe.png", "pipe")
+
+
+def test_judges_skip_and_report_undecodable_and_fifo_images(tmp_path: Path) -> None:
+    """VisCE2 decodes every image before sending anything, as the CLIP metrics do: with
+    --skip-bad-items a truncated PNG and a FIFO are skipped and reported, the rest scored."""
+    pytest.importorskip("PIL")
+    from test_visce2 import ScriptedServer
+
+    (tmp_path / "imgs").mkdir()
+    good = _png(tmp_path / "imgs" / "good.png", 40, 30)
+    data = good.read_bytes()
+    (tmp_path / "imgs" / "broken.png").write_bytes(data[: len(data) - 20])  # IDAT cut short, IEND gone
+    _fifo_writer_never_comes(tmp_path / "imgs" / "pipe.png")
+    _captions(tmp_path, ["good", "broken", "pipe"])
+    server = ScriptedServer()
+    try:
+        args = ["score", "-q", "-m", "visce2-vanilla", "-c", "c.json", "--images", "imgs",
+                "-O", "visce2.backend=openai", "-O", f"visce2.base_url={server.base_url}",
+                "-O", "visce2.model=tiny-vlm", "-O", "visce2.cache=cache", "-O", "visce2.retry_backoff=0.01"]
+        rc, out, err = _cli(args, tmp_path)
+        _one_error_line(rc, out, err, "item 'broken': cannot decode image", "imgs/broken.png", "1 more bad items")
+        assert server.counts["rating"] == 0  # refused before any request
+        rc, out, err = _cli([*args, "--skip-bad-items"], tmp_path)
+        assert rc == 0 and err == "", err
+        result = json.loads(out)["results"][0]
+        assert sorted(result["skipped"]) == ["broken", "pipe"] and result["n"] == 1
+        assert server.counts["rating"] == 1
+    finally:
+        server.close()
+
+
+# -- human judgments: refused at load when not finite or off the dataset's scale
+
+
+def _copy_data(tmp_path: Path, shared_data: Path, *rels: str) -> Path:
+    root = tmp_path / "data"
+    for rel in rels:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes((shared_data / rel).read_bytes())
+    return root
+
+
+def test_thumb_nan_human_score_is_refused_at_load(capsys, tmp_path: Path, shared_data: Path) -> None:
+    rel = "thumb/mscoco_THumB-1.0.jsonl"
+    root = _copy_data(tmp_path, shared_data, rel, "thumb/mscoco_references.json")
+    lines = (root / rel).read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[6])
+    row["human_score"] = float("nan")
+    lines[6] = json.dumps(row)  # json writes NaN, which json (and pandas) read back as nan
+    (root / rel).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = _cli_in(capsys, "bench", "thumb", "-m", "bleu-1", "--data-root", str(root))
+    _one_line(code, out, err, f"capeval: error: malformed data file {root / rel} (line 7): human_score must be a "
+                              "number in [-0.5, 5] (the dataset's scale), got nan")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-5", "1e308", "2.5"])
+def test_flickr8k_expert_rating_off_the_scale_names_file_and_row(capsys, tmp_path: Path, shared_data: Path,
+                                                                  value: str) -> None:
+    rel = "flickr8k/ExpertAnnotations.txt"
+    root = _copy_data(tmp_path, shared_data, rel, "flickr8k/Flickr8k.token.txt")
+    lines = (root / rel).read_text(encoding="utf-8").splitlines()
+    cols = lines[2].split("\t")
+    cols[3] = value
+    lines[2] = "\t".join(cols)
+    (root / rel).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = _cli_in(capsys, "bench", "flickr8k-expert", "-m", "bleu-1", "--data-root", str(root))
+    _one_line(code, out, err, f"capeval: error: malformed data file {root / rel} (line 3): an expert score must be "
+                              f"a whole number from 1 to 4 (the dataset's scale), got {value!r}")
+
+
+def _edit_text(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def _bad_flickr8k_cf(tmp_path: Path, shared_data: Path) -> tuple[Path, str]:
+    rel = "flickr8k/CrowdFlowerAnnotations.txt"
+    root = _copy_data(tmp_path, shared_data, rel, "flickr8k/Flickr8k.token.txt")
+    lines = (root / rel).read_text(encoding="utf-8").splitlines()
+    cols = lines[4].split("\t")
+    cols[3] = "-3"
+    lines[4] = "\t".join(cols)
+    (root / rel).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root, f"{rel} (line 5): #yes must be a whole number from 0 to inf"
+
+
+def _bad_pascal(tmp_path: Path, shared_data: Path) -> tuple[Path, str]:
+    rel = "pascal50s/pascal_50s.json"
+    root = _copy_data(tmp_path, shared_data, rel)
+    data = json.loads((root / rel).read_text(encoding="utf-8"))
+    data["HI"][3]["label"] = 0.7  # int() would have made it 0
+    (root / rel).write_text(json.dumps(data), encoding="utf-8")
+    return root, f"{rel} (HI[3]): label must be a whole number from 0 to 1"
+
+
+def _bad_composite(tmp_path: Path, shared_data: Path) -> tuple[Path, str]:
+    from test_bench_fixtures import _write_composite
+
+    root = tmp_path / "data"
+    _write_composite(root)
+    _edit_text(root / "composite" / "30k_correctness.csv", ";5;3;1;2", ";5;3;inf;2")
+    return root, "composite/30k_correctness.csv (row 2): a rating must be a number in [1, 5]"
+
+
+def _bad_foil(tmp_path: Path, shared_data: Path) -> tuple[Path, str]:
+    from test_bench_fixtures import _write_foil
+
+    root = tmp_path / "data"
+    _write_foil(root)
+    _edit_text(root / "foil" / "foilv1.0_test_2017.json", '"foil": true', '"foil": NaN')
+    return root, "foil/foilv1.0_test_2017.json (annotations[1]): foil must be true or false, got nan"
+
+
+def _bad_vatex(tmp_path: Path, shared_data: Path) -> tuple[Path, str]:
+    import pickle
+
+    import numpy as np
+    from test_bench_fixtures import _write_vatex
+
+    root = tmp_path / "data"
+    human = _write_vatex(root)  # (12 candidates, 3 annotators)
+    human[5, 1] = np.inf
+    with open(root / "vatex-eval" / "human_scores.pkl", "wb") as f:
+        pickle.dump(np.ascontiguousarray(human.T).ravel(), f)
+    return root, "vatex-eval/human_scores.pkl (candidate 5, annotator 2): a score must be a number in [1, 5]"
+
+
+def _bad_polaris(tmp_path: Path, shared_data: Path) -> tuple[Path, str]:
+    import csv
+
+    root = tmp_path / "data"
+    (root / "polaris").mkdir(parents=True)
+    with open(root / "polaris" / "polaris_test.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["mt", "refs", "score", "imgid"])
+        w.writerow(["a dog runs", "['a dog is running']", "0.75", "1.jpg"])
+        w.writerow(["a cat", "['a cat sleeps']", "1.5", "2.jpg"])
+    return root, "polaris/polaris_test.csv (row 3): score must be a number in [0, 1] (the dataset's scale), got '1.5'"
+
+
+def _bad_nebula(tmp_path: Path, shared_data: Path) -> tuple[Path, str]:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "data"
+    (root / "nebula" / "data").mkdir(parents=True)
+    table = pa.table({"file_name": ["1.jpg", "2.jpg"], "refs": [["a dog runs"], ["a cat"]],
+                      "mt": ["a dog", "a cat sleeps"], "human_score": [0.5, float("nan")]})
+    pq.write_table(table, root / "nebula" / "data" / "test-00000.parquet")
+    return root, "nebula/data/test-00000.parquet (row 1): human_score must be a number in [0, 1]"
+
+
+@pytest.mark.parametrize("name, make", [
+    ("flickr8k-cf", _bad_flickr8k_cf), ("pascal-50s", _bad_pascal), ("composite", _bad_composite),
+    ("foil", _bad_foil), ("vatex-eval", _bad_vatex), ("polaris", _bad_polaris), ("nebula", _bad_nebula),
+])
+def test_every_loader_refuses_off_scale_human_judgments(capsys, tmp_path: Path, shared_data: Path, name: str,
+                                                        make: typing.Callable) -> None:
+    root, fragment = make(tmp_path, shared_data)
+    options = ["-B", "pascal-50s.refs=fixed"] if name == "pascal-50s" else []
+    code, out, err = _cli_in(capsys, "bench", name, "-m", "bleu-1", "--data-root", str(root), *options)
+    line = _one_line(code, out, err)
+    assert f"malformed data file {root}/{fragment}" in line, line
+
+
+def test_spica_corrections_off_the_scale_are_refused(tmp_path: Path) -> None:
+    from capeval.bench import spica
+
+    path = tmp_path / "spica_test.csv"
+    path.write_text("imgid,mt,score\n1.jpg,a dog,0.5\n2.jpg,a cat,-inf\n", encoding="utf-8")
+    with pytest.raises(ResourceError, match=r"spica_test.csv \(row 3\): score must be a number in \[0, 1\]"):
+        spica.corrected_scores({"t": path})
+
+
+def test_no_statistic_turns_nan_into_a_number() -> None:
+    """scipy propagates NaN; so must every statistic here (``max(-1, min(1, nan))`` was 1.0,
+    which printed ``pearson_total 100.00`` for a THumB file with one NaN human score)."""
+    import numpy as np
+    import scipy.stats
+
+    from capeval.bench import statistics as stats
+    from capeval.bench._common import correlation_spec, kendall_specs
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=50), rng.normal(size=50)
+    y[7] = np.nan
+    assert np.isnan(scipy.stats.pearsonr(x, y)[0]) and np.isnan(scipy.stats.spearmanr(x, y)[0])
+    for value in (stats.pearson(x, y), stats.pearson(y, x), stats.spearman(x, y), stats.kendall_tau(x, y, "b"),
+                  stats.kendall_tau(x, y, "c"), stats.pairwise_accuracy(x, y, np.zeros(50, int)),
+                  correlation_spec("pearson_total", stats.pearson, x, y, "").fn(None),
+                  *(s.fn(None) for s in kendall_specs(x, y, ""))):
+        assert np.isnan(value), value
+    assert stats.pearson(x, np.where(np.isnan(y), np.inf, y)) != stats.pearson(x, np.where(np.isnan(y), 0, y))
+    assert stats.pearson(x, x) == 1.0  # the clip against rounding still holds
+
+
+# -- one item with a million references
+
+
+def test_million_references_of_one_item_refused_in_bounded_memory(tmp_path: Path, peak_rss_child) -> None:
+    (tmp_path / "c.json").write_text(json.dumps({"1": "a dog runs on the grass"}), encoding="utf-8")
+    refs = [f"a dog number {k} runs on the grass" for k in range(1_000_000)]
+    (tmp_path / "r.json").write_text(json.dumps({"1": refs}), encoding="utf-8")
+    for metrics in ("bleu-4,rouge-l,cider-d", "meteor"):
+        rc, out, err, rss = peak_rss_child(["score", "-q", "-m", metrics, "-c", "c.json", "-r", "r.json"])
+        _one_error_line(rc, out, err, "item '1' has 1,000,000 references, more than the 10,000 an item may have",
+                        "--max-references")
+        assert rss < 1.5 * GB, rss
+
+
+def test_reference_limit_is_an_option_with_a_range(tmp_path: Path) -> None:
+    (tmp_path / "c.csv").write_text("image_id,caption\n1,a dog runs\n2,a cat sleeps\n", encoding="utf-8")
+    rows = ["1,a dog is running", "1,a dog runs fast", "1,the dog runs", "2,a cat is sleeping"]
+    (tmp_path / "r.csv").write_text("image_id,caption\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    args = ["score", "-q", "-m", "bleu-1", "-c", "c.csv", "-r", "r.csv"]  # streamed: one row per reference
+    rc, out, err = _cli([*args, "--max-references", "2"], tmp_path)
+    _one_error_line(rc, out, err, "item '1' has 3 references, more than the 2 an item may have")
+    rc, out, err = _cli([*args, "--max-references", "3"], tmp_path)
+    assert rc == 0 and json.loads(out)["scores"]["bleu-1"] > 0, err
+    rc, out, err = _cli(args, tmp_path, env={"CAPEVAL_MAX_REFERENCES": "0"})
+    _one_error_line(rc, out, err, "CAPEVAL_MAX_REFERENCES: 0 is out of range [1, 2,147,483,647] references")
+    with pytest.raises(InputError, match="item 'x' has 3 references, more than the 2"):
+        os.environ["CAPEVAL_MAX_REFERENCES"] = "2"
+        try:
+            capeval.score({"x": "a dog"}, {"x": ["a", "b", "c"]}, metrics="bleu-1")
+        finally:
+            del os.environ["CAPEVAL_MAX_REFERENCES"]

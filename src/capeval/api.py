@@ -103,6 +103,9 @@ def score(
         return report
     if candidates is None:
         raise InputError("no candidates to score (give candidates, or items=<table file>)")
+    from capeval.io.inputs import check_reference_counts
+
+    check_reference_counts(references)  # before any scorer prepares resources
     evaluator = Evaluator(metrics, options=options, progress=progress, **more)
     return evaluator.score(candidates, references, progress=progress, **inputs)
 

@@ -18,6 +18,7 @@ of one Flickr8k pair, the with/without-Human THumB subsets) share its score.
 from __future__ import annotations
 
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,6 +176,22 @@ def collapse(text: str) -> str:
 
 def malformed(path: Path, where: str, what: str) -> ResourceError:
     return ResourceError(f"malformed data file {path} ({where}): {what}")
+
+
+def judgment(value: Any, path: Path, where: str, what: str, low: float, high: float, integer: bool = False) -> float:
+    """One human judgment of a data file as a float: a finite number on its dataset's documented
+    scale ``[low, high]`` (a whole number there when ``integer``), else a one-line
+    :class:`ResourceError` naming the file and row (``where``). A NaN, an infinity or a value
+    off the scale is refused at load, so it never reaches a statistic."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise malformed(path, where, f"{what} must be a number, got {value!r:.40}") from None
+    if isinstance(value, bool) or not math.isfinite(number) or not low <= number <= high or (
+            integer and not number.is_integer()):
+        scale = (f"a whole number from {low:g} to {high:g}" if integer else f"a number in [{low:g}, {high:g}]")
+        raise malformed(path, where, f"{what} must be {scale} (the dataset's scale), got {value!r:.40}")
+    return number
 
 
 # -- registry -----------------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from capeval.bench._common import kendall_specs
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, judgment, malformed
 from capeval.bench.flickr8k import read_flickr8k_tokens
 from capeval.errors import ResourceError
 
@@ -127,6 +127,8 @@ class Composite(Benchmark):
                         if math.isnan(rating):
                             info["skipped_nan_ratings"] += 1
                             continue
+                        # Aditya et al. 2015: each pair rated 1 to 5; an infinite or off-scale rating is refused
+                        judgment(rating, csv_path, f"row {rowno}", "a rating", 1, 5)
                         key = f"{part}|{image_id}|{rowno}|{j}"
                         image = fields[0].split("/")[-1]
                         items[key] = ScoreItem(collapse(cand), refs, image=image)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from capeval.bench._common import MID_ALL_PAIRS, kendall_specs
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, judgment, malformed
 
 _CITE = (
     "Hodosh, Young & Hockenmaier 2013, Framing Image Description as a Ranking Task: Data, Models "
@@ -110,15 +111,13 @@ class Flickr8kExpert(Benchmark):
         for image, cid, s1, s2, s3, lineno in rows:
             if image not in by_image:
                 raise malformed(ann, f"line {lineno}", f"image {image!r} has no captions in {_TOKENS}")
+            # Hodosh et al. 2013, Sec. 4.2: each expert scores a pair 1 (no relation) to 4 (no errors)
+            ratings = [judgment(s, ann, f"line {lineno}", "an expert score", 1, 4, integer=True) for s in (s1, s2, s3)]
             refs = tuple(collapse(r) for r in by_image[image])
             cand = collapse(_caption(captions, cid, ann, lineno))
             if cand in refs:
                 dropped += 1
                 continue
-            try:
-                ratings = [float(s1), float(s2), float(s3)]
-            except ValueError:
-                raise malformed(ann, f"line {lineno}", "expert scores must be numbers") from None
             key = f"{image}|{cid}"
             if key in items:
                 raise malformed(ann, f"line {lineno}", f"pair {key!r} appears twice")
@@ -167,10 +166,9 @@ class Flickr8kCF(Benchmark):
         for image, cid, _frac, yes, no, lineno in rows:
             if image not in by_image:
                 raise malformed(ann, f"line {lineno}", f"image {image!r} has no captions in {_TOKENS}")
-            try:
-                n_yes, n_no = int(yes), int(no)
-            except ValueError:
-                raise malformed(ann, f"line {lineno}", "#yes and #no must be integers") from None
+            # counts of yes/no judgments: whole numbers >= 0
+            n_yes, n_no = (int(judgment(v, ann, f"line {lineno}", what, 0, math.inf, integer=True))
+                           for v, what in ((yes, "#yes"), (no, "#no")))
             cand = collapse(_caption(captions, cid, ann, lineno))
             judged.setdefault(image, set()).add(cand)
             parsed.append((image, cid, cand, n_yes, n_no, lineno))

@@ -54,6 +54,8 @@ class Foil(Benchmark):
         for n, a in enumerate(anns):
             if not isinstance(a, dict) or not {"id", "image_id", "caption", "foil"} <= set(a):
                 raise malformed(paths[_FOIL], f"annotations[{n}]", "expected id, image_id, caption, foil")
+            if not isinstance(a["foil"], bool):  # the label: true (a foil caption) or false (the original)
+                raise malformed(paths[_FOIL], f"annotations[{n}]", f"foil must be true or false, got {a['foil']!r:.40}")
             groups.setdefault(a["id"], {"foil": [], "orig": []})["foil" if a["foil"] else "orig"].append(a)
         pairs = []
         no_orig = []

@@ -11,7 +11,7 @@ import numpy as np
 from capeval.bench import statistics as stats
 from capeval.bench._common import accuracy_spec, count_spec
 from capeval.bench.base import (Benchmark, Loaded, ScoreItem, Setting, StatSpec, check_loader_options, collapse,
-                                malformed)
+                                judgment, malformed)
 from capeval.ranges import POSITIVE_INT
 
 CATEGORIES = ("HC", "HI", "HM", "MM")
@@ -66,13 +66,12 @@ class Pascal50S(Benchmark):
             for i, rec in enumerate(data[cat]):
                 try:
                     a, b = rec["captions"]
-                    label = int(rec["label"])
+                    # the index of the caption the majority of the 48 votes preferred (Vedantam et al. 2015)
+                    label = int(judgment(rec["label"], jpath, f"{cat}[{i}]", "label", 0, 1, integer=True))
                     refs = [str(r) for r in rec["references"]]
                     image = str(rec["image"]).rsplit("/", 1)[-1]
                 except (KeyError, TypeError, ValueError) as exc:
                     raise malformed(jpath, f"{cat}[{i}]", f"expected captions [a, b], label, references, image ({exc})") from None
-                if label not in (0, 1):
-                    raise malformed(jpath, f"{cat}[{i}]", f"label must be 0 or 1, got {label}")
                 if full and image not in full:
                     raise malformed(paths[_MAT], image, "image of pascal_50s.json has no reference list in pascal50S.mat")
                 pairs.append((cat, image, str(a), str(b), label, refs))

@@ -53,11 +53,14 @@ import numpy as np
 
 from capeval.bench import spica
 from capeval.bench._common import kendall_specs
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, malformed, sha256_file
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, judgment, malformed, sha256_file
 from capeval.errors import InputError, ResourceError
 
 POLARIS_REVISION = "c3a34f70ac797e64d2d5096c34add3507f7ce10c"
 NEBULA_REVISION = "a4c99b14818d834bca2b9a8b1fa3741deda94b47"
+#: the human scores' scale: Polaris's and Nebula's are means of ratings normalised to [0, 1]
+#: (Wada et al. 2024, Sec. 3; Matsuda et al. 2024); Spica corrects Nebula's on the same scale
+HUMAN_SCALE = (0.0, 1.0)
 
 # Git LFS sha256 published on the dataset's file pages; None: not published (recorded only).
 # polaris_val.csv: huggingface.co/datasets/yuwd/Polaris/blob/da6b83d461434b45a9b520329ad1de3cc9bb0150/polaris_val.csv
@@ -125,13 +128,11 @@ class Polaris(_HumanScoreBenchmark):
                 where = f"row {row_no}"
                 try:
                     refs = ast.literal_eval(row["refs"])  # the Polos code eval()s it; literal_eval is the safe subset
-                    score = float(row["score"])
                 except (ValueError, SyntaxError) as exc:
-                    raise malformed(path, where, f"refs must be a list literal and score a number ({exc})") from None
+                    raise malformed(path, where, f"refs must be a list literal ({exc})") from None
                 if not isinstance(refs, (list, tuple)) or not all(isinstance(r, str) for r in refs):
                     raise malformed(path, where, "refs must be a list of strings")
-                if not np.isfinite(score):
-                    raise malformed(path, where, f"score is {score}")
+                score = judgment(row["score"], path, where, "score", *HUMAN_SCALE)
                 if not row["mt"].strip() or not row["imgid"].strip():
                     raise malformed(path, where, "empty candidate (mt) or image (imgid)")
                 # as written: the Polos code hands mt and refs to the metric without normalising them
@@ -187,9 +188,10 @@ class Nebula(_HumanScoreBenchmark):
                 raise malformed(shard, "whole file", f"expected Parquet with file_name, refs, mt, human_score "
                                 f"({str(exc).splitlines()[0]})") from None
             for k, row in enumerate(table.to_pylist()):
-                refs, score = row["refs"], row["human_score"]
-                if not isinstance(refs, list) or score is None or not np.isfinite(float(score)):
-                    raise malformed(shard, f"row {k}", "refs must be a list and human_score a number")
+                refs = row["refs"]
+                if not isinstance(refs, list):
+                    raise malformed(shard, f"row {k}", "refs must be a list")
+                score = judgment(row["human_score"], shard, f"row {k}", "human_score", *HUMAN_SCALE)
                 if not isinstance(row["mt"], str) or not row["mt"].strip() or not row["file_name"]:
                     raise malformed(shard, f"row {k}", "empty candidate (mt) or file_name")
                 # as written (the DENEB code does not normalise the strings either)

@@ -23,9 +23,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path, PurePosixPath
 
-import numpy as np
-
-from capeval.bench.base import malformed
+from capeval.bench.base import judgment, malformed
 from capeval.errors import ResourceError
 
 SPICA_FILES = ("spica/spica_train.csv", "spica/spica_val.csv", "spica/spica_test.csv")
@@ -57,12 +55,7 @@ def corrected_scores(paths: dict[str, Path]) -> dict[tuple[str, str], float]:
             if missing:
                 raise malformed(path, "header", f"missing column(s) {', '.join(sorted(missing))}")
             for row_no, row in enumerate(reader, 2):
-                try:
-                    score = float(row["score"])
-                except ValueError:
-                    raise malformed(path, f"row {row_no}", f"score {row['score']!r} is not a number") from None
-                if not np.isfinite(score):
-                    raise malformed(path, f"row {row_no}", f"score is {score}")
+                score = judgment(row["score"], path, f"row {row_no}", "score", 0.0, 1.0)  # Nebula's scale
                 k = key(row["imgid"], row["mt"])
                 total[k] = total.get(k, 0.0) + score
                 count[k] = count.get(k, 0) + 1

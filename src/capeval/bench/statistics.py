@@ -140,10 +140,15 @@ def _kendall_parts(ra: np.ndarray, rb: np.ndarray, ka: int, kb: int) -> tuple[in
     return n, n0, xtie, ytie, n0 - xtie - ytie + ntie - 2 * dis, m
 
 
+def _clip_unit(r: float) -> float:
+    """``r`` clipped into [-1, 1] against rounding; NaN stays NaN (``min``/``max`` would make it 1)."""
+    return r if math.isnan(r) else min(1.0, max(-1.0, r))
+
+
 def _taus_from_parts(parts: tuple[int, int, int, int, int, int]) -> tuple[float, float]:
     n, n0, xtie, ytie, cmd, m = parts
     denom = math.sqrt(float(n0 - xtie) * float(n0 - ytie))
-    tau_b = float(min(1.0, max(-1.0, cmd / denom))) if denom > 0 else float("nan")
+    tau_b = _clip_unit(float(cmd / denom)) if denom > 0 else float("nan")
     tau_c = float(2.0 * cmd / (float(n) ** 2 * (m - 1) / m)) if m > 1 else float("nan")
     return tau_b, tau_c
 
@@ -202,22 +207,25 @@ def rankdata(values: Sequence[float]) -> np.ndarray:
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> float:
-    """Pearson's r (``scipy.stats.pearsonr``); NaN for constant input. Range [-1, 1]."""
+    """Pearson's r (``scipy.stats.pearsonr``); NaN for constant input or any NaN/infinite
+    value (scipy propagates them). Range [-1, 1]."""
     a, b = _as_pair(x, y)
-    if a.size < 2:
+    if a.size < 2 or not (np.isfinite(a).all() and np.isfinite(b).all()):
         return float("nan")
     a = a - a.mean()
     b = b - b.mean()
     na, nb = np.linalg.norm(a), np.linalg.norm(b)
     if na == 0 or nb == 0:
         return float("nan")
-    r = float(np.dot(a / na, b / nb))
-    return max(-1.0, min(1.0, r))
+    return _clip_unit(float(np.dot(a / na, b / nb)))
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rho: Pearson correlation of average ranks (``scipy.stats.spearmanr``)."""
+    """Spearman's rho: Pearson correlation of average ranks (``scipy.stats.spearmanr``); NaN
+    when a value is NaN (ranking would turn it into the largest number)."""
     a, b = _as_pair(x, y)
+    if np.isnan(a).any() or np.isnan(b).any():
+        return float("nan")
     return pearson(rankdata(a), rankdata(b))
 
 
@@ -241,7 +249,8 @@ def pairwise_accuracy(
 
 
 def pairwise_correct(a: np.ndarray, b: np.ndarray, label: np.ndarray, ties: str = "second") -> np.ndarray:
-    """Per-pair correctness (0, 0.5 or 1) behind :func:`pairwise_accuracy`."""
+    """Per-pair correctness (0, 0.5 or 1) behind :func:`pairwise_accuracy`; NaN for a pair with a
+    NaN score (no comparison is made with it, so no vote is counted)."""
     prefers_a = a > b
     tie = a == b
     correct = np.where(label == 0, prefers_a, ~prefers_a).astype(float)
@@ -253,6 +262,7 @@ def pairwise_correct(a: np.ndarray, b: np.ndarray, label: np.ndarray, ties: str 
         correct[tie] = 0.0
     else:
         raise ValueError(f"ties must be 'second', 'half' or 'wrong', got {ties!r}")
+    correct[np.isnan(a) | np.isnan(b)] = np.nan
     return correct
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from capeval.bench import statistics as stats
 from capeval.bench._common import correlation_spec
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, judgment, malformed
 
 _ROWS = "thumb/mscoco_THumB-1.0.jsonl"
 _REFS = "thumb/mscoco_references.json"
@@ -66,9 +66,13 @@ class THumB(Benchmark):
             where = f"line {rec['_line']}"
             try:
                 seg, system, hyp = str(rec["seg_id"]), str(rec["SYS"]), str(rec["hyp"])
-                scores = [float(rec["P"]), float(rec["R"]), float(rec["human_score"])]
-            except (KeyError, TypeError, ValueError) as exc:
+                raw = [rec["P"], rec["R"], rec["human_score"]]
+            except KeyError as exc:
                 raise malformed(paths[_ROWS], where, f"expected seg_id, SYS, hyp, P, R, human_score ({exc})") from None
+            # THumB 1.0 (Kasai et al. 2022, Sec. 2): P and R on 1-5; the total is their mean plus three
+            # penalties (fluency, conciseness, inclusive language), each between -0.5 and 0
+            scores = [judgment(v, paths[_ROWS], where, what, low, 5)
+                      for v, what, low in zip(raw, ("P", "R", "human_score"), (1, 1, -0.5))]
             if seg not in refs:
                 raise malformed(paths[_ROWS], where, f"seg_id {seg!r} has no references in {_REFS}")
             key = f"{seg}|{system}"

@@ -47,7 +47,7 @@ import numpy as np
 
 from capeval.bench import statistics as stats
 from capeval.bench._common import accuracy_spec, count_spec
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, judgment, malformed
 from capeval.errors import ResourceError
 
 _ALLOWED = {
@@ -129,6 +129,10 @@ class VatexEval(Benchmark):
         if human.size != 3 * n:
             raise malformed(paths[_VX + "human_scores.pkl"], "length", f"expected 3 x {n} scores, got {human.size}")
         human = human.reshape(3, n).T
+        off = ~((human >= 1) & (human <= 5))  # NaN included
+        if off.any():  # EMScore (Shi et al. 2022, Sec. 5.1): each annotator rates a candidate 1 to 5
+            i, a = (int(x) for x in np.argwhere(off)[0])
+            judgment(human[i, a], paths[_VX + "human_scores.pkl"], f"candidate {i}, annotator {a + 1}", "a score", 1, 5)
         settings = {}
         for k in (0, 1, 9):
             items = {}

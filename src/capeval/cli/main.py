@@ -7,6 +7,7 @@ import importlib
 import os
 import signal
 import sys
+import warnings
 from typing import Any, Callable, Sequence
 
 from capeval._version import __version__
@@ -59,17 +60,34 @@ def _on_sigterm(owner: int) -> Callable[[int, Any], None]:
     return handler
 
 
+def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """A warning as one ``capeval: warning: ...`` line (Python's default prints two, the second
+    a line of the library's source)."""
+    text = " ".join(str(message).split()) or category.__name__
+    try:
+        (file or sys.stderr).write(f"capeval: warning: {text}\n")
+    except OSError:  # stderr gone: nothing to tell
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``capeval`` command. Run as a program (``argv`` None: the process's command line),
+    every warning, capeval's or a library's, is one ``capeval: warning:`` line on stderr."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     previous = signal.signal(signal.SIGTERM, _on_sigterm(os.getpid()))
+    shown = warnings.showwarning
+    if argv is None:  # a program of its own; an embedding caller (or pytest) keeps its warnings as they are
+        warnings.showwarning = _warning_line
     try:
         return _run(args)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        warnings.showwarning = shown
 
 
 def _run(args: argparse.Namespace) -> int:

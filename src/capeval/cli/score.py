@@ -56,6 +56,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "default 268435456 = 256 MiB, or $CAPEVAL_MAX_JSON_BYTES); JSONL/CSV/TSV are streamed")
     p.add_argument("--max-line-bytes", metavar="N", help="longest line of a .jsonl/.csv/.tsv input, in bytes (range "
                    "1024 to 2**31-1; default 16777216 = 16 MiB, or $CAPEVAL_MAX_LINE_BYTES)")
+    p.add_argument("--max-image-pixels", metavar="N", help="largest image decoded, width x height (range 1 to 2**40; "
+                   "default 178956970, PIL's own limit, or $CAPEVAL_MAX_IMAGE_PIXELS); a larger image is a bad item")
+    p.add_argument("--max-references", metavar="N", help="most references one item may have (range 1 to 2**31-1; "
+                   "default 10000, or $CAPEVAL_MAX_REFERENCES)")
     from capeval.engines.dispatch import add_engine_arguments
 
     add_engine_arguments(p)
@@ -139,17 +143,19 @@ def _report_error_items(report: Any, limit: int = 10) -> None:
 
 
 def _set_read_limits(args: argparse.Namespace) -> None:
-    """``--max-json-bytes`` / ``--max-line-bytes``: checked against their ranges, then set as the
-    environment variables :mod:`capeval.io.reading` reads (so every reader of the job sees them)."""
+    """``--max-json-bytes`` / ``--max-line-bytes`` / ``--max-image-pixels`` / ``--max-references``:
+    checked against their ranges, then set as the environment variables :mod:`capeval.io.reading` reads (so every reader of the job sees them)."""
     import os
 
-    from capeval.io.reading import LIMITS, check_limit, max_json_bytes, max_line_bytes
+    from capeval.io import reading
+    from capeval.io.reading import LIMITS, check_limit
 
-    for name in ("max_json_bytes", "max_line_bytes"):
+    for name in LIMITS:
         value = getattr(args, name, None)
         if value is not None:
             os.environ[LIMITS[name][0]] = str(check_limit(name, value, "--" + name.replace("_", "-")))
-    max_json_bytes(), max_line_bytes()  # a bad environment variable is refused before any work too
+    for name in LIMITS:
+        getattr(reading, name)()  # a bad environment variable is refused before any work too
 
 
 def _takes_device(spec: Any) -> bool:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from capeval.errors import InputError
+from capeval.io.image_files import not_regular
 
 #: file extensions looked up for ``<id>.<ext>`` in an images folder
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
@@ -43,6 +44,10 @@ def resolve_images(images: Any, ids: Sequence[str], who: str,
                 found[i] = names[i]
             elif len(hits) == 1:
                 found[i] = hits[0]
+                kind = not_regular(hits[0])
+                if kind is not None:  # a FIFO would block its reader forever: named now, not read
+                    del found[i]
+                    bad[i] = f"item {i!r}: not a regular file ({kind}): {hits[0]}; images are read from regular files only"
             elif hits:
                 bad[i] = f"item {i!r}: several image files match: {sorted(p.name for p in hits)}"
             else:
@@ -51,8 +56,12 @@ def resolve_images(images: Any, ids: Sequence[str], who: str,
     if isinstance(images, Mapping):
         table = {str(k): v for k, v in images.items()}
         for i in ids:
-            if table.get(i) is not None:
-                found[i] = table[i]
+            value = table.get(i)
+            kind = not_regular(value) if isinstance(value, (str, os.PathLike)) else None
+            if kind is not None:
+                bad[i] = f"item {i!r}: not a regular file ({kind}): {value}; images are read from regular files only"
+            elif value is not None:
+                found[i] = value
             else:
                 bad[i] = f"item {i!r}: no image given for this id"
         return found, bad

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from capeval.errors import InputError
+from capeval.io.reading import max_references
 
 Candidates = Mapping[Any, Any]
 References = Mapping[Any, Any]
@@ -64,13 +65,15 @@ def normalize_references(references: References) -> dict[str, list[str]]:
     """Return ``{id: [reference, ...]}`` with string ids.
 
     A single string is accepted as a one-element list. Empty lists, non-string
-    references and empty reference strings raise :class:`InputError` naming the id.
+    references, empty reference strings and more than
+    :func:`capeval.io.reading.max_references` references raise :class:`InputError` naming the id.
     """
     if not isinstance(references, Mapping):
         raise InputError(
             f"references must be a mapping {{id: [reference, ...]}}, got {type(references).__name__}"
         )
     out: dict[str, list[str]] = {}
+    limit = max_references()
     for key, value in references.items():
         item = str(key)
         if item in out:
@@ -83,6 +86,7 @@ def normalize_references(references: References) -> dict[str, list[str]]:
             )
         if len(value) == 0:
             raise InputError(f"item {item!r} has an empty reference list", item)
+        check_reference_count(item, len(value), limit)
         refs: list[str] = []
         for k, ref in enumerate(value):
             if not isinstance(ref, str):
@@ -95,6 +99,26 @@ def normalize_references(references: References) -> dict[str, list[str]]:
             refs.append(ref)
         out[item] = refs
     return out
+
+
+def check_reference_count(item: str, count: int, limit: int) -> None:
+    """One item's number of references against the limit (``--max-references``): the n-gram
+    metrics' memory grows with it (1,000,000 references of one image took 4-6 GB)."""
+    if count > limit:
+        raise InputError(f"item {item!r} has {count:,} references, more than the {limit:,} an item may have "
+                         "(set CAPEVAL_MAX_REFERENCES or --max-references to raise the limit)", item)
+
+
+def check_reference_counts(references: Any) -> None:
+    """:func:`check_reference_count` for every item of a references mapping, and nothing else:
+    run before any scorer is built (METEOR prepares its resources then), in one pass of
+    ``len()`` calls, no copy."""
+    if not isinstance(references, Mapping):
+        return  # normalize_references says what is wrong with it
+    limit = max_references()
+    for key, value in references.items():
+        if isinstance(value, (list, tuple)):
+            check_reference_count(str(key), len(value), limit)
 
 
 def check_same_ids(candidates: Mapping[str, Any], references: Mapping[str, Any]) -> None:

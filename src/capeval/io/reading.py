@@ -30,18 +30,25 @@ from capeval.errors import InputError
 LIMITS = {
     "max_json_bytes": ("CAPEVAL_MAX_JSON_BYTES", 256 * 2**20, 1, 2**40),
     "max_line_bytes": ("CAPEVAL_MAX_LINE_BYTES", 16 * 2**20, 1024, 2**31 - 1),
+    # PIL's own refusal threshold (2 x Image.MAX_IMAGE_PIXELS): every image the official code decodes
+    "max_image_pixels": ("CAPEVAL_MAX_IMAGE_PIXELS", 2 * 89_478_485, 1, 2**40),
+    # 200 x the largest reference set of a shipped benchmark (Pascal-50S: ~50 per image)
+    "max_references": ("CAPEVAL_MAX_REFERENCES", 10_000, 1, 2**31 - 1),
 }
+#: the unit of a limit in its messages (bytes unless named here)
+UNITS = {"max_image_pixels": "pixels", "max_references": "references"}
 
 
 def check_limit(name: str, value: object, source: str) -> int:
     """``value`` as an integer within ``name``'s declared range, or an error naming ``source``."""
     _, _, low, high = LIMITS[name]
+    unit = UNITS.get(name, "bytes")
     try:
         number = int(str(value).strip().replace("_", ""))
     except ValueError:
-        raise InputError(f"{source}: expected a whole number of bytes, got {value!r}") from None
+        raise InputError(f"{source}: expected a whole number of {unit}, got {value!r}") from None
     if not low <= number <= high:
-        raise InputError(f"{source}: {number:,} is out of range [{low:,}, {high:,}] bytes")
+        raise InputError(f"{source}: {number:,} is out of range [{low:,}, {high:,}] {unit}")
     return number
 
 
@@ -59,6 +66,16 @@ def max_json_bytes() -> int:
 def max_line_bytes() -> int:
     """Longest JSONL/CSV/TSV line (``CAPEVAL_MAX_LINE_BYTES``; default 16 MiB, range 1 KiB-2 GiB)."""
     return _limit("max_line_bytes")
+
+
+def max_image_pixels() -> int:
+    """Largest image decoded, width x height (``CAPEVAL_MAX_IMAGE_PIXELS``; default 178,956,970)."""
+    return _limit("max_image_pixels")
+
+
+def max_references() -> int:
+    """Most references one item may have (``CAPEVAL_MAX_REFERENCES``; default 10,000)."""
+    return _limit("max_references")
 
 
 def open_input(path: Path) -> tuple[BinaryIO, os.stat_result]:

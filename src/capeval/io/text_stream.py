@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from capeval.io.captions import CaptionFile, file_records, record_values
+from capeval.io.inputs import check_reference_count
+from capeval.io.reading import max_references
 
 
 @dataclass
@@ -85,9 +87,11 @@ def stream_caption_files(candidates: str | Path, references: str | Path) -> Text
         return None
     counts: set[int] = set()
     n_refs = k = 0
+    limit = max_references()
     for k, (item, refs) in enumerate(_grouped(pairs(rpath, "references")), 1):
         if refs is None or k > len(ids) or item != ids[k - 1]:
             return None
+        check_reference_count(item, len(refs), limit)
         counts.add(len(refs))
         n_refs += len(refs)
     if k != len(ids):
@@ -141,6 +145,7 @@ def stream_item_tables(paths: list[str]) -> TextStream | None:
     ids: list[str] = []
     seen: set[str] = set()
     counts: set[int] = set()
+    limit = max_references()
     for _, raw_id, cand, row in rows():
         refs = parsed(_first(row, ("references",)))
         if raw_id is None or not isinstance(cand, str) or set(row) - allowed or refs is None:
@@ -148,6 +153,7 @@ def stream_item_tables(paths: list[str]) -> TextStream | None:
         item = _id_text(raw_id)
         if item in seen or not refs or not all(r.strip() for r in refs):
             return None
+        check_reference_count(item, len(refs), limit)
         seen.add(item)
         ids.append(item)
         counts.add(len(refs))

@@ -17,11 +17,11 @@ import base64
 import hashlib
 import io
 import os
-from pathlib import Path
 from typing import Any, Sequence
 
 from capeval.errors import InputError
 from capeval.hashing import file_digest
+from capeval.io.image_files import decode_image, read_image_bytes
 from capeval.io.images import resolve_images as find_images
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif")
@@ -36,16 +36,11 @@ def resolve_images(images: Any, ids: Sequence[str], label: str = "visce2") -> tu
 
 
 def read_bytes(image: Any, item: str) -> bytes:
-    """The file's bytes (paths only); errors name the item and the file."""
-    path = Path(image)
+    """The file's bytes (paths only; regular files only); errors name the item and the file."""
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"item {item!r}: image file not found: {path}", item) from None
-    except IsADirectoryError:
-        raise InputError(f"item {item!r}: expected an image file, got a directory: {path}", item) from None
-    except OSError as exc:
-        raise InputError(f"item {item!r}: cannot read image {path}: {exc.strerror or exc}", item) from None
+        return read_image_bytes(image)
+    except InputError as exc:
+        raise InputError(f"item {item!r}: {exc}", item) from None
 
 
 def digest(image: Any, item: str) -> str:
@@ -75,10 +70,10 @@ def to_pil(image: Any, item: str) -> Any:
     pil = require("PIL.Image", purpose="judge images")
     try:
         if isinstance(image, (str, os.PathLike, bytes, bytearray)):
-            data = bytes(image) if isinstance(image, (bytes, bytearray)) else read_bytes(image, item)
-            with pil.open(io.BytesIO(data)) as img:
-                img.load()
-                return img.convert("RGB")
+            try:  # regular files only, the pixel limit checked before decoding
+                return decode_image(image, item).convert("RGB")
+            except InputError as exc:
+                raise InputError(f"item {item!r}: {exc}", item) from None
         if isinstance(image, pil.Image):
             return image.convert("RGB")
         import numpy as np
@@ -155,10 +150,11 @@ def data_url(image: Any, item: str, pad_fill: tuple[int, ...] | None = None) -> 
     return f"data:image/png;base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
 
 
-def usable_items(cands: dict[str, str], images: Any, label: str, skip_bad_items: bool
+def usable_items(cands: dict[str, str], images: Any, label: str, skip_bad_items: bool, decode: bool = True
                  ) -> tuple[list[str], dict[str, Any], dict[str, str]]:
-    """The items an image judge can ask about: each needs an image that resolves and reads and
-    a non-empty caption; the others go through :func:`capeval.io.inputs.raise_bad_items`.
+    """The items an image judge can ask about: each needs an image that resolves, reads and
+    (``decode``) decodes, as the CLIP metrics check theirs, and a non-empty caption; the
+    others go through :func:`capeval.io.inputs.raise_bad_items`.
     ``(usable ids, {id: image}, {id: image sha256})``; none usable is an InputError."""
     from capeval.io.inputs import raise_bad_items
 
@@ -173,6 +169,8 @@ def usable_items(cands: dict[str, str], images: Any, label: str, skip_bad_items:
             continue
         try:
             digests[i] = digest(sources[i], i)
+            if decode:  # decoded before anything is sent: an unreadable image is this item's problem
+                to_pil(sources[i], i)
         except InputError as exc:
             bad[i] = str(exc)
     raise_bad_items(ids, bad, skip_bad_items)

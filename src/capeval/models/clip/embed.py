@@ -25,6 +25,7 @@ import torch
 from capeval.paths import make_cache_folder
 from capeval.errors import InputError
 from capeval.io.atomic import atomic_write_bytes
+from capeval.io.image_files import read_image_bytes
 from capeval.progress import make_progress
 
 
@@ -108,12 +109,7 @@ def _image_key(image: Any) -> Any:
 def _content_hash(image: Any) -> tuple[str, Any]:
     """(sha256, what to decode) - files are read once and decoded from memory."""
     if isinstance(image, (str, os.PathLike)):
-        try:
-            data = Path(image).read_bytes()
-        except FileNotFoundError:
-            raise InputError(f"image file not found: {image}") from None
-        except IsADirectoryError:
-            raise InputError(f"expected an image file, got a directory: {image}") from None
+        data = read_image_bytes(image)  # a regular file only: a FIFO would block this thread forever
         return hashlib.sha256(data).hexdigest(), data
     if isinstance(image, np.ndarray):
         h = hashlib.sha256(f"{image.dtype}{image.shape}".encode())

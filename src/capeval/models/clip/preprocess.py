@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -80,8 +79,13 @@ def to_array(img: Any, mean: tuple[float, ...], std: tuple[float, ...]) -> np.nd
 
 
 def open_image(image: Any, name: str | None = None) -> Any:
-    """A fully decoded PIL image from a path, PIL image or numpy array; errors name the file."""
-    from PIL import Image, UnidentifiedImageError
+    """A fully decoded PIL image from a path, PIL image or numpy array; errors name the file.
+
+    Files and file objects are decoded by :func:`capeval.io.image_files.decode_image`
+    (regular files only, the pixel limit checked before decoding)."""
+    from PIL import Image
+
+    from capeval.io.image_files import decode_image
 
     if isinstance(image, Image.Image):
         return image
@@ -89,20 +93,7 @@ def open_image(image: Any, name: str | None = None) -> Any:
         return _from_array(image, name)
     if isinstance(image, (str, os.PathLike)) or hasattr(image, "read"):
         # a file object (e.g. bytes already read for hashing) carries its file name in .name
-        path = Path(image) if isinstance(image, (str, os.PathLike)) else Path(getattr(image, "name", "<stream>"))
-        label = name or str(path)
-        try:
-            with Image.open(image) as img:
-                img.load()  # decode now: truncated files fail here, inside the error handling
-                return img
-        except FileNotFoundError:
-            raise InputError(f"image file not found: {path}", name) from None
-        except IsADirectoryError:
-            raise InputError(f"expected an image file, got a directory: {path}", name) from None
-        except UnidentifiedImageError:
-            raise InputError(f"not an image file (unrecognised format): {path}", name) from None
-        except (OSError, SyntaxError, ValueError) as exc:
-            raise InputError(f"cannot decode image {path} ({label}): {exc}", name) from None
+        return decode_image(image, name)
     raise InputError(f"unsupported image type {type(image).__name__} for {name or 'image'}", name)
 
 
