@@ -85,11 +85,14 @@ def _add_pacs(sub: Any) -> None:
 
 
 def run_pacs(args: argparse.Namespace) -> int:
-    from capeval.train.pacs import train_pacs
     from capeval.train.pacs_config import PacsTrainConfig
 
-    result = run_trainer(args, PacsTrainConfig, lambda cfg, progress: train_pacs(
-        cfg, resume=args.resume, dry_run=args.dry_run, progress=progress))
+    def train(cfg: Any, progress: bool | None) -> Any:
+        from capeval.train.pacs import train_pacs  # torch: only once the config has been read and checked
+
+        return train_pacs(cfg, resume=args.resume, dry_run=args.dry_run, progress=progress)
+
+    result = run_trainer(args, PacsTrainConfig, train)
     # None: --print-config; not the main process of a multi-process run: the main one reports
     if result is None or not getattr(result, "is_main", True):
         return 0

@@ -18,7 +18,9 @@ from typing import ClassVar
 
 from capeval.errors import InputError
 from capeval.train.config import runtime_problems
-from capeval.train.pacs_lora import QKV_INITS, TARGETS
+
+TARGETS = ("attn", "attn_out", "mlp", "conv1")  # attn = q/k/v (in_proj_weight), attn_out = out_proj
+QKV_INITS = ("xavier", "zeros")  # pacscore's attention layer | loralib's (B = 0)
 
 LOSSES = ("infonce", "sigmoid")  # the papers' InfoNCE | SigLIP's sigmoid loss (Zhai et al. 2023), an option
 MODE_LAMBDAS = {"pacs": (0.05, 0.1), "pacs++": (0.1, 0.001)}

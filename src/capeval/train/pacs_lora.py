@@ -44,8 +44,7 @@ from torch.nn.utils import parametrize
 
 from capeval.errors import InputError, ResourceError
 
-TARGETS = ("attn", "attn_out", "mlp", "conv1")  # attn = q/k/v (in_proj_weight), attn_out = out_proj
-QKV_INITS = ("xavier", "zeros")  # pacscore's attention layer | loralib's (B = 0)
+from capeval.train.pacs_config import QKV_INITS, TARGETS  # noqa: E402  (kept torch-free there, for the CLI)
 PROJECTIONS = ("visual.proj", "text_projection")
 
 
