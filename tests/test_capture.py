@@ -223,3 +223,10 @@ def test_wordnet_missing_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(ResourceError, match="apt-get install wordnet-base") as exc:
         wn_mod.ensure_wordnet(tmp_path)
     assert "\n" not in str(exc.value)
+
+
+def test_missing_factual_model_is_one_line_before_loading(tmp_path):
+    opts = {"parser_model": str(tmp_path / "no-such-model"), "sentences": str.split, "nouns": lambda t, f: []}
+    with pytest.raises(ResourceError, match="capture: the FACTUAL model .* `capeval download factual`") as exc:
+        CaptureScore.preflight(opts)
+    assert "\n" not in str(exc.value)
