@@ -104,6 +104,12 @@ METRIC_RANGES: dict[str, dict[str, Range]] = {
         "incorrect_below": NON_NEGATIVE,
         "unmentioned_below": NON_NEGATIVE,
     },
+    "capture": {  # capture-metric 0.1.13: alpha + beta == 1 (asserted); gamma weighs relations; eps > 0
+        "alpha": Range(0, 1, source="capture-metric 0.1.13 CAPTURE(alpha=0.5); alpha + beta must be 1"),
+        "beta": Range(0, 1, source="capture-metric 0.1.13 CAPTURE(beta=0.5); alpha + beta must be 1"),
+        "gamma": NON_NEGATIVE,
+        "eps": Range(0, 1, low_open=True, source="capture-metric 0.1.13 CAPTURE(eps=1e-6)"),
+    },
     "emscore": {"n_frames": POSITIVE_INT, "fps": POSITIVE},
     "pac-s-video": {"n_frames": POSITIVE_INT, "fps": POSITIVE},
     "visce2": _JUDGE,

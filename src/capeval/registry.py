@@ -17,6 +17,7 @@ from typing import Any, Iterable
 
 from capeval.errors import InputError, UnknownNameError
 from capeval.registry_baselines import BASELINE_DEFAULTS, BASELINE_SPECS
+from capeval.registry_detailed import DETAILED_SPECS
 from capeval.registry_hallucination import HALLUCINATION_PRESETS, HALLUCINATION_SPECS
 from capeval.registry_judges import JUDGE_SPECS
 
@@ -276,7 +277,8 @@ def _diagnostic_specs() -> list[MetricSpec]:
 _TABLE: tuple[MetricSpec, ...] = (*_text_specs(), *_clip_specs(), *_hice_specs(), *_video_specs(),
                                   *(MetricSpec(**e) for e in JUDGE_SPECS),
                                   *_bridge_specs(), *_diagnostic_specs(), *(MetricSpec(**e) for e in BASELINE_SPECS),
-                                  *(MetricSpec(**e) for e in HALLUCINATION_SPECS))
+                                  *(MetricSpec(**e) for e in HALLUCINATION_SPECS),
+                                  *(MetricSpec(**e) for e in DETAILED_SPECS))
 
 _PRESET_TABLE: dict[str, tuple[str, ...]] = {
     # the COCO caption evaluation's metrics; spice joined because its Kendall tau on

@@ -110,7 +110,7 @@ class FactualParser:
     def signature_fields(self) -> dict[str, Any]:
         """Parser name and version, checkpoint, weights sha256 and the generation settings."""
         if self._fingerprint is None:
-            self._fingerprint = _fingerprint(self.model)
+            self._fingerprint = weights_fingerprint(self.model)
         return {"parser": f"factual-{VERSION}", "parser_model": self.checkpoint,
                 "parser_sha256": self._fingerprint[:16],
                 "parser_generate": f"beams={self.beam_size},in={self.max_input_len},out={self.max_output_len}",
@@ -208,7 +208,7 @@ def _load(name: str, source: str, what: str) -> Any:
                             "-O hice-s.parser=spice") from None
 
 
-def _fingerprint(model: Any) -> str:
+def weights_fingerprint(model: Any) -> str:
     """sha256 over the model's state dict (names, shapes, bytes); ``custom`` for other objects."""
     state = getattr(model, "state_dict", None)
     if state is None:

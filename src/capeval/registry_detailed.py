@@ -1,0 +1,19 @@
+"""Registry entries of the detailed-caption metrics (CAPTURE): plain data, no imports.
+
+Kept beside :mod:`capeval.registry` like :mod:`capeval.registry_hallucination`. ``in_all=False``:
+CAPTURE needs nltk's tokenizer and tagger data, WordNet and two models (FACTUAL, Sentence-BERT).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_CAPTURE = "Dong et al. 2024, Benchmarking and Improving Detail Image Caption (capture-metric 0.1.13)"
+
+DETAILED_SPECS: list[dict[str, Any]] = [
+    dict(name="capture", factory="capeval.metrics.capture.scorer:CaptureScore", group="capture",
+         extra="capture", reference=_CAPTURE, in_all=False,
+         description="CAPTURE: weighted F1 of FACTUAL scene-graph objects, attributes, relations (0.5/0.5/0.2) "
+                     "matched exactly, by WordNet synonym, then by all-mpnet-base-v2 similarity, as capture-metric "
+                     "0.1.13; [0, 1]"),
+]
