@@ -120,14 +120,15 @@ class Progress:
         self._width = len(text)
         self._drawn = self.done
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
+        """End the bar; ``failed``: the step ended in an error, which says enough (no last line)."""
         if not self.enabled:
             return
         if self.lines:
             _LINES["open"] -= 1
             now = time.monotonic()
             # the outermost step always says it ended; inner ones only within the line budget
-            if self.done != self._drawn and (_LINES["open"] == 0 or now - _LINES["last"] >= LINE_INTERVAL):
+            if not failed and self.done != self._drawn and (_LINES["open"] == 0 or now - _LINES["last"] >= LINE_INTERVAL):
                 self._line(now)
         elif self.total:
             if self.done != self._drawn:
@@ -139,8 +140,8 @@ class Progress:
     def __enter__(self) -> "Progress":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(failed=exc_type is not None)
 
 
 def make_progress(total: int, desc: str, progress: bool | None, unit: str = "items") -> Progress:
