@@ -112,6 +112,7 @@ def main() -> int:
             r.write_text("".join(json.dumps({"id": i, "references": x}) + "\n" for i, x in loo_r.items()),
                          encoding="utf-8")
             jobs.append(("leave-one-out JSONL (streamed), warm", (c, r), False))
+        streamed = jobs[-1][0] if 4 in rows else None
         warm = {name: folder / f"warm-{name}" for name in trees}
         for name, src in trees.items():  # the warm caches: METEOR's index built once per tree
             run_capeval(src, *readme, warm[name], folder / "warmup.json", False)
@@ -119,7 +120,7 @@ def main() -> int:
                 + "  cpu (user+sys of the process tree, " + " / ".join(trees) + ")  per-item sha256")
         print(head)
         for label, (cands, refs), cold in jobs:
-            if peer is None:
+            if peer is None and label != streamed:  # the streamed row: no peer run (row 1 has it)
                 ref = measure([sys.executable, str(runner), str(cands), str(refs)], dict(os.environ), sample=False)["wall"]
             else:
                 ref = None
