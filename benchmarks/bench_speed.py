@@ -84,7 +84,8 @@ def main() -> int:
     sys.path.insert(0, str(ROOT / "src"))
     from capeval.bench.flickr8k import expert_pairs
 
-    peer = "pycocoevalcap (--skip-java)" if args.skip_java else missing("pycocoevalcap", "java")
+    peer = None if args.skip_java else missing("pycocoevalcap", "java")
+    run_peer = not args.skip_java and peer is None
     trees = {"after": ROOT / "src"}
     if args.before:
         trees = {"before": Path(args.before).resolve(), **trees}
@@ -120,7 +121,7 @@ def main() -> int:
                 + "  cpu (user+sys of the process tree, " + " / ".join(trees) + ")  per-item sha256")
         print(head)
         for label, (cands, refs), cold in jobs:
-            if peer is None and label != streamed:  # the streamed row: no peer run (row 1 has it)
+            if run_peer and label != streamed:  # the streamed row: no peer run (row 1 has it)
                 ref = measure([sys.executable, str(runner), str(cands), str(refs)], dict(os.environ), sample=False)["wall"]
             else:
                 ref = None
@@ -147,6 +148,8 @@ def main() -> int:
                 return 1
         if peer is not None:
             skipped("pycoco column", peer)
+        elif args.skip_java:
+            print("pycoco column: skipped (--skip-java)")
     return 0
 
 
