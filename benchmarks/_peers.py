@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 
 
 def missing(*peers: str) -> str | None:
@@ -32,3 +33,15 @@ def skipped(row: str, peer: str) -> str:
     text = f"skipped: {peer} not installed"
     print(f"{row}: {text}", flush=True)
     return text
+
+
+def flickr8k_data(folder: str, script: str):
+    """The data folder ``folder`` as a Path when it holds Flickr8k (``flickr8k/ExpertAnnotations.txt``),
+    else None after printing one line naming ``script`` and the folder."""
+    from pathlib import Path
+
+    data = Path(folder)
+    if (data / "flickr8k" / "ExpertAnnotations.txt").exists():
+        return data
+    print(f"{script}: Flickr8k data not found under {data} (pass --data or set CAPEVAL_DATA)", file=sys.stderr)
+    return None

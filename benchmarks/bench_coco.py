@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _peers import missing, skipped  # noqa: E402
+from _peers import flickr8k_data, missing, skipped  # noqa: E402
 
 
 def clear_caches() -> None:
@@ -49,9 +49,8 @@ def main() -> int:
     ap.add_argument("--data", default=os.environ.get("CAPEVAL_DATA", str(HERE.parents[1] / "shared" / "data")))
     ap.add_argument("--skip-prepare", action="store_true", help="do not time METEOR's one-time preparation")
     args = ap.parse_args()
-    data = Path(args.data)
-    if not (data / "flickr8k" / "ExpertAnnotations.txt").exists():
-        print(f"Flickr8k-Expert data not found under {data}; pass --data", file=sys.stderr)
+    data = flickr8k_data(args.data, "bench_coco")
+    if data is None:
         return 2
     import capeval
     from capeval.bench.flickr8k import expert_pairs

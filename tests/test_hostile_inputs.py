@@ -1766,3 +1766,84 @@ def test_reference_limit_is_an_option_with_a_range(tmp_path: Path) -> None:
             capeval.score({"x": "a dog"}, {"x": ["a", "b", "c"]}, metrics="bleu-1")
         finally:
             del os.environ["CAPEVAL_MAX_REFERENCES"]
+# issue 35, second round: the METEOR index (altered in place; disk full while building)
+# ---------------------------------------------------------------------------
+
+
+def _session_meteor_index() -> Path:
+    from capeval.metrics.meteor import Meteor15
+
+    pytest.importorskip("pycocoevalcap")
+    return Meteor15().resources.index_dir  # the session's index (built once per session)
+
+
+def test_meteor_index_altered_in_place_with_size_and_mtime_kept_is_detected(tmp_path: Path) -> None:
+    """Bytes of an index file changed in place, its size and mtime put back: the CRC-32 check
+    run at every load finds it, and the CLI rebuilds the index and gives the right score."""
+    import shutil
+
+    from capeval.metrics.meteor import resources as meteor_resources
+
+    cache = tmp_path / "cache"
+    index = cache / "meteor-1.5"
+    shutil.copytree(_session_meteor_index(), index, copy_function=shutil.copy)
+    sources = meteor_resources.source_paths()
+    assert meteor_resources.usable(index, sources)[1] is None  # a copy is fine (its mtimes are recorded)
+    target = index / "para_entries.npy"
+    st = target.stat()
+    with open(target, "r+b") as f:  # swap two 4 KB blocks in the middle of the paraphrase entries
+        mid = st.st_size // 2
+        f.seek(mid)
+        a = f.read(4096)
+        b = f.read(4096)
+        assert a != b
+        f.seek(mid)
+        f.write(b + a)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert target.stat().st_size == st.st_size and target.stat().st_mtime_ns == st.st_mtime_ns
+    assert meteor_resources.index_problem(index, sources) is None  # size and mtime alone cannot tell
+    res, why = meteor_resources.usable(index, sources)
+    assert res is None and why == "index file para_entries.npy changed content"
+    with pytest.raises(ResourceError, match="para_entries.npy changed content"):
+        meteor_resources.load(index, auto_prepare=False)
+    rc, out, err = _cli(["score", "-m", "meteor", "-c", CANDS, "-r", REFS, "-q"], tmp_path,
+                        {"CAPEVAL_CACHE": str(cache)})
+    assert rc == 0, err
+    assert "Traceback" not in err and "para_entries.npy changed content" in err  # the rebuild is announced
+    assert json.loads(out)["scores"]["meteor"] == 0.2805079484001792  # the README example's score
+    assert meteor_resources.index_problem(index, sources, verify=True) is None
+
+
+@pytest.mark.parametrize("failure", ["short write", "ENOSPC"])
+def test_disk_full_while_building_the_meteor_index_is_one_line(tmp_path: Path, capsys, monkeypatch, failure) -> None:
+    """The disk fills up while the index's arrays are written: one line naming the folder and
+    "no space left", exit 2, no temporary folder left behind. numpy reports a full disk in
+    ``tofile`` as a short write without an errno (the first case); ``write`` as ENOSPC."""
+    import errno
+
+    import numpy as np
+
+    _session_meteor_index()  # the sources exist
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CAPEVAL_CACHE", str(cache))
+    real_save = np.save
+    calls = []
+
+    def full_disk(file, arr, *args, **kwargs):
+        calls.append(file)
+        if len(calls) < 3:  # the first arrays fit
+            return real_save(file, arr, *args, **kwargs)
+        Path(file).write_bytes(b"\x93NUMPY" + bytes(31738))
+        if failure == "ENOSPC":
+            raise OSError(errno.ENOSPC, "No space left on device", str(file))
+        raise OSError("89302 requested and 31744 written")
+
+    monkeypatch.setattr(np, "save", full_disk)
+    code, out, err = _cli_in(capsys, "score", "-m", "meteor", "-c", CANDS, "-r", REFS, "-q")
+    notice, _, rest = err.partition("\n")  # the one-time build is announced first
+    assert notice.startswith("[capeval meteor] preparing METEOR 1.5 resources"), err
+    line = _one_line(code, out, rest)
+    assert line == (f"capeval: error: no space left on the device of {cache} to build the METEOR 1.5 index "
+                    "(about 150 MB); free some space there or point CAPEVAL_CACHE to another folder")
+    assert len(calls) == 3
+    assert sorted(p.name for p in cache.iterdir()) == [".meteor-1.5.lock"]  # no partial index, no temporary folder

@@ -201,3 +201,49 @@ def test_empty_sentences_in_small_chunks():
     whole = capeval.Evaluator("coco", chunk_size=100, workers=1).score(cands, refs)
     _assert_same(capeval.Evaluator("coco", chunk_size=1, workers=1).score(cands, refs), whole)
     assert whole["cider-d"].items["a"] == 0.0 and whole["bleu-1"].items["c"] < 1e-9
+
+
+@pytest.mark.parametrize("budget", [None, 0, 700])
+def test_caption_files_are_read_once_and_spill_past_the_budget(tmp_path, monkeypatch, capsys, budget):
+    """A streamed job parses each input file once (the pass that checks them keeps the
+    items: in memory, or past ``HOLD_CHARS`` characters in temporary files), and gives the
+    per-item files of the same items read whole (JSON)."""
+    import csv
+    import json
+
+    from capeval.cli.main import main
+    from capeval.io import text_stream
+
+    if budget is not None:
+        monkeypatch.setattr(text_stream, "HOLD_CHARS", budget)
+    cands, refs = _random_set(7, 300)
+    (tmp_path / "c.json").write_text(json.dumps(cands), encoding="utf-8")
+    (tmp_path / "r.json").write_text(json.dumps(refs), encoding="utf-8")
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"image_id": i, "caption": c}) + "\n"
+                                              for i, c in cands.items()), encoding="utf-8")
+    with open(tmp_path / "r.csv", "w", encoding="utf-8", newline="") as f:  # one row per reference
+        w = csv.writer(f)
+        w.writerow(["image_id", "reference"])
+        w.writerows([i, r] for i, rs in refs.items() for r in rs)
+    reads: list[str] = []
+    real = text_stream.record_values
+
+    def counted(records, kind, path, unit):
+        reads.append(path.name)
+        return real(records, kind, path, unit)
+
+    monkeypatch.setattr(text_stream, "record_values", counted)
+    stream = text_stream.stream_caption_files(tmp_path / "c.jsonl", tmp_path / "r.csv")
+    assert stream is not None
+    expected = [(i, c, refs[i]) for i, c in cands.items()]
+    for _ in range(2):  # any number of passes, from what the first read kept
+        assert [(i, r) for i, _, r in stream.items(False)] == [(i, r) for i, _, r in expected]
+        assert list(stream.items()) == expected
+    assert reads == ["c.jsonl", "r.csv"]
+    out = {}
+    for name, args in (("json", ["-c", "c.json", "-r", "r.json"]), ("stream", ["-c", "c.jsonl", "-r", "r.csv"])):
+        monkeypatch.chdir(tmp_path)
+        assert main(["score", "-q", "-m", NO_METEOR, *args, "--per-item", f"{name}.items"]) == 0
+        out[name] = (json.loads(capsys.readouterr().out)["results"], (tmp_path / f"{name}.items").read_text())
+    assert reads == ["c.jsonl", "r.csv"] * 2  # the CLI's streamed job read each file once too
+    assert out["stream"] == out["json"]

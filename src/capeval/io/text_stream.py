@@ -2,9 +2,12 @@
 
 A text-metric job on record-by-record files (``-c cands.jsonl -r refs.jsonl``, or an item
 table ``--items items.jsonl`` with only ids, candidates and references) is scored by
-:func:`capeval.metrics.text.score_text_stream`, which reads the items twice, a chunk at
-a time; this module makes the :class:`TextStream` it reads. A first pass checks the files
-and keeps only the ids (and the numbers of references); anything it cannot stream exactly
+:func:`capeval.metrics.text.score_text_stream`, which goes over the items twice, a chunk at
+a time; this module makes the :class:`TextStream` it reads. For a candidates and a
+references file, one pass reads and checks the files (each once) and keeps the items it
+validated: in memory up to :data:`HOLD_CHARS` characters of text, beyond that in two
+temporary files (``marshal`` records, read back sequentially), so memory stays bounded and
+the files are parsed once. Anything it cannot stream exactly
 as the in-memory reader would read it (references not in the candidates' order, one id's
 reference records not consecutive, a caption that is not text, an empty reference, an id
 twice, ...)
@@ -13,6 +16,8 @@ returns None, and the caller reads the files whole as before, with the usual err
 
 from __future__ import annotations
 
+import marshal
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -35,6 +40,54 @@ class TextStream:
     ref_counts: set[int]
     items: Callable[..., Iterator[tuple[str, str, list[str]]]]
     files: list[CaptionFile] = field(default_factory=list)
+
+
+#: characters of caption text the first pass keeps in memory (about 40 MB of Python strings
+#: at most); past it the items go to temporary files. The Flickr8k leave-one-out set
+#: (40,460 x 4) is 14.6 M characters: held.
+HOLD_CHARS = 16 << 20
+
+
+class _Items:
+    """A sequence of values (candidates, or reference lists) appended once and read in
+    order any number of times: a list while the shared character budget lasts, then a
+    temporary file of ``marshal`` records (the values held so far moved there first)."""
+
+    def __init__(self, budget: list[int], folder: Callable[[], str]):
+        self._budget = budget  # [characters left], shared by the candidates and the references
+        self._folder = folder
+        self._held: list[Any] | None = []
+        self._path: str | None = None
+        self._file: Any = None
+
+    def append(self, value: Any, chars: int) -> None:
+        self._budget[0] -= chars
+        if self._held is not None:
+            self._held.append(value)
+            if self._budget[0] >= 0:
+                return
+            self._path = str(Path(self._folder()) / f"{id(self)}.marshal")
+            self._file = open(self._path, "wb")  # noqa: SIM115 - closed by done()
+            for x in self._held:
+                marshal.dump(x, self._file)
+            self._held = None
+            return
+        marshal.dump(value, self._file)
+
+    def done(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._held is not None:
+            yield from self._held
+            return
+        with open(self._path, "rb") as f:  # type: ignore[arg-type]
+            while True:
+                try:
+                    yield marshal.load(f)
+                except EOFError:
+                    return
 
 
 def _candidate(value: Any) -> str | None:
@@ -75,14 +128,26 @@ def stream_caption_files(candidates: str | Path, references: str | Path) -> Text
         records, _, unit = file_records(path)  # type: ignore[misc]
         return record_values(records, kind, path, unit)
 
+    spill: list[tempfile.TemporaryDirectory] = []  # made on first need, removed with the stream
+
+    def folder() -> str:
+        if not spill:
+            spill.append(tempfile.TemporaryDirectory(prefix="capeval-items-"))
+        return spill[0].name
+
+    budget = [HOLD_CHARS]
+    cands, refs_of = _Items(budget, folder), _Items(budget, folder)
     ids: list[str] = []
     seen: set[str] = set()
     for item, value, _ in pairs(cpath, "candidates"):
-        if item in seen or _candidate(value) is None:
+        cand = _candidate(value)
+        if item in seen or cand is None:
             return None
         seen.add(item)
         ids.append(item)
+        cands.append(cand, len(cand) + len(item))
     del seen
+    cands.done()
     if not ids:
         return None
     counts: set[int] = set()
@@ -94,14 +159,17 @@ def stream_caption_files(candidates: str | Path, references: str | Path) -> Text
         check_reference_count(item, len(refs), limit)
         counts.add(len(refs))
         n_refs += len(refs)
+        refs_of.append(refs, sum(map(len, refs)))
+    refs_of.done()
     if k != len(ids):
         return None
 
     def items(candidates: bool = True) -> Iterator[tuple[str, str, list[str]]]:
-        if not candidates:  # the corpus pass: the references file alone
-            return ((item, "", refs) for item, refs in _grouped(pairs(rpath, "references")))  # type: ignore[misc]
-        return ((item, _candidate(cand), refs)  # type: ignore[misc]
-                for (item, cand, _), (_, refs) in zip(pairs(cpath, "candidates"), _grouped(pairs(rpath, "references"))))
+        # the items as read by the pass above (the files are not read again); the
+        # temporary folder, if any, lives as long as the _Items (through ``folder``)
+        if not candidates:  # the corpus pass: the references alone
+            return ((item, "", refs) for item, refs in zip(ids, refs_of, strict=True))
+        return zip(ids, cands, refs_of, strict=True)
 
     files = [CaptionFile(cpath, "candidates", {}, file_records(cpath)[1], len(ids), len(ids)),  # type: ignore[index]
              CaptionFile(rpath, "references", {}, file_records(rpath)[1], len(ids), n_refs)]  # type: ignore[index]

@@ -234,7 +234,7 @@ def score_text_stream(
     *,
     progress: bool | None = False,
 ) -> dict[str, MetricResult]:
-    """:func:`score_text` on items read twice from a stream instead of held in memory.
+    """:func:`score_text` on items gone over twice from a stream instead of held in memory.
 
     ``ids``: the item ids in order; ``ref_counts``: the distinct numbers of references per
     item (the signature's ``nrefs``); ``items(with_candidates)``: a fresh iterator of ``(id,

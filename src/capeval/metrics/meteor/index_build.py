@@ -73,18 +73,39 @@ def prepare(cache_dir: str | os.PathLike[str] | None = None, force: bool = False
             return index_dir
         _remove_leftovers(index_dir)
         t0 = time.perf_counter()
-        tmp = Path(tempfile.mkdtemp(prefix=f".{index_dir.name}.", suffix=".tmp", dir=index_dir.parent))
+        tmp = None
         try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{index_dir.name}.", suffix=".tmp", dir=index_dir.parent))
             _build_into(tmp, sources, log)
             log(f"index built ({time.perf_counter() - t0:.1f}s)")
             _publish(tmp, index_dir)
+        except OSError as exc:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            if _no_space(exc):
+                raise ResourceError(
+                    f"no space left on the device of {index_dir.parent} to build the METEOR 1.5 index (about "
+                    f"150 MB); free some space there or point CAPEVAL_CACHE to another folder") from exc
+            raise
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
             raise
         finally:
             release_freed_memory()
     log(f"index ready at {index_dir} ({time.perf_counter() - t0:.1f}s)")
     return index_dir
+
+
+def _no_space(exc: OSError) -> bool:
+    """Whether ``exc`` says the disk (or the user's quota) is full. numpy's ``tofile`` reports
+    a short write as ``"<n> requested and <m> written"`` without an errno."""
+    import errno
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(exc)
+    return exc.errno is None and "requested and" in text and "written" in text
 
 
 def _build_into(tmp: Path, sources: dict[str, Path], log: Any) -> None:

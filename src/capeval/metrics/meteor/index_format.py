@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import mmap
 import os
 import re
 import zlib
@@ -97,9 +98,18 @@ def read_manifest(index_dir: Path) -> dict[str, Any] | None:
 
 
 def file_crc32(path: Path) -> int:
-    """CRC-32 of a file's bytes (how the manifest records each index file)."""
-    crc = 0
+    """CRC-32 of a file's bytes (how the manifest records each index file).
+
+    Read through a memory map where possible: no copy, about 0.05 s for the whole index,
+    cheap enough to check at every load (the scorer maps these files anyway)."""
     with open(path, "rb") as f:
+        try:
+            if os.fstat(f.fileno()).st_size:
+                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+                    return zlib.crc32(view)
+        except (OSError, ValueError):  # a file system without mmap: read it
+            pass
+        crc = 0
         while block := f.read(1 << 22):
             crc = zlib.crc32(block, crc)
     return crc
@@ -114,8 +124,9 @@ def index_files(man: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def index_problem(index_dir: Path, sources: dict[str, Path], verify: bool = False) -> str | None:
     """Why the index at ``index_dir`` cannot be used, or None when it is current.
 
-    Cheap: a file whose size and mtime are those recorded is taken as written; one whose
-    mtime changed is read and its CRC-32 compared. ``verify`` compares every file's CRC-32.
+    Without ``verify`` (a builder's quick look): a file whose size and mtime are those
+    recorded is taken as written; one whose mtime changed is read and its CRC-32 compared.
+    ``verify`` compares every file's CRC-32 (what :func:`.resources.load` does at every load).
     """
     return problem(index_dir, read_manifest(index_dir), sources, verify)
 
@@ -139,20 +150,34 @@ def problem(
     files = index_files(man)
     if set(files) != {f"{a}.npy" for a in ARRAYS} | set(TEXT_FILES) or set(man.get("arrays", {})) != set(ARRAYS):
         return "file list does not match this capeval version"
+    to_read: list[tuple[str, bool]] = []  # (file, its mtime changed)
     for fname, rec in files.items():
-        p = index_dir / fname
         try:
-            st = p.stat()
+            st = (index_dir / fname).stat()
         except OSError:
             return f"array file {fname} missing or truncated"
         if st.st_size != rec.get("size"):
             return f"array file {fname} missing or truncated"
         if verify or st.st_mtime_ns != rec.get("mtime_ns"):
-            if file_crc32(p) != rec.get("crc32"):
-                return f"index file {fname} changed content"
-            if moved is not None and st.st_mtime_ns != rec.get("mtime_ns"):
-                moved.append(fname)
+            to_read.append((fname, st.st_mtime_ns != rec.get("mtime_ns")))
+    for (fname, changed), crc in zip(to_read, _crcs([index_dir / f for f, _ in to_read])):
+        if crc != files[fname].get("crc32"):
+            return f"index file {fname} changed content"
+        if moved is not None and changed:
+            moved.append(fname)
     return None
+
+
+def _crcs(paths: list[Path]) -> list[int]:
+    """:func:`file_crc32` of each file, on two threads (zlib releases the GIL): half the wall
+    time of the check at every load on a machine with two cores or more."""
+    if len(paths) < 2 or (os.cpu_count() or 1) < 2:
+        return [file_crc32(p) for p in paths]
+    from concurrent.futures import ThreadPoolExecutor
+
+    # the threads end with the pool, before the caller goes on (and may fork workers)
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="capeval-meteor-crc") as pool:
+        return list(pool.map(file_crc32, paths))
 
 
 try:  # POSIX
@@ -265,9 +290,10 @@ def open_checked(index_dir: Path, man: dict[str, Any] | None) -> tuple[dict[str,
 
 
 def opens(index_dir: Path, sources: dict[str, Path]) -> str | None:
-    """Why the index at ``index_dir`` cannot be used (checks, then opening it), or None."""
+    """Why the index at ``index_dir`` cannot be used (the checks of a load, every CRC-32
+    included, then opening it), or None."""
     man = read_manifest(index_dir)
-    why = problem(index_dir, man, sources, False)
+    why = problem(index_dir, man, sources, True)
     if why is not None:
         return why
     try:
