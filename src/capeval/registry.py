@@ -275,10 +275,8 @@ def _diagnostic_specs() -> list[MetricSpec]:
 
 
 _TABLE: tuple[MetricSpec, ...] = (*_text_specs(), *_clip_specs(), *_hice_specs(), *_video_specs(),
-                                  *(MetricSpec(**e) for e in JUDGE_SPECS),
-                                  *_bridge_specs(), *_diagnostic_specs(), *(MetricSpec(**e) for e in BASELINE_SPECS),
-                                  *(MetricSpec(**e) for e in HALLUCINATION_SPECS),
-                                  *(MetricSpec(**e) for e in DETAILED_SPECS))
+                                  *_bridge_specs(), *_diagnostic_specs(), *(MetricSpec(**e) for e in (
+                                      *JUDGE_SPECS, *BASELINE_SPECS, *HALLUCINATION_SPECS, *DETAILED_SPECS)))
 
 _PRESET_TABLE: dict[str, tuple[str, ...]] = {
     # the COCO caption evaluation's metrics; spice joined because its Kendall tau on
