@@ -15,6 +15,11 @@ _STYLE = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}"
           ".note{color:#555;font-size:.9em}code{font-size:.85em}")
 
 
+def signed(x: float) -> str:
+    """``x`` as ``+0.1234``; a value that rounds to zero is ``+0.0000``, never ``-0.0000``."""
+    return f"{round(x, 4) + 0.0:+.4f}"
+
+
 def render_html(result: dict[str, Any], alpha: float = 0.05) -> str:
     """One table (system, metric, score, difference, its interval, p-value); p < ``alpha`` shaded."""
     e = html.escape
@@ -27,10 +32,10 @@ def render_html(result: dict[str, Any], alpha: float = 0.05) -> str:
                             "<td></td><td></td><td></td></tr>")
                 continue
             ci = row.get("diff_ci")
-            ci_text = f"[{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""
+            ci_text = f"[{signed(ci[0])}, {signed(ci[1])}]" if ci else ""
             cls = " class='sig'" if row["p_value"] < alpha else ""
             rows.append(f"<tr{cls}><td>{e(name)}</td><td>{e(metric)}</td><td>{row['score']:.4f}</td>"
-                        f"<td>{row['diff']:+.4f}</td><td>{ci_text}</td><td>{row['p_value']:.4f}</td></tr>")
+                        f"<td>{signed(row['diff'])}</td><td>{ci_text}</td><td>{row['p_value']:.4f}</td></tr>")
     sigs = "".join(f"<li><code>{e(s)}</code></li>" for s in result["signatures"].values())
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     conf = f", {int(round(result['confidence'] * 100))}% interval of the difference" if result.get("confidence") else ""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from capeval.errors import InputError
+from capeval.significance.html import render_html, signed
 
 
 def named_files(values: list[str]) -> list[tuple[str, str]]:
@@ -33,8 +34,8 @@ def table(result: dict[str, Any]) -> str:
                 rows.append((f"{name} (baseline)", metric, f"{row['score']:.4f}", "", "", ""))
                 continue
             ci = row.get("diff_ci")
-            rows.append((name, metric, f"{row['score']:.4f}", f"{row['diff']:+.4f}", f"{row['p_value']:.4f}",
-                         f"[{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""))
+            rows.append((name, metric, f"{row['score']:.4f}", signed(row['diff']), f"{row['p_value']:.4f}",
+                         f"[{signed(ci[0])}, {signed(ci[1])}]" if ci else ""))
     widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     how = "paired bootstrap" if result["method"] == "bs" else "approximate randomisation"
@@ -63,8 +64,6 @@ def compare_files(candidates: list[str], references: str, metrics: str, options:
     if out:
         atomic_write_text(out, text + "\n")
     if html:
-        from capeval.significance.html import render_html
-
         atomic_write_text(html, render_html(result))
     print(table(result) if as_table or sys.stdout.isatty() else text)
     return 0
