@@ -34,7 +34,7 @@ def _random_set(seed: int, n: int = 40) -> tuple[dict[str, str], dict[str, list[
 def test_every_spec_declares_inputs_range_direction():
     for name, spec in registry.metrics().items():
         assert spec.needs <= spec.accepts <= registry.INPUTS, name
-        assert spec.direction in ("higher", "lower"), name
+        assert spec.direction in ("higher", "lower", "none"), name  # none: a diagnostic (length, vocab)
         assert len(spec.range) == 2, name
         if name.startswith("ref-"):
             assert "references" in spec.needs, name

@@ -64,6 +64,7 @@ _OTHER_WEIGHTS = {
     "visce2-ref": "the LLaVA VLM of visce2", "visce2-desc": "the LLaVA VLM of visce2",
     "clair": "an LLM server (clair)", "fleur": "the LLaVA VLM of fleur", "ref-fleur": "the LLaVA VLM of fleur",
     "expert": "EXPERT's LLaVA LoRA, converted (docs/judges.md)",
+    "capture": "the FACTUAL parser and Sentence-BERT all-mpnet-base-v2 (capture)",
 }
 
 

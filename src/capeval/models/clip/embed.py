@@ -40,6 +40,8 @@ class EmbeddingCache:
     """
 
     MAGIC = b"CEVE"
+    #: a (rows, dim) matrix (HICE-S: an image and its regions): ``CEVM``, dim, rows, sha256, values
+    MATRIX_MAGIC = b"CEVM"
 
     def __init__(self, root: str | os.PathLike[str], namespace: str, dim: int):
         self.root = Path(root) / namespace[:16]
@@ -48,32 +50,39 @@ class EmbeddingCache:
     def _path(self, kind: str, key: str) -> Path:
         return self.root / kind / key[:2] / f"{key}.emb"
 
-    def _checksum(self, kind: str, key: str, payload: bytes) -> bytes:
-        h = hashlib.sha256(f"{kind}\0{key}\0{self.dim}\0".encode())
+    def _checksum(self, kind: str, key: str, payload: bytes, rows: int = 0) -> bytes:
+        h = hashlib.sha256(f"{kind}\0{key}\0{self.dim}\0".encode() + (f"{rows}\0".encode() if rows else b""))
         h.update(payload)
         return h.digest()
 
     def get(self, kind: str, key: str) -> np.ndarray | None:
         """The stored embedding, or None when absent or not exactly what :meth:`put` wrote."""
-        size = 4 + 4 + 32 + 4 * self.dim
         try:  # O_NONBLOCK: a FIFO planted under an entry's name must not hang the run
             with os.fdopen(os.open(self._path(kind, key), os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
                 info = os.fstat(f.fileno())
-                if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+                head = f.read(12) if stat.S_ISREG(info.st_mode) else b""
+                rows = int.from_bytes(head[8:12], "little") if head[:4] == self.MATRIX_MAGIC else 0
+                header = 12 if rows else 8
+                size = header + 32 + 4 * self.dim * max(rows, 1)
+                if len(head) < 8 or info.st_size != size or (head[:4] != self.MAGIC and not rows):
                     return None
-                data = f.read(size)
+                data = head + f.read(size - len(head))
         except OSError:
             return None  # absent or unreadable: recompute
-        payload = data[40:]
-        if (len(data) != size or data[:4] != self.MAGIC or int.from_bytes(data[4:8], "little") != self.dim
-                or data[8:40] != self._checksum(kind, key, payload)):
+        payload = data[header + 32:]
+        if (len(data) != size or int.from_bytes(data[4:8], "little") != self.dim
+                or data[header:header + 32] != self._checksum(kind, key, payload, rows)):
             return None
         value = np.frombuffer(payload, dtype="<f4").astype(np.float32)
+        if rows:
+            value = value.reshape(rows, self.dim)
         return value if np.isfinite(value).all() else None
 
     def put(self, kind: str, key: str, value: np.ndarray) -> None:
         value = np.asarray(value, dtype="<f4")
-        if value.shape != (self.dim,) or not np.isfinite(value).all():
+        rows = value.shape[0] if value.ndim == 2 else 0
+        if value.shape not in ((self.dim,), (rows, self.dim)) or (value.ndim == 2 and not rows) \
+                or not np.isfinite(value).all():
             return  # never store what get() would refuse
         payload = value.tobytes()
         path = self._path(kind, key)
@@ -83,8 +92,9 @@ class EmbeddingCache:
                 path.unlink()
             except OSError:
                 return  # a folder under an entry's name: this entry is not cached
-        atomic_write_bytes(path, self.MAGIC + self.dim.to_bytes(4, "little") + self._checksum(kind, key, payload)
-                           + payload)
+        head = (self.MATRIX_MAGIC + self.dim.to_bytes(4, "little") + rows.to_bytes(4, "little") if rows
+                else self.MAGIC + self.dim.to_bytes(4, "little"))
+        atomic_write_bytes(path, head + self._checksum(kind, key, payload, rows) + payload)
 
 
 def open_cache(cache: Any, backbone: Any) -> EmbeddingCache | None:
