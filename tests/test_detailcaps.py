@@ -128,3 +128,31 @@ def test_release_100_reads_the_same_layout_and_options_are_checked(tmp_path: Pat
     assert loaded.info["images"] == 5 and loaded.options == {"release": "100"}
     with pytest.raises(ResourceError, match="missing data file 'detailcaps/DetailCaps-4870.parquet'"):
         get_benchmark("detailcaps").load(tmp_path)
+
+
+def test_bench_run_end_to_end_matches_scipy_on_the_metrics_own_item_scores(tmp_path: Path) -> None:
+    """``capeval.bench.run`` on the fixture: the four statistics of a real metric (BLEU-1), equal to
+    scipy / scikit-learn on the item scores ``capeval.score`` gives for the same items."""
+    import capeval
+    import capeval.bench as cb
+
+    n, rng = 16, np.random.default_rng(4)
+    words = "a dog cat runs on the grass red ball man sits near table two birds fly over water".split()
+    human = _write(tmp_path, n=n, seed=9)
+    table = pq.read_table(tmp_path / "detailcaps" / "DetailCaps-4870.parquet")
+    for m in MODELS:  # captions that differ, so BLEU-1 varies
+        caps = [" ".join(rng.choice(words, size=int(rng.integers(3, 12)))) for _ in range(n)]
+        table = table.set_column(table.schema.get_field_index(m), m, pa.array(caps))
+    pq.write_table(table, tmp_path / "detailcaps" / "DetailCaps-4870.parquet")
+    run = cb.run(["detailcaps"], ["bleu-1"], data_root=str(tmp_path))
+    got = {r.statistic: r.value for r in run}
+    items = cb.load("detailcaps", data_root=str(tmp_path)).settings[""].items
+    report = capeval.score({k: i.candidate for k, i in items.items()},
+                           {k: list(i.references) for k, i in items.items()}, "bleu-1")
+    m = np.array([report["bleu-1"].items[k] for k in items], float)
+    h = human.ravel()
+    assert got["pcc"] == pytest.approx(100 * scipy_stats.pearsonr(m, h)[0], abs=1e-9)
+    assert got["kendall_tau_b"] == pytest.approx(100 * scipy_stats.kendalltau(m, h)[0], abs=1e-9)
+    assert got["one_minus_r2"] == pytest.approx(((h - m) ** 2).sum() / ((h - h.mean()) ** 2).sum(), rel=1e-12)
+    per = [scipy_stats.kendalltau(a, b)[0] for a, b in zip(m.reshape(n, 3), human)]
+    assert got["sample_tau"] == pytest.approx(100 * np.nanmean(per), abs=1e-9)
