@@ -156,3 +156,34 @@ def test_bench_run_end_to_end_matches_scipy_on_the_metrics_own_item_scores(tmp_p
     assert got["one_minus_r2"] == pytest.approx(((h - m) ** 2).sum() / ((h - h.mean()) ** 2).sum(), rel=1e-12)
     per = [scipy_stats.kendalltau(a, b)[0] for a, b in zip(m.reshape(n, 3), human)]
     assert got["sample_tau"] == pytest.approx(100 * np.nanmean(per), abs=1e-9)
+
+
+def test_download_through_a_mirror_places_the_release_where_bench_reads_it(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``capeval download detailcaps`` (CAPEVAL_DATA_MIRROR on 127.0.0.1): the Parquet goes to
+    ``<data>/detailcaps/``, the unpublished DetailCaps-100 is optional, and ``bench`` reads it."""
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from capeval.cli import main
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    mirror = tmp_path / "mirror"
+    _write(mirror, n=6)  # mirror/detailcaps/DetailCaps-4870.parquet = URL/<benchmark>/<name>
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(mirror)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("CAPEVAL_DATA_MIRROR", f"http://127.0.0.1:{server.server_address[1]}/")
+        monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cache"))
+        monkeypatch.delenv("CAPEVAL_DATA", raising=False)
+        assert main(["download", "detailcaps"]) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        assert main(["bench", "detailcaps", "-m", "bleu-1", "--bootstrap", "0", "--json", "--quiet"]) == 0
+        out = json.loads(capsys.readouterr().out)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert {r["statistic"] for r in out["results"]} == {"pcc", "one_minus_r2", "kendall_tau_b", "sample_tau"}
