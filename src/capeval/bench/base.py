@@ -208,6 +208,7 @@ CATALOG: dict[str, str] = {
     "activitynet-foil": "capeval.bench.video_benchmarks:ActivityNetFoil",
     "polaris": "capeval.bench.polaris:Polaris",
     "nebula": "capeval.bench.polaris:Nebula",
+    "detailcaps": "capeval.bench.detailcaps:DetailCaps",
 }
 
 _BENCHMARKS: dict[str, Benchmark] = {}

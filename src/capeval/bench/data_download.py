@@ -195,8 +195,9 @@ def download_benchmark(name: str, root: str | os.PathLike[str] | None = None, fo
 
                     record_digest(target, files[f.place])
         except ResourceError as exc:
-            if f.manual and mirror():  # not in the mirror: the way by hand still works
-                by_hand.append(f"{f.manual.format(root=base)} (the mirror: {exc})")
+            if f.manual and mirror():  # not in the mirror: the way by hand still works (an optional file: not needed)
+                if not f.optional:
+                    by_hand.append(f"{f.manual.format(root=base)} (the mirror: {exc})")
                 continue
             raise
     shutil.rmtree(base / ".downloads" / bench, ignore_errors=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from capeval.bench.detailcaps import DETAILCAPS_REVISION
 from capeval.bench.polaris import NEBULA_REVISION, POLARIS_REVISION
 
 
@@ -132,4 +133,15 @@ SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
     DataSource("nebula", (), f"huggingface.co/datasets/Ka2ukiMatsuda/Nebula at {NEBULA_REVISION[:12]}",
                "the dataset card's terms", note="Parquet shards (images embedded) of the test and valid splits, named by the hub listing",
                hub=("Ka2ukiMatsuda/Nebula", NEBULA_REVISION, ("data/test-", "data/valid-"))),
+    DataSource("detailcaps", (
+        DataFile("DetailCaps-4870.parquet", ("https://huggingface.co/datasets/foundation-multimodal-models/"
+                                             f"DetailCaps-4870/resolve/{DETAILCAPS_REVISION}/DetailCaps-4870.parquet",),
+                 place="detailcaps/DetailCaps-4870.parquet", size="971 MB"),
+        DataFile("DetailCaps-100.parquet", place="detailcaps/DetailCaps-100.parquet", optional=True, manual=(
+            "DetailCaps-100 (the 100 images with human-expert judgments) is not published: a copy from the CAPTURE "
+            "authors (github.com/foundation-multimodal-models/CAPTURE), in the DetailCaps-4870 layout, goes at "
+            "{root}/detailcaps/DetailCaps-100.parquet"))),
+        f"huggingface.co/datasets/foundation-multimodal-models/DetailCaps-4870 at {DETAILCAPS_REVISION[:12]}",
+        "CC BY-NC-SA 4.0 (the dataset card)",
+        note="one Parquet file with the images embedded (column binary); the loader reads the text columns only"),
 )}
