@@ -203,3 +203,13 @@ def test_bench_list_shows_caparena(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert main(["bench", "--list"]) == 0
     assert "caparena" in capsys.readouterr().out
+
+
+def test_bench_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from capeval.cli import main
+
+    _write(tmp_path)
+    assert main(["bench", "caparena", "-m", "bleu-1", "--data-root", str(tmp_path), "--bootstrap", "20"]) == 0
+    out = capsys.readouterr().out
+    for name in ("agreement", "agreement_level_4", "spearman_models", "kendall_models"):
+        assert f" {name} " in out, name
