@@ -213,3 +213,13 @@ def test_bench_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     for name in ("agreement", "agreement_level_4", "spearman_models", "kendall_models"):
         assert f" {name} " in out, name
+
+
+def test_a_nan_score_gives_nan_statistics(tmp_path: Path) -> None:
+    _write(tmp_path)
+    bench = get_benchmark("caparena")
+    loaded = bench.load(tmp_path)
+    scores = np.ones(len(loaded.settings[""].items))
+    scores[3] = np.nan
+    values = {s.name: s.fn(None) for s in bench.statistics(loaded, {"": scores})}
+    assert np.isnan(values["agreement"]) and np.isnan(values["spearman_models"]) and np.isnan(values["kendall_models"])
