@@ -122,9 +122,6 @@ def _official(tmp_path: Path):
     with stubs for the plotting / download modules they import but these functions never use."""
     if not MIRROR.is_dir():
         pytest.skip("no CapArena mirror (fetch njucckevin/CapArena)")
-    for extra in ("/tmp/i38cap_pd",):  # a pandas installed beside the venv, if any
-        if os.path.isdir(extra) and extra not in sys.path:
-            sys.path.append(extra)
     pytest.importorskip("pandas")
     src = tmp_path / "official"
     src.mkdir()
