@@ -209,6 +209,7 @@ CATALOG: dict[str, str] = {
     "polaris": "capeval.bench.polaris:Polaris",
     "nebula": "capeval.bench.polaris:Nebula",
     "detailcaps": "capeval.bench.detailcaps:DetailCaps",
+    "caparena": "capeval.bench.caparena:CapArena",
 }
 
 _BENCHMARKS: dict[str, Benchmark] = {}

@@ -144,4 +144,11 @@ SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
         f"huggingface.co/datasets/foundation-multimodal-models/DetailCaps-4870 at {DETAILCAPS_REVISION[:12]}",
         "CC BY-NC-SA 4.0 (the dataset card)",
         note="one Parquet file with the images embedded (column binary); the loader reads the text columns only"),
+    DataSource("caparena", (
+        DataFile("caparena_annots_eval.json", place="caparena/caparena_annots_eval.json", manual=(
+            "the CapArena human pair-wise battle annotation (README of github.com/njucckevin/CapArena, "
+            "'Reproduce Paper Results'): the box.nju.edu.cn share https://box.nju.edu.cn/f/0fd0a0d3dce243ab8c12/ "
+            "has no stable direct URL; put caparena_annots_eval.json at {root}/caparena/caparena_annots_eval.json")),),
+        "Cheng et al. 2025, github.com/njucckevin/CapArena (data/eval)", "the CapArena repository's terms",
+        note="images (data/eval/images) are not fetched: text metrics need none"),
 )}
