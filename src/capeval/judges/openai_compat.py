@@ -91,6 +91,8 @@ class OpenAICompat:
     """Client of an OpenAI-compatible ``/chat/completions`` endpoint (see the module docstring)."""
 
     name = "openai"
+    #: more sampling fields sent with every request and part of :meth:`decoding` (CapArena-Auto's top_p)
+    extra_body: dict[str, Any] = {}
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None, api_key: str | None = None,
                  concurrency: int = 4, timeout: float = 120.0, max_retries: int = 5, retry_backoff: float = 1.0,
@@ -148,7 +150,8 @@ class OpenAICompat:
                 "pad_to_square": f"clip-mean{self.pad_fill}".replace(" ", "") if self.pad_fill else False}
 
     def decoding(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "seed": self.seed, "max_new_tokens": self.max_new_tokens}
+        return {"temperature": self.temperature, "seed": self.seed, "max_new_tokens": self.max_new_tokens,
+                **self.extra_body}
 
     def signature(self) -> dict[str, Any]:
         return dict(self.identity())
@@ -222,6 +225,7 @@ class OpenAICompat:
             "n": 1,
             "stream": False,
         }
+        body.update(self.extra_body)
         if self.seed is not None:
             body["seed"] = self.seed
         if req.logprobs and self.top_logprobs > 0:
