@@ -222,6 +222,13 @@ BENCH_RANGES: dict[str, Range] = {
     "seed": NON_NEGATIVE_INT,
 }
 
+#: ``capeval compare`` / :func:`capeval.compare` settings
+COMPARE_RANGES: dict[str, Range] = {
+    "samples": Range(1, 10**6, integer=True),
+    "seed": Range(0, 2**63 - 1, integer=True, source="numpy's default_rng takes non-negative integers"),
+    "confidence": BENCH_RANGES["confidence"],
+}
+
 
 def check_option(group: str, option: str, value: Any, metric: str | None = None) -> None:
     """One-line :class:`~capeval.errors.InputError` when ``value`` (not None) is outside the

@@ -26,17 +26,18 @@ DEFAULT_SEED = 12345
 
 
 def _check(method: str, samples: int | None, seed: int | None, confidence: float) -> int:
+    from capeval.errors import shown
+    from capeval.ranges import COMPARE_RANGES
+
     if method not in METHODS:
         raise InputError(f"compare: method={method!r}: expected 'bs' (paired bootstrap) or 'ar' (approximate "
                          "randomisation)")
     if samples is None:
         samples = DEFAULT_SAMPLES[method]
-    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= 1_000_000:
-        raise InputError(f"compare: samples={samples!r} out of range: samples must be an integer in [1, 1000000]")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
-        raise InputError(f"compare: seed={seed!r} out of range: seed must be an integer in [0, 2**63) or None")
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
-        raise InputError(f"compare: confidence={confidence!r} out of range: confidence must be a number in (0, 1)")
+    for name, value in (("samples", samples), ("seed", seed), ("confidence", confidence)):
+        bounds = COMPARE_RANGES[name]
+        if not (name == "seed" and value is None) and not bounds.accepts(value):
+            raise InputError(f"compare: {name}={shown(value)} out of range: {bounds.describe(name)}")
     return samples
 
 
