@@ -14,7 +14,11 @@ BEAM_SIZE = 40
 _by_key = itemgetter(0)
 
 # A candidate match here is a tuple (masks, gain << 2 * width, dist, match_start, end,
-# match_end, start, module): ``masks`` is (hypothesis run, reference run) as low-bit masks
+# match_end, start, module). For short pairs (n1 + n2 <= EAGER_BITS, nearly all captions)
+# ``masks`` is the int of the positions covered (hypothesis position j is bit j, reference
+# position i bit n1 + i) and every partial carries its used-position mask from its
+# creation ("eager"): cheaper than the lazy scheme below, and small. Otherwise ``masks`` is
+# (hypothesis run, reference run) as low-bit masks
 # ((1 << match_length) - 1, (1 << length) - 1); shifted to match_start and n1 + start they
 # give the positions covered (hypothesis position j is bit j, reference position i bit
 # n1 + i). Masks are not stored shifted: one per candidate would take O(n1 + n2) bits,
@@ -24,7 +28,11 @@ _by_key = itemgetter(0)
 _MASK, _GAIN, _DIST, _MSTART, _END, _MEND, _START, _MODULE = range(8)
 
 
-_ONE_ONE = (1, 1)  # the masks of a one-word match
+_ONE_ONE = (1, 1)  # the masks of a one-word match (lazy scheme)
+
+#: pairs with at most this many words in all take the eager scheme: a candidate's mask and a
+#: partial's take at most this many bits, so memory stays linear in the length (issue 25)
+EAGER_BITS = 256
 
 
 def _unpack(bits: int, n: int) -> bytes:
@@ -91,11 +99,13 @@ def _settle(beam: list, parents: list | None, n1: int) -> None:
 # parent never change, and following parents gives the reference implementation's chain.
 
 
-def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, multi_rows: bool):
+def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, multi_rows: bool,
+             eager: bool = False):
     """``Aligner.resolve`` (beam search), equal to :func:`.reference_align._resolve`; returns the best partial.
 
     ``free`` ends with n2; ``one`` is one chunk in the key (see the comment above);
-    ``multi_rows``: some candidate covers several reference words.
+    ``multi_rows``: some candidate covers several reference words; ``eager``: the
+    candidates' masks are ints of the positions covered (see ``EAGER_BITS``).
     """
     n2 = free[-1]
     beam = [[0, 0, -1, used, None, None]]
@@ -130,8 +140,9 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
                     p[1] = f
                     p[2] = last
             else:
-                _settle(beam, parents, n1)
-                parents = None
+                if not eager:
+                    _settle(beam, parents, n1)
+                    parents = None
                 for i in range(pos, f):
                     if i > pos and len(beam) > 1:
                         beam.sort(key=_by_key)
@@ -158,7 +169,8 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
             beam.sort(key=_by_key)
             if len(beam) > BEAM_SIZE:
                 del beam[BEAM_SIZE:]
-        _settle(beam, parents, n1)
+        if not eager:
+            _settle(beam, parents, n1)
         row = rows[f]
         if multi_rows and not multi:
             nxt = f + 1
@@ -170,23 +182,36 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
             if idx > f:  # inside a multi-word match this partial chose
                 append(p)
                 continue
-            for m in row:
-                (hm, rm), gain, dist, ms, end, mend, start, _ = m
-                if (u >> ms) & hm or (u >> (n1 + start)) & rm:
-                    continue
-                # the used mask is made by _settle if the partial survives
-                if last != -1 and ms != last:
-                    append([key - gain + one, end, mend, None, m, p])
-                else:
-                    append([key - gain, end, mend, None, m, p])
-                key += dist  # sic: Java adds the new match's distance to the parent
+            if eager:
+                for m in row:
+                    cm = m[0]
+                    if u & cm:
+                        continue
+                    _, gain, dist, ms, end, mend, _, _ = m
+                    if last != -1 and ms != last:
+                        append([key - gain + one, end, mend, u | cm, m, p])
+                    else:
+                        append([key - gain, end, mend, u | cm, m, p])
+                    key += dist  # sic: Java adds the new match's distance to the parent
+            else:
+                for m in row:
+                    (hm, rm), gain, dist, ms, end, mend, start, _ = m
+                    if (u >> ms) & hm or (u >> (n1 + start)) & rm:
+                        continue
+                    # the used mask is made by _settle if the partial survives
+                    if last != -1 and ms != last:
+                        append([key - gain + one, end, mend, None, m, p])
+                    else:
+                        append([key - gain, end, mend, None, m, p])
+                    key += dist  # sic: Java adds the new match's distance to the parent
             if last != -1:
                 key += one
                 p[2] = -1
             p[0] = key
             p[1] = idx + 1
             append(p)
-        parents = beam
+        if not eager:
+            parents = beam
         beam = new
         pos = f + 1
     raise AssertionError("unreachable")  # pragma: no cover
