@@ -68,7 +68,11 @@ def finish(matched: tuple) -> tuple:
     for i, cands, _ in singles:
         if eager:
             bi = 1 << (n1 + i)
-            row = [((1 << j) | bi, g << w2, abs(i - j), j, i + 1, j + 1, i, mod) for j, mod, g in cands]
+            if len(cands) == 1:
+                j, mod, g = cands[0]
+                row = [((1 << j) | bi, g << w2, abs(i - j), j, i + 1, j + 1, i, mod)]
+            else:
+                row = [((1 << j) | bi, g << w2, abs(i - j), j, i + 1, j + 1, i, mod) for j, mod, g in cands]
         else:
             row = [(_ONE_ONE, g << w2, abs(i - j), j, i + 1, j + 1, i, mod) for j, mod, g in cands]
         rows[i] = row

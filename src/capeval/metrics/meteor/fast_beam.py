@@ -183,16 +183,23 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
                 append(p)
                 continue
             if eager:
-                for m in row:
-                    cm = m[0]
-                    if u & cm:
-                        continue
-                    _, gain, dist, ms, end, mend, _, _ = m
-                    if last != -1 and ms != last:
-                        append([key - gain + one, end, mend, u | cm, m, p])
-                    else:
-                        append([key - gain, end, mend, u | cm, m, p])
-                    key += dist  # sic: Java adds the new match's distance to the parent
+                if last == -1:  # no open chunk: no chunk increment
+                    for m in row:
+                        cm = m[0]
+                        if not u & cm:
+                            append([key - m[1], m[4], m[5], u | cm, m, p])
+                            key += m[2]  # sic: Java adds the new match's distance to the parent
+                else:
+                    for m in row:
+                        cm = m[0]
+                        if u & cm:
+                            continue
+                        _, gain, dist, ms, end, mend, _, _ = m
+                        if ms != last:
+                            append([key - gain + one, end, mend, u | cm, m, p])
+                        else:
+                            append([key - gain, end, mend, u | cm, m, p])
+                        key += dist
             else:
                 for m in row:
                     (hm, rm), gain, dist, ms, end, mend, start, _ = m
