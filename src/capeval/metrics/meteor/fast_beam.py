@@ -12,6 +12,7 @@ import numpy as np
 BEAM_SIZE = 40
 
 _by_key = itemgetter(0)
+_by_key_order = itemgetter(1, 2)
 
 # A candidate match here is a tuple (masks, gain << 2 * width, dist, match_start, end,
 # match_end, start, module). For short pairs (n1 + n2 <= EAGER_BITS, nearly all captions)
@@ -108,6 +109,7 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
     candidates' masks are ints of the positions covered (see ``EAGER_BITS``).
     """
     n2 = free[-1]
+    last_free = free[-2]
     beam = [[0, 0, -1, used, None, None]]
     parents = None  # the beam the current one was extended from (see _settle)
     pos = 0
@@ -175,6 +177,8 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
         if multi_rows and not multi:
             nxt = f + 1
             multi = any(x[_END] > nxt for x in row)
+        if f == last_free and not multi:
+            return _last_step(beam, row, f, fixed, n2, n1, one, eager)
         new = []
         append = new.append
         for p in beam:
@@ -222,6 +226,47 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
         beam = new
         pos = f + 1
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _last_step(beam: list, row: list, f: int, fixed: list, n2: int, n1: int, one: int, eager: bool) -> list:
+    """The extension at the last free position ``f`` and the final choice, without making
+    the new partials (no partial sits inside a multi-word match: see ``_resolve``).
+
+    What follows is the last run (if ``f + 1 < n2``: :func:`_first_least`) or nothing
+    (:func:`_final`). Either way the beam is cut to its first ``BEAM_SIZE`` partials by
+    (key, order of creation) and the choice is the first partial of that order with the
+    least key after closing the chunks: the least (closed key, key, order of creation),
+    where closing adds one chunk to a partial whose last match does not continue into the
+    run (always, with no run). Each new partial is here just that triple.
+    """
+    m = fixed[f + 1] if f + 1 < n2 else None
+    first_ms = None if m is None else m[_MSTART]
+    out = []
+    append = out.append
+    order = 0
+    for p in beam:
+        key, _, last, u, _, _ = p
+        for m in row:
+            if eager:
+                if u & m[0]:
+                    continue
+            else:
+                hm, rm = m[0]
+                if (u >> m[_MSTART]) & hm or (u >> (n1 + m[_START])) & rm:
+                    continue
+            k = key - m[_GAIN] + one if last != -1 and m[_MSTART] != last else key - m[_GAIN]
+            append((k + one if m[_MEND] != first_ms else k, k, order, m, p))
+            order += 1
+            key += m[_DIST]  # sic, as in _resolve
+        if last != -1:
+            key += one
+        append((key, key, order, None, p))  # p itself, unmatched here: no open chunk
+        order += 1
+    if len(out) > BEAM_SIZE:
+        out.sort(key=_by_key_order)
+        del out[BEAM_SIZE:]
+    _, k, _, m, p = min(out)  # orders differ: the matches are never compared
+    return p if m is None else [k, m[_END], m[_MEND], None, m, p]
 
 
 def _first_least(beam: list, first_ms, one: int) -> list:
