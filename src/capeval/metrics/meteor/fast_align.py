@@ -18,7 +18,9 @@ line-by-line port of ``edu.cmu.meteor.aligner.Aligner``) computes, with less wor
   change every partial alignment the same way except for one chunk increment that
   depends on the partial's last matched hypothesis position; their effect is applied
   in one go (the comment above :func:`.fast_beam._resolve` says why the beam order, hence every
-  tie, is the same);
+  tie, is the same); the last free position's extensions are not made as partials, only
+  ranked (:func:`.fast_beam._last_step`); pairs of up to 256 words in all keep each
+  partial's used positions as one int (``EAGER_BITS``);
 * per item, the references are aligned in order of decreasing score upper bound
   (:func:`.fast_match.upper_bound`, from the candidate matches) and the beam search is
   skipped for references whose bound, or tighter :func:`.fast_match.chain_bound`, is

@@ -1,7 +1,9 @@
 """The beam search of the fast METEOR 1.5 aligner (:mod:`.fast_align`): partial alignments
 over the reference positions that have a choice to make, with Java's beam order and ties
-(see the comment above :func:`_resolve`). Masks of used hypothesis positions are Python
-ints made only for the partials that survive each cut to the beam size."""
+(see the comment above :func:`_resolve`). Masks of used positions are Python ints: for
+short pairs (``EAGER_BITS``) made with each partial, otherwise only for the partials that
+survive each cut to the beam size. The extension at the last free position picks the final
+alignment without making its partials (:func:`_last_step`)."""
 
 from __future__ import annotations
 
