@@ -73,3 +73,13 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys, extra: list[str], message
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("capeval: error:") and message.format(tmp=tmp_path) in err[0], err
+
+
+def test_no_server_names_the_flag(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Nothing listening: one line pointing at --server (not the Python option name)."""
+    monkeypatch.delenv("CAPEVAL_CAPARENA_AUTO_BASE_URL", raising=False)
+    _, results, _ = make_fixture(tmp_path)
+    assert main(["caparena-auto", "--name", TEST, "--captions", str(results), "--data", str(tmp_path),
+                 "--server", "http://127.0.0.1:9/v1", "--judge", "judge", "--no-cache", "-q", "--max-retries", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot connect to http://127.0.0.1:9/v1" in err[0] and "--server URL" in err[0], err

@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from capeval.errors import InputError
+from capeval.errors import InputError, ResourceError
 
 AUTO600 = "caparena_auto_600.json"
 IMAGES = "all_images"
@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "one baseline model's caption (GPT-4o-0806, CogVLM2-llama3-chat-19B, MiniCPM-V2.6-8B) before a VLM judge "
         "that sees the image and the human reference, with the repository's prompt and decoding; score per "
         "baseline = (wins - losses) / 2, Score_avg their mean. Answers are cached as they arrive: an interrupted "
-        "run resumes, a rerun sends nothing. The judge server's key comes from $CAPEVAL_CAPARENA_AUTO_API_KEY.",
+        "run resumes, a rerun sends nothing. The judge server's key comes from $CAPEVAL_CAPARENA_AUTO_API_KEY (else $OPENAI_API_KEY).",
     )
     p.add_argument("--name", required=True, metavar="MODEL", help="the tested model's name (as in the leaderboard "
                    "and the --out file name the official caparena_auto_scores.py reads)")
@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--auto600", metavar="FILE", help=f"{AUTO600} (default: DIR/{AUTO600} of --data)")
     p.add_argument("--images", metavar="DIR", help=f"the 600 images (default: DIR/{IMAGES} of --data)")
     p.add_argument("--server", metavar="URL", help="base URL of the OpenAI-compatible judge server, e.g. "
-                   "https://api.openai.com/v1 (default: $CAPEVAL_CAPARENA_AUTO_BASE_URL)")
+                   "https://api.openai.com/v1 (default: $CAPEVAL_CAPARENA_AUTO_BASE_URL, else http://localhost:8000/v1)")
     p.add_argument("--judge", metavar="NAME", help="the judge model served there (the paper's: gpt-4o-2024-08-06; "
                    "default: $CAPEVAL_CAPARENA_AUTO_MODEL, else the server's only model)")
     p.add_argument("--orders", choices=("random", "both"), default="random", help="caption order per battle: "
@@ -99,12 +99,17 @@ def run(args: argparse.Namespace) -> int:
 
         check_outputs({"--out": args.out}, [args.captions, auto600])
     progress = not (args.quiet or args.json)
-    with progress_setting(progress):
-        result = evaluate(args.name, args.captions, auto600, images, model=args.judge, base_url=args.server,
-                          temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-                          seed=args.seed, tries=args.tries, orders=args.orders, order_seed=args.order_seed,
-                          concurrency=args.concurrency, timeout=args.timeout, max_retries=args.max_retries,
-                          cache=None if args.no_cache else (args.cache or True), out=args.out, progress=progress)
+    try:
+        with progress_setting(progress):
+            result = evaluate(args.name, args.captions, auto600, images, model=args.judge, base_url=args.server,
+                              temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+                              seed=args.seed, tries=args.tries, orders=args.orders, order_seed=args.order_seed,
+                              concurrency=args.concurrency, timeout=args.timeout, max_retries=args.max_retries,
+                              cache=None if args.no_cache else (args.cache or True), out=args.out,
+                              progress=progress)
+    except ResourceError as exc:  # the judge layer names its -O option; here the flag is --server
+        raise ResourceError(str(exc).replace("-O caparena-auto.base_url=URL", "--server URL")
+                            .replace("-O caparena-auto.base_url", "--server")) from None
     summary = {"model": args.name, "score_avg": result["score_avg"], "scores": result["scores"],
                "judged": result["judged"], "length_avg": result["length_avg"], "battles": len(result["battles"]),
                "unjudged": result["unjudged"], "generated": result["generated"], "cached": result["cached"],
