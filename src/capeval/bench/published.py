@@ -1,5 +1,6 @@
 """The published-values registry: every human-correlation and accuracy number of the five papers
-(and the Polaris/Nebula values of four more, read from their authors' kit; ``upstream.csv``).
+(and, in ``upstream.csv``, the Polaris/Nebula values of four more, read from their authors' kit,
+and the DetailCaps/CapArena values of the CAPTURE README and the CapArena paper).
 
 Plain data in ``capeval/data/published/`` (package data, reviewable against the papers):
 
@@ -113,7 +114,8 @@ class Cell:
     @property
     def source(self) -> str:
         where = f" (as transcribed in {self.upstream})" if self.upstream else ""
-        return f"{CITATIONS[self.paper]}, Table {self.table}{where}"
+        table = "README" if self.table == "readme" else f"Table {self.table}"  # a repository's README table
+        return f"{CITATIONS[self.paper]}, {table}{where}"
 
 
 def parse_options(text: str) -> dict[str, str]:
