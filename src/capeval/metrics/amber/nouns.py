@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from capeval.errors import MissingDependencyError
+from capeval.errors import InputError, MissingDependencyError
 
 SPACY_MODEL = "en_core_web_lg"
 _TAGGER_MISSING = ("amber: NLTK's English POS tagger is not installed: python -m nltk.downloader "
@@ -122,6 +122,23 @@ def spacy_similarity(model: str = SPACY_MODEL) -> Callable[[str, str], float]:
             return float(docs[a].similarity(docs[b]))
 
     return similarity
+
+
+def resolve(value: Any, name: str) -> Callable[..., Any] | None:
+    """A tool given as a callable, as ``"module:function"`` (the CLI's ``-O amber.tag=pkg.mod:fn``) or None."""
+    if value is None or callable(value):
+        return value
+    if isinstance(value, str) and value.count(":") == 1 and all(value.split(":")):
+        import importlib
+
+        module, attr = value.split(":")
+        try:
+            found = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise InputError(f"option amber.{name}={value!r}: cannot import it ({type(exc).__name__}: {exc})") from None
+        if callable(found):
+            return found
+    raise InputError(f"option amber.{name}={value!r:.80}: expected a callable or 'module:function'")
 
 
 @dataclass

@@ -28,7 +28,7 @@ from capeval.errors import InputError
 from capeval.io.inputs import normalize_candidates
 from capeval.metrics.amber import discriminative as disc
 from capeval.metrics.amber.generative import THRESHOLD, VARIANTS, Totals, judge
-from capeval.metrics.amber.nouns import SPACY_MODEL, Tools
+from capeval.metrics.amber.nouns import SPACY_MODEL, Tools, resolve
 from capeval.result import MetricResult, Report, Signature
 from capeval.scorer import ScorerBase
 
@@ -43,8 +43,10 @@ class Amber(ScorerBase):
     noun must exceed to count as an annotated word (0.8); ``variant``: ``official`` (default),
     ``lowercase`` (responses lower-cased before tagging), ``own-word`` (an annotated object named
     by its own word is credited to itself first) or ``lowercase+own-word``; ``rounded``: system
-    values rounded to one decimal as printed (default) or not; ``tokenize``, ``tag``,
-    ``lemmatize``, ``similarity``: callables replacing NLTK's and spaCy's tools (Python only);
+    values of the generative metrics rounded to one decimal as printed (default) or not (the
+    discriminative F1 is made of rounded figures either way); ``tokenize``, ``tag``,
+    ``lemmatize``, ``similarity``: callables (or ``"module:function"``) replacing NLTK's and
+    spaCy's tools;
     ``spacy_model``: the pipeline of the similarity (``en_core_web_lg``).
     """
 
@@ -71,7 +73,11 @@ class Amber(ScorerBase):
         self.threshold = float(similarity_score)
         self.variant = variant
         self.rounded = rounded
-        self.tools = Tools(tokenize, tag, lemmatize, similarity, spacy_model)
+        self.tools = Tools(resolve(tokenize, "tokenize"), resolve(tag, "tag"), resolve(lemmatize, "lemmatize"),
+                           resolve(similarity, "similarity"), spacy_model)
+        # the signature names a tool given as "module:function"
+        self._named = {k: v for k, v in (("tokenize", tokenize), ("tag", tag), ("lemmatize", lemmatize),
+                                         ("similarity", similarity)) if isinstance(v, str)}
         if any(m in GENERATIVE for m in self.metrics):
             self.tools.load()  # a missing tagger or model: one line before any work
 
@@ -135,7 +141,7 @@ class Amber(ScorerBase):
                              "covered": totals.cover_score, "objects": round(totals.cover_num),
                              "clean_responses": totals.clean_score, "responses": totals.responses,
                              "cognitive": totals.cog_score, "hallu_objects": round(totals.cog_num)}}
-        params = self._params(threshold=self.threshold, versions=self.tools.versions())
+        params = self._params(threshold=self.threshold, versions={**self.tools.versions(), **self._named})
         return [MetricResult(name, system[name[6:]], per[name[6:]], Signature.build(name, **params), extras)
                 for name in GENERATIVE if name in self.metrics]
 

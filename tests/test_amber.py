@@ -1,0 +1,208 @@
+"""AMBER against what the official inference.py computes.
+
+tests/data/amber_official.json was written by tools/amber_reference.py, which runs
+junyangwang0410/AMBER's inference.py (commit 534babf) itself with the stand-in tools of
+tests/_amber_cases.py (NLTK's tagger data and spaCy's en_core_web_lg cannot be installed
+here; capeval runs the same stand-ins through its tool slots) on 1,200 random responses and
+600 yes/no answers built from AMBER's word lists. With the mirror present, the script is run
+again here and must give the recorded numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import _amber_cases
+import _amber_official
+from capeval.errors import InputError
+from capeval.metrics.amber.scorer import DISCRIMINATIVE, GENERATIVE, Amber
+
+OFFICIAL = json.loads((Path(__file__).parent / "data" / "amber_official.json").read_text(encoding="utf-8"))
+STANDIN = {"tokenize": _amber_cases.tokenize, "tag": _amber_cases.tag, "lemmatize": _amber_cases.lemmatize,
+           "similarity": _amber_cases.similarity}
+PRINTED = {"amber-chair": ("Generative Task", "CHAIR"), "amber-cover": ("Generative Task", "Cover"),
+           "amber-hal": ("Generative Task", "Hal"), "amber-cog": ("Generative Task", "Cog"),
+           "amber-accuracy": ("Descriminative Task", "Accuracy"), "amber-precision": ("Descriminative Task", "Precision"),
+           "amber-recall": ("Descriminative Task", "Recall"), "amber-f1": ("Descriminative Task", "F1")}
+SECTIONS = {"existence": "Exsitence", "attribute": "Attribute", "state": "State", "number": "Number",
+            "action": "Action", "relation": "Relation"}
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("amber")
+    responses = _amber_cases.build(folder)
+    return folder, responses
+
+
+def _candidates(responses):
+    return {str(r["id"]): r["response"] for r in responses}
+
+
+def test_word_lists_are_the_official_files():
+    digests = {name: hashlib.sha256((_amber_cases.WORDS / name).read_bytes()).hexdigest()
+               for name in ("relation.json", "safe_words.txt")}
+    assert digests == {"relation.json": "c4c1491e9bbc3209abc1888c12a1bf8413bdbab8a0d8be04b990a2e7680cf23e",
+                       "safe_words.txt": "f92cf1123f4578a2630832fac3e6ac4de36212ea55859d3bed4fd233723f4043"}
+    if _amber_official.MIRROR.is_dir():
+        for name in digests:
+            assert _amber_official.git_show(f"data/{name}") == (_amber_cases.WORDS / name).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("threshold", ["0.8", "0.5"])
+def test_every_figure_equals_the_official_script(cases, threshold):
+    folder, responses = cases
+    report = Amber(annotations=str(folder), similarity_score=float(threshold), metrics=GENERATIVE + DISCRIMINATIVE,
+                   **STANDIN).score(_candidates(responses))
+    recorded = OFFICIAL["corpus"][threshold]
+    printed = recorded["printed"]
+    for metric, (section, name) in PRINTED.items():
+        assert report[metric].system == float(printed[section][name]), metric
+    dims = report["amber-f1"].extras["dimensions"]
+    for dim, section in SECTIONS.items():
+        for name in ("Accuracy", "Precision", "Recall", "F1"):
+            assert dims[dim][name.lower()] == float(printed[section][name]), (dim, name)
+    # the unrounded figures are the script's quotients, counters included
+    raw = Amber(annotations=str(folder), similarity_score=float(threshold), rounded=False,
+                **STANDIN).score(_candidates(responses))
+    c = recorded["counters"]
+    assert raw["amber-chair"].system == c["chair_score"] / c["chair_num"] * 100
+    assert raw["amber-cover"].system == c["safe_cover_score"] / c["safe_cover_num"] * 100
+    assert raw["amber-hal"].system == 100 - c["non_hallu_score"] / c["non_hallu_num"] * 100
+    assert raw["amber-cog"].system == c["hallu_cover_score"] / c["hallu_cover_num"] * 100
+    counts = raw["amber-chair"].extras["counts"]
+    assert (counts["hallucinated_nouns"], counts["covered"], counts["cognitive"], counts["clean_responses"]) == (
+        c["chair_score"], c["safe_cover_score"], c["hallu_cover_score"], c["non_hallu_score"])
+
+
+def test_every_response_counted_as_the_official_script(cases):
+    folder, responses = cases
+    gen = [r for r in responses if r["id"] <= _amber_cases.N_GENERATIVE]
+    assert len(gen) == len(OFFICIAL["items"]) >= 1000
+    report = Amber(annotations=str(folder), **STANDIN).score(_candidates(gen))
+    extras = report["amber-chair"].extras
+    entries = json.loads((folder / "annotations.json").read_text())
+    for r in gen:
+        item = str(r["id"])
+        h, n, cov, n_truth, cog, n_hallu, clean, _ = OFFICIAL["items"][item]
+        assert len(extras["hallucinated"][item]) == h, item
+        assert n_truth == len(entries[r["id"] - 1]["truth"]) and n_hallu == len(entries[r["id"] - 1]["hallu"])
+        assert len(extras["covered"][item]) == cov and len(extras["cognitive"][item]) == cog, item
+        assert report["amber-chair"].items[item] == (100 * h / n if n else 0.0), item
+        assert report["amber-hal"].items[item] == (0.0 if clean else 100.0), item
+        assert report["amber-cover"].items[item] == 100 * cov / n_truth, item
+        if n_hallu:
+            assert report["amber-cog"].items[item] == 100 * cog / n_hallu, item
+        else:
+            assert math.isnan(report["amber-cog"].items[item])
+    # the cases exercise what they should
+    items = OFFICIAL["items"].values()
+    assert sum(1 for v in items if v[0] == 0) > 100 and sum(1 for v in items if v[0] > 0) > 100
+    assert sum(1 for v in items if v[1] == 0) > 10 and sum(1 for v in items if v[5] == 0) > 5
+    assert any(len(set(e["truth"])) < len(e["truth"]) for e in entries[:_amber_cases.N_GENERATIVE])
+    assert any(set(e["truth"]) & set(e["hallu"]) for e in entries[:_amber_cases.N_GENERATIVE])
+
+
+@pytest.mark.skipif(not _amber_official.MIRROR.is_dir(), reason="no mirror of junyangwang0410/AMBER: the recorded "
+                    "numbers are not recomputed")
+def test_recorded_numbers_are_what_the_script_computes():
+    assert json.loads(json.dumps(_amber_official.record(), sort_keys=True)) == OFFICIAL
+
+
+def test_official_quirks_and_the_variants(cases):
+    folder, _ = cases
+    tools = dict(STANDIN, similarity=lambda a, b: 1.0 if a == b else 0.0,
+                 tag=lambda toks: [(t, "NN") for t in toks], lemmatize=lambda w: w)
+    entries = json.loads((folder / "annotations.json").read_text())
+    # a capitalised object is no noun of the vocabulary: the official run does not see it
+    item = next(k + 1 for k, e in enumerate(entries) if e["type"] == "generative" and "dog" not in e["truth"]
+                and "dog" not in e["hallu"] and "cat" not in e["truth"])
+    text = "Dog cat"
+    official = Amber(annotations=str(folder), **tools).score({str(item): text})
+    lower = Amber(annotations=str(folder), variant="lowercase", **tools).score({str(item): text})
+    assert official["amber-chair"].extras["hallucinated"][str(item)] == ["cat"]
+    assert lower["amber-chair"].extras["hallucinated"][str(item)] == ["dog", "cat"]
+    with pytest.raises(InputError, match="amber.variant"):
+        Amber(annotations=str(folder), variant="fixed", **tools)
+
+
+def test_own_word_variant_credits_the_object_named(tmp_path):
+    folder = tmp_path / "amber"
+    folder.mkdir()
+    (folder / "relation.json").write_text(json.dumps({"person": ["man", "woman"], "man": [], "dog": [], "sign": []}))
+    (folder / "safe_words.txt").write_text("sign")
+    (folder / "annotations.json").write_text(json.dumps(
+        [{"id": 1, "type": "generative", "truth": ["person", "man"], "hallu": ["dog"]}]))
+    tools = dict(tokenize=str.split, tag=lambda toks: [(t, "NN") for t in toks], lemmatize=lambda w: w,
+                 similarity=lambda a, b: 1.0 if a == b else 0.0)
+    # "man" is listed under "person" before "man" itself: the script credits person
+    assert Amber(annotations=str(folder), **tools).score({"1": "man sign"})["amber-cover"].extras["covered"] == \
+        {"1": ["person"]}
+    fixed = Amber(annotations=str(folder), variant="own-word", **tools).score({"1": "man sign"})
+    assert fixed["amber-cover"].extras["covered"] == {"1": ["man"]}
+    # safe words are kept nouns: they count in CHAIR's denominator
+    assert fixed["amber-chair"].extras["counts"]["nouns"] == 2
+
+
+def test_empty_counts_are_undefined_not_zero(cases):
+    folder, _ = cases
+    report = Amber(annotations=str(folder), **STANDIN).score({"1": "", "2": "on the"})
+    assert math.isnan(report["amber-chair"].system)  # the script prints 0.0 (its counters start at 0.001)
+    assert report["amber-hal"].system == 0.0
+    d = Amber(annotations=str(folder), metrics=DISCRIMINATIVE).score({"1201": "Yes"})
+    assert not math.isnan(d["amber-accuracy"].system)
+
+
+def test_ids_and_kinds(cases):
+    folder, responses = cases
+    gen = Amber(annotations=str(folder), metrics=GENERATIVE, **STANDIN)
+    text = responses[0]["response"]
+    by_id = gen.score({"7": text})
+    by_name = gen.score({"images/AMBER_7.jpg": text})
+    assert list(by_id["amber-chair"].items.values()) == list(by_name["amber-chair"].items.values())
+    for bad, pattern in (("0", "not in annotations.json"), ("99999", "not in annotations.json"),
+                         ("dog.jpg", "not an AMBER id"), ("1201", "yes/no question")):
+        with pytest.raises(InputError, match=pattern):
+            gen.score({bad: "a dog"})
+    with pytest.raises(InputError, match="generative task"):
+        Amber(annotations=str(folder), metrics=DISCRIMINATIVE).score({"3": "Yes"})
+
+
+def _cli(*args, env_extra=None):
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "capeval.cli", *args], capture_output=True, text=True, env=env)
+
+
+def test_cli_scores_a_response_file_in_the_released_layout(cases, tmp_path):
+    folder, responses = cases
+    path = tmp_path / "responses.json"
+    path.write_text(json.dumps(responses))
+    tests = str(Path(__file__).parent)
+    env = {"PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    tools = [f"-Oamber.{name}=_amber_cases:{name}" for name in STANDIN]
+    ok = _cli("score", "-m", "amber,amber-d", f"-Oamber.annotations={folder}", *tools, "-c", str(path), env_extra=env)
+    assert ok.returncode == 0, ok.stderr
+    scores = json.loads(ok.stdout)["scores"]
+    printed = OFFICIAL["corpus"]["0.8"]["printed"]
+    assert scores == {m: float(printed[s][n]) for m, (s, n) in PRINTED.items()}
+    for args, pattern in (
+        ((), "amber.annotations=DIR"),
+        ((f"-Oamber.annotations={tmp_path / 'none'}",), "not a folder"),
+        ((f"-Oamber.annotations={tmp_path}",), "missing annotations.json"),
+        ((f"-Oamber.annotations={folder}", "-Oamber.variant=fixed", *tools), "amber.variant"),
+        ((f"-Oamber.annotations={folder}", "-Oamber.similarity_score=2", *tools), "similarity_score"),
+        ((f"-Oamber.annotations={folder}", "-Oamber.tag=nowhere:tag"), "amber.tag"),
+    ):
+        bad = _cli("score", "-m", "amber", "-c", str(path), *args, env_extra=env)
+        assert bad.returncode == 2, bad.stderr
+        lines = [line for line in bad.stderr.splitlines() if line.startswith("capeval: error")]
+        assert len(lines) == 1 and pattern in lines[0], bad.stderr
+        assert "Traceback" not in bad.stderr
