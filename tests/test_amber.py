@@ -187,6 +187,7 @@ def test_cli_scores_a_response_file_in_the_released_layout(cases, tmp_path):
     path.write_text(json.dumps(responses))
     tests = str(Path(__file__).parent)
     env = {"PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    env["CAPEVAL_DATA"] = str(tmp_path / "data")  # no downloaded AMBER folder to fall back on
     tools = [f"-Oamber.{name}=_amber_cases:{name}" for name in STANDIN]
     ok = _cli("score", "-m", "amber,amber-d", f"-Oamber.annotations={folder}", *tools, "-c", str(path), env_extra=env)
     assert ok.returncode == 0, ok.stderr
@@ -206,3 +207,53 @@ def test_cli_scores_a_response_file_in_the_released_layout(cases, tmp_path):
         lines = [line for line in bad.stderr.splitlines() if line.startswith("capeval: error")]
         assert len(lines) == 1 and pattern in lines[0], bad.stderr
         assert "Traceback" not in bad.stderr
+
+
+def _serve(root: Path):
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_download_lays_out_the_folder_the_metric_reads_by_default(tmp_path, monkeypatch, capsys):
+    from capeval.cli.main import main
+
+    served = tmp_path / "mirror" / "amber"
+    served.mkdir(parents=True)
+    for name in ("relation.json", "safe_words.txt"):
+        (served / name).write_bytes((_amber_cases.WORDS / name).read_bytes())
+    real = _amber_official.MIRROR.is_dir()
+    (served / "annotations.json").write_text(_amber_official.git_show("data/annotations.json") if real else "[]",
+                                             encoding="utf-8")
+    server = _serve(tmp_path / "mirror")
+    try:
+        monkeypatch.setenv("CAPEVAL_DATA_MIRROR", f"http://127.0.0.1:{server.server_address[1]}/")
+        monkeypatch.setenv("CAPEVAL_DATA", str(tmp_path / "data"))
+        code = main(["download", "amber", "--quiet"])
+        out, err = capsys.readouterr()
+        if not real:  # not the release's annotations.json: refused, nothing left in place
+            assert code == 2 and "sha256" in err and "annotations.json" in err
+            assert not (tmp_path / "data" / "amber" / "annotations.json").exists()
+            return
+        assert code == 0, err
+        assert set(json.loads(out)["files"]) == {f"amber/{n}" for n in ("annotations.json", "relation.json",
+                                                                         "safe_words.txt")}
+        exact = dict(tokenize=str.split, tag=lambda toks: [(t, "NN") for t in toks], lemmatize=lambda w: w,
+                     similarity=lambda a, b: float(a == b))
+        report = Amber(**exact).score({"1": "a man on a road under a dog", "1005": "Yes"})
+        # AMBER_1: truth sky, forest, grass, person, lake, mountain, road; hallu cloud, sun, bird, dog, flower
+        extras = report["amber-chair"].extras
+        assert (extras["covered"]["1"], extras["hallucinated"]["1"], extras["cognitive"]["1"]) == (
+            ["person", "road"], ["dog"], ["dog"])
+        assert report["amber-accuracy"].items["1005"] == 100.0
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -7,6 +7,10 @@ files the loaders read are the loaders' own (``Benchmark.files``): one record, c
 download time and again at load time. An archive has no digest here when we only know its
 members' (our reference copy was unpacked); its members are checked one by one.
 
+:data:`METRIC_SOURCES` lists the same for the annotation data some metrics read (AMBER's
+``data/`` folder): ``capeval download amber`` lays it out under the data root, where the
+metric finds it without an option.
+
 Files behind a licence form or without a stable direct URL have no URL: ``manual`` says
 where to get them and where to put them, and ``capeval download`` checks what was put there.
 With ``CAPEVAL_DATA_MIRROR=URL`` every file, these included, is fetched from
@@ -151,4 +155,20 @@ SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
             "has no stable direct URL; put caparena_annots_eval.json at {root}/caparena/caparena_annots_eval.json")),),
         "Cheng et al. 2025, github.com/njucckevin/CapArena (data/eval)", "the CapArena repository's terms",
         note="images (data/eval/images) are not fetched: text metrics need none"),
+)}
+
+AMBER_COMMIT = "534babf6bbfcce2e735c26289dedfb21cef3c939"
+#: annotation data read by metrics (not benchmarks of ``capeval bench``), by metric family
+METRIC_SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
+    DataSource("amber", tuple(
+        DataFile(n, (f"https://raw.githubusercontent.com/junyangwang0410/AMBER/{AMBER_COMMIT}/data/{n}",),
+                 place=f"amber/{n}", sha256=sha, size=size)
+        for n, sha, size in (
+            ("annotations.json", "db22a436c4836fbb295e60b4e80d519573077579fb7032f01b193c1bd022b797", "1.8 MB"),
+            ("relation.json", "c4c1491e9bbc3209abc1888c12a1bf8413bdbab8a0d8be04b990a2e7680cf23e", "13 kB"),
+            ("safe_words.txt", "f92cf1123f4578a2630832fac3e6ac4de36212ea55859d3bed4fd233723f4043", "57 B"))),
+        f"Wang et al. 2023, github.com/junyangwang0410/AMBER at {AMBER_COMMIT[:7]} (data/)",
+        "Apache License 2.0 (the repository's LICENSE)",
+        note="the images (AMBER.zip, a Google Drive link in the README) are not fetched: the metrics read the "
+             "responses and the annotations only"),
 )}

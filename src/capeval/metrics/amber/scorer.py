@@ -39,7 +39,8 @@ DISCRIMINATIVE = ("amber-accuracy", "amber-precision", "amber-recall", "amber-f1
 class Amber(ScorerBase):
     """AMBER's generative and discriminative metrics (see the module docs).
 
-    ``annotations``: AMBER's ``data/`` folder (required); ``similarity_score``: the similarity a
+    ``annotations``: AMBER's ``data/`` folder (default: ``<data root>/amber``, where ``capeval
+    download amber`` puts it); ``similarity_score``: the similarity a
     noun must exceed to count as an annotated word (0.8); ``variant``: ``official`` (default),
     ``lowercase`` (responses lower-cased before tagging), ``own-word`` (an annotated object named
     by its own word is credited to itself first) or ``lowercase+own-word``; ``rounded``: system
@@ -66,9 +67,17 @@ class Amber(ScorerBase):
         if not isinstance(rounded, bool):
             raise InputError(f"option amber.rounded={rounded!r}: expected true or false")
         if not annotations:
-            raise InputError("amber needs AMBER's annotation folder: -O amber.annotations=DIR (Python: "
-                             "options={'amber': {'annotations': DIR}}) with annotations.json, relation.json, "
-                             "safe_words.txt (the data/ folder of junyangwang0410/AMBER)")
+            from capeval.paths import data_home
+
+            # where `capeval download amber` puts it
+            downloaded = data_home() / "amber"
+            if not all((downloaded / name).is_file() for name in ("annotations.json", "relation.json",
+                                                                  "safe_words.txt")):
+                raise InputError("amber needs AMBER's annotation folder: -O amber.annotations=DIR (Python: "
+                                 "options={'amber': {'annotations': DIR}}) with annotations.json, relation.json, "
+                                 "safe_words.txt (the data/ folder of junyangwang0410/AMBER), or `capeval download "
+                                 "amber`")
+            annotations = str(downloaded)
         self.data = load(annotations)
         self.threshold = float(similarity_score)
         self.variant = variant
