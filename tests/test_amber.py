@@ -257,3 +257,22 @@ def test_download_lays_out_the_folder_the_metric_reads_by_default(tmp_path, monk
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_published_results_table_and_reproduce_lists_it(tmp_path):
+    from capeval.bench import published as pub
+    from capeval.bench import reproduce as rp
+
+    cells = pub.select(["amber"])
+    assert len(cells) == 9 * 8 and {c.metric for c in cells} == set(GENERATIVE + DISCRIMINATIVE)
+    value = {(c.variant, c.metric): c.value for c in cells}
+    # the table's AMBER Score column, (100 - CHAIR + F1) / 2 as the README defines it, checks two columns
+    amber_score = {"mPLUG-Owl": 48.7, "LLaVA": 60.6, "MiniGPT-4": 75.6, "CogVLM": 83.4, "LLaVA-1.5": 83.5,
+                   "mPLUG-Owl2": 84.0, "InstructBLIP": 86.5, "Qwen-VL": 89.7, "GPT-4V": 91.4}
+    for model, score in amber_score.items():
+        assert abs((100 - value[(model, "amber-chair")] + value[(model, "amber-f1")]) / 2 - score) <= 0.05 + 1e-9
+    assert value[("GPT-4V", "amber-cover")] == 67.1 and value[("CogVLM", "amber-cog")] == 1.3
+    out = rp.reproduce(["amber"], None, tmp_path, runner=lambda *a, **k: pytest.fail("nothing to run"))
+    assert len(out) == 72 and all(o.status.startswith("not run: model outputs (") for o in out)
+    assert "72 not run (72 model outputs)" in rp.summary(out)
+    assert "junyangwang0410/AMBER@534babf" in out[0].source

@@ -29,6 +29,8 @@ _AMBER = "Wang et al. 2023, An LLM-free Multi-dimensional Benchmark for MLLMs Ha
 _AMBER_COMMON: dict[str, Any] = dict(factory="capeval.metrics.amber.scorer:Amber", group="amber", needs=frozenset(),
                                      accepts=frozenset(), range=(0.0, 100.0), extra="amber", reference=_AMBER,
                                      in_all=False)
+# the yes/no scoring compares strings: no NLTK or spaCy, no extra
+_AMBER_YESNO = {**_AMBER_COMMON, "extra": None}
 _AMBER_G = "of AMBER's generative task (-O amber.annotations=DIR), as junyangwang0410/AMBER's inference.py"
 _AMBER_D = ("of AMBER's yes/no questions (exact \"Yes\"/\"No\"; \"No\" is the positive class), as "
             "junyangwang0410/AMBER's inference.py")
@@ -43,13 +45,13 @@ HALLUCINATION_SPECS += [
     dict(name="amber-cog", description=f"AMBER Cog: likely-hallucination objects the response names, % {_AMBER_G}; "
                                        "lower is better", direction="lower", **_AMBER_COMMON),
     dict(name="amber-accuracy", description=f"AMBER Accuracy, % {_AMBER_D}; higher is better", direction="higher",
-         **_AMBER_COMMON),
+         **_AMBER_YESNO),
     dict(name="amber-precision", description=f"AMBER Precision, % {_AMBER_D}; higher is better", direction="higher",
-         **_AMBER_COMMON),
+         **_AMBER_YESNO),
     dict(name="amber-recall", description=f"AMBER Recall, % {_AMBER_D}; higher is better", direction="higher",
-         **_AMBER_COMMON),
+         **_AMBER_YESNO),
     dict(name="amber-f1", description=f"AMBER F1 of the rounded precision and recall, % {_AMBER_D}; higher is better",
-         direction="higher", **_AMBER_COMMON),
+         direction="higher", **_AMBER_YESNO),
 ]
 
 HALLUCINATION_PRESETS: dict[str, tuple[str, ...]] = {
