@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from capeval.errors import InputError
+from capeval.hashing import files_digest
 
 FILES = ("annotations.json", "relation.json", "safe_words.txt")
 _NAME = re.compile(r"(?:.*[/\\])?AMBER_(\d+)\.(?:jpe?g|png)", re.IGNORECASE)
@@ -116,24 +117,13 @@ def read_safe_words(path: Path) -> tuple[str, ...]:
         raise InputError(f"{path}: not readable ({exc})") from None
 
 
-def _digest(paths: list[Path]) -> str:
-    import hashlib
-
-    from capeval.hashing import file_digest
-
-    h = hashlib.sha256()
-    for path in paths:
-        h.update(f"{path.name}:{file_digest(path)}\n".encode())
-    return h.hexdigest()
-
-
 _LOADED: dict[tuple[str, str], AmberData] = {}
 
 
 def load(folder: str | os.PathLike[str]) -> AmberData:
     """The AMBER annotation folder, checked and parsed (kept per process, keyed by its digest)."""
     paths = annotation_files(folder)
-    digest = _digest(paths)
+    digest = files_digest(paths)
     key = (str(Path(folder).resolve()), digest)
     if key not in _LOADED:
         ann_path, rel_path, safe_path = paths
