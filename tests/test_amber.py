@@ -276,3 +276,23 @@ def test_published_results_table_and_reproduce_lists_it(tmp_path):
     assert len(out) == 72 and all(o.status.startswith("not run: model outputs (") for o in out)
     assert "72 not run (72 model outputs)" in rp.summary(out)
     assert "junyangwang0410/AMBER@534babf" in out[0].source
+
+
+@pytest.mark.parametrize("text, pattern", [
+    ('[{"id": 1, "type": "generative", "truth": ["sky"], "hallu": [], "truth": ["dog"]}]', "'truth' appears twice"),
+    ('[{"id": 1, "type": "generative", "truth": ["skyy"], "hallu": []}]', "'skyy' is not a key of relation.json"),
+    ('[{"id": 1, "type": "generative", "truth": "sky", "hallu": []}]', "'truth' must be a list of words"),
+    ('[{"id": 2, "type": "relation", "truth": "yes"}]', "AMBER ids are the list positions"),
+    ('[{"id": 1, "type": "relation", "truth": "maybe"}]', 'must be "yes" or "no"'),
+    ('[{"id": 1,', "not readable JSON"),
+    ('{"1": {}}', "expected a list of annotations"),
+])
+def test_bad_annotation_files_are_one_line_errors(tmp_path, text, pattern):
+    from capeval.metrics.amber.annotations import load
+
+    for name in ("relation.json", "safe_words.txt"):
+        (tmp_path / name).write_bytes((_amber_cases.WORDS / name).read_bytes())
+    (tmp_path / "annotations.json").write_text(text)
+    with pytest.raises(InputError, match=pattern) as err:
+        load(tmp_path)
+    assert "\n" not in str(err.value) and str(tmp_path / "annotations.json") in str(err.value)

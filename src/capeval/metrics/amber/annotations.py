@@ -59,9 +59,22 @@ class AmberData:
 
 
 def _read_json(path: Path) -> Any:
+    from capeval.io.reading import read_json_text
+
+    from capeval.io.nesting import json_loads
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) < len(keys):  # json.load keeps the last silently
+            raise InputError(f"{path}: key {next(k for k in keys if keys.count(k) > 1)!r} appears twice in one object")
+        return dict(pairs)
+
+    text = read_json_text(path)  # refused unread past capeval's JSON size limit
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return json_loads(text, str(path), object_pairs_hook=unique)
+    except InputError:
+        raise
+    except ValueError as exc:
         raise InputError(f"{path}: not readable JSON ({str(exc).splitlines()[0][:120]})") from None
 
 
@@ -110,6 +123,8 @@ def annotation_files(folder: str | os.PathLike[str]) -> list[Path]:
 
 def read_safe_words(path: Path) -> tuple[str, ...]:
     """``safe_words.txt`` as inference.py reads it: each line of the text file up to its newline."""
+    if path.stat().st_size > 10_000_000:
+        raise InputError(f"{path}: {path.stat().st_size:,} bytes; a word list of AMBER has 57")
     try:
         with open(path, encoding="utf-8") as f:
             return tuple(line.split("\n")[0] for line in f)
