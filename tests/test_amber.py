@@ -254,6 +254,7 @@ def test_download_lays_out_the_folder_the_metric_reads_by_default(tmp_path, monk
         assert (extras["covered"]["1"], extras["hallucinated"]["1"], extras["cognitive"]["1"]) == (
             ["person", "road"], ["dog"], ["dog"])
         assert report["amber-accuracy"].items["1005"] == 100.0
+        assert "|annotations:534babf|" in str(report["amber-accuracy"].signature)
     finally:
         server.shutdown()
         server.server_close()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from capeval.bench.detailcaps import DETAILCAPS_REVISION
 from capeval.bench.polaris import NEBULA_REVISION, POLARIS_REVISION
+from capeval.metrics.amber.annotations import COMMIT as AMBER_COMMIT, RELEASE as AMBER_RELEASE
 
 
 @dataclass(frozen=True)
@@ -157,16 +158,12 @@ SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
         note="images (data/eval/images) are not fetched: text metrics need none"),
 )}
 
-AMBER_COMMIT = "534babf6bbfcce2e735c26289dedfb21cef3c939"
 #: annotation data read by metrics (not benchmarks of ``capeval bench``), by metric family
 METRIC_SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
     DataSource("amber", tuple(
         DataFile(n, (f"https://raw.githubusercontent.com/junyangwang0410/AMBER/{AMBER_COMMIT}/data/{n}",),
-                 place=f"amber/{n}", sha256=sha, size=size)
-        for n, sha, size in (
-            ("annotations.json", "db22a436c4836fbb295e60b4e80d519573077579fb7032f01b193c1bd022b797", "1.8 MB"),
-            ("relation.json", "c4c1491e9bbc3209abc1888c12a1bf8413bdbab8a0d8be04b990a2e7680cf23e", "13 kB"),
-            ("safe_words.txt", "f92cf1123f4578a2630832fac3e6ac4de36212ea55859d3bed4fd233723f4043", "57 B"))),
+                 place=f"amber/{n}", sha256=AMBER_RELEASE[n], size=size)
+        for n, size in (("annotations.json", "1.8 MB"), ("relation.json", "13 kB"), ("safe_words.txt", "57 B"))),
         f"Wang et al. 2023, github.com/junyangwang0410/AMBER at {AMBER_COMMIT[:7]} (data/)",
         "Apache License 2.0 (the repository's LICENSE)",
         note="the images (AMBER.zip, a Google Drive link in the README) are not fetched: the metrics read the "

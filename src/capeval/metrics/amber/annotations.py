@@ -30,6 +30,11 @@ from capeval.errors import InputError
 from capeval.hashing import files_digest
 
 FILES = ("annotations.json", "relation.json", "safe_words.txt")
+#: the release read by the paper's script: junyangwang0410/AMBER data/ at this commit, sha256 of each file
+COMMIT = "534babf6bbfcce2e735c26289dedfb21cef3c939"
+RELEASE = {"annotations.json": "db22a436c4836fbb295e60b4e80d519573077579fb7032f01b193c1bd022b797",
+           "relation.json": "c4c1491e9bbc3209abc1888c12a1bf8413bdbab8a0d8be04b990a2e7680cf23e",
+           "safe_words.txt": "f92cf1123f4578a2630832fac3e6ac4de36212ea55859d3bed4fd233723f4043"}
 _NAME = re.compile(r"(?:.*[/\\])?AMBER_(\d+)\.(?:jpe?g|png)", re.IGNORECASE)
 
 
@@ -106,6 +111,15 @@ def _check_association(raw: Any, path: Path) -> dict[str, list[str]]:
             isinstance(v, list) and all(isinstance(w, str) for w in v) for v in raw.values()):
         raise InputError(f"{path}: expected an object {{word: [associated words]}}")
     return raw
+
+
+def label(digest: str) -> str:
+    """``534babf`` for the released data/ folder (:func:`files_digest` of :data:`RELEASE`), else
+    ``custom-<digest>``: what a signature records of the annotations."""
+    import hashlib
+
+    release = hashlib.sha256("".join(f"{name}:{RELEASE[name]}\n" for name in FILES).encode()).hexdigest()
+    return COMMIT[:7] if digest == release else f"custom-{digest[:12]}"
 
 
 def annotation_files(folder: str | os.PathLike[str]) -> list[Path]:

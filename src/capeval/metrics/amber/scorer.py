@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 from capeval.errors import InputError
 from capeval.io.inputs import normalize_candidates
 from capeval.metrics.amber import discriminative as disc
+from capeval.metrics.amber.annotations import label
 from capeval.metrics.amber.generative import THRESHOLD, VARIANTS, Totals, judge
 from capeval.metrics.amber.nouns import SPACY_MODEL, Tools, resolve
 from capeval.result import MetricResult, Report, Signature
@@ -121,8 +122,7 @@ class Amber(ScorerBase):
         return Report(out)
 
     def _params(self, **more: Any) -> dict[str, Any]:
-        return {"variant": self.variant, "rounded": self.rounded, "annotations": f"534babf:{self.data.digest[:12]}",
-                **more}
+        return {"annotations": label(self.data.digest), **more}
 
     def _generative(self, rows: list[tuple[str, dict[str, Any], str]]) -> list[MetricResult]:
         lowercase = self.variant.startswith("lowercase")
@@ -150,7 +150,7 @@ class Amber(ScorerBase):
                              "covered": totals.cover_score, "objects": round(totals.cover_num),
                              "clean_responses": totals.clean_score, "responses": totals.responses,
                              "cognitive": totals.cog_score, "hallu_objects": round(totals.cog_num)}}
-        params = self._params(threshold=self.threshold, versions={**self.tools.versions(), **self._named})
+        params = self._params(variant=self.variant, threshold=self.threshold, rounded=self.rounded, versions={**self.tools.versions(), **self._named})
         return [MetricResult(name, system[name[6:]], per[name[6:]], Signature.build(name, **params), extras)
                 for name in GENERATIVE if name in self.metrics]
 
@@ -176,3 +176,4 @@ class Amber(ScorerBase):
         params = self._params()
         return [MetricResult(name, system[name[6:]], per[name[6:]], Signature.build(name, **params), extras)
                 for name in DISCRIMINATIVE if name in self.metrics]
+
