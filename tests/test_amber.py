@@ -172,7 +172,7 @@ def test_ids_and_kinds(cases):
                          ("dog.jpg", "not an AMBER id"), ("1201", "yes/no question")):
         with pytest.raises(InputError, match=pattern):
             gen.score({bad: "a dog"})
-    with pytest.raises(InputError, match="generative task"):
+    with pytest.raises(InputError, match="is a description"):
         Amber(annotations=str(folder), metrics=DISCRIMINATIVE).score({"3": "Yes"})
 
 

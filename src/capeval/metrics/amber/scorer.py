@@ -99,11 +99,11 @@ class Amber(ScorerBase):
             amber_id, entry = self.data.entry(item)
             generative = entry["type"] == "generative"
             if generative and not gen:
-                raise InputError(f"candidate {item!r}: AMBER id {amber_id} is a generative task (ids 1..1004); "
-                                 "score it with -m amber", item)
+                raise InputError(f"candidate {item!r}: AMBER id {amber_id} is a description (generative task); "
+                                 "score it with -m amber, or -m amber-all for both kinds", item)
             if not generative and not dis:
                 raise InputError(f"candidate {item!r}: AMBER id {amber_id} is a yes/no question "
-                                 f"({entry['type']}); score it with -m amber-d", item)
+                                 f"({entry['type']}); score it with -m amber-d, or -m amber-all for both kinds", item)
             out.append((item, amber_id, entry))
         return out
 
