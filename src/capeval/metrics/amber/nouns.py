@@ -31,10 +31,10 @@ from capeval.errors import InputError, MissingDependencyError
 
 SPACY_MODEL = "en_core_web_lg"
 _TAGGER_MISSING = ("amber: NLTK's English POS tagger is not installed: python -m nltk.downloader "
-                   "averaged_perceptron_tagger_eng (NLTK >= 3.9; averaged_perceptron_tagger before), or pass "
-                   "tag=callable")
+                   "averaged_perceptron_tagger_eng (NLTK >= 3.9; averaged_perceptron_tagger before), or give a tagger "
+                   "(-O amber.tag=module:function)")
 _SPACY_MISSING = ("amber: spaCy's en_core_web_lg is not installed: pip install spacy && python -m spacy download "
-                  "en_core_web_lg (AMBER's word similarity), or pass similarity=callable")
+                  "en_core_web_lg (AMBER's word similarity), or give one (-O amber.similarity=module:function)")
 
 
 def _nltk() -> Any:

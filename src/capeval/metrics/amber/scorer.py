@@ -41,15 +41,14 @@ class Amber(ScorerBase):
     """AMBER's generative and discriminative metrics (see the module docs).
 
     ``annotations``: AMBER's ``data/`` folder (default: ``<data root>/amber``, where ``capeval
-    download amber`` puts it); ``similarity_score``: the similarity a
-    noun must exceed to count as an annotated word (0.8); ``variant``: ``official`` (default),
+    download amber`` puts it); ``similarity_score``: the similarity a noun must exceed to count
+    as an annotated word (0.8); ``variant``: ``official`` (default),
     ``lowercase`` (responses lower-cased before tagging), ``own-word`` (an annotated object named
     by its own word is credited to itself first) or ``lowercase+own-word``; ``rounded``: system
     values of the generative metrics rounded to one decimal as printed (default) or not (the
     discriminative F1 is made of rounded figures either way); ``tokenize``, ``tag``,
     ``lemmatize``, ``similarity``: callables (or ``"module:function"``) replacing NLTK's and
-    spaCy's tools;
-    ``spacy_model``: the pipeline of the similarity (``en_core_web_lg``).
+    spaCy's tools; ``spacy_model``: the pipeline of the similarity (``en_core_web_lg``).
     """
 
     produces: ClassVar[tuple[str, ...]] = GENERATIVE + DISCRIMINATIVE
@@ -60,7 +59,7 @@ class Amber(ScorerBase):
                  tag: Callable[[list[str]], Sequence[tuple[str, str]]] | None = None,
                  lemmatize: Callable[[str], str] | None = None, similarity: Callable[[str, str], float] | None = None,
                  spacy_model: str = SPACY_MODEL):
-        from capeval.metrics.amber.annotations import load
+        from capeval.metrics.amber.annotations import FILES, load
 
         self.metrics = self._select(metrics)
         if variant not in VARIANTS:
@@ -72,8 +71,7 @@ class Amber(ScorerBase):
 
             # where `capeval download amber` puts it
             downloaded = data_home() / "amber"
-            if not all((downloaded / name).is_file() for name in ("annotations.json", "relation.json",
-                                                                  "safe_words.txt")):
+            if not all((downloaded / name).is_file() for name in FILES):
                 raise InputError("amber needs AMBER's annotation folder: -O amber.annotations=DIR (Python: "
                                  "options={'amber': {'annotations': DIR}}) with annotations.json, relation.json, "
                                  "safe_words.txt (the data/ folder of junyangwang0410/AMBER), or `capeval download "
