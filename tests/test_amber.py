@@ -274,7 +274,7 @@ def test_published_results_table_and_reproduce_lists_it(tmp_path):
         assert abs((100 - value[(model, "amber-chair")] + value[(model, "amber-f1")]) / 2 - score) <= 0.05 + 1e-9
     assert value[("GPT-4V", "amber-cover")] == 67.1 and value[("CogVLM", "amber-cog")] == 1.3
     out = rp.reproduce(["amber"], None, tmp_path, runner=lambda *a, **k: pytest.fail("nothing to run"))
-    assert len(out) == 72 and all(o.status.startswith("not run: model outputs (") for o in out)
+    assert len(out) == 72 and all(o.status.startswith(f"not run: model outputs ({o.variant}'s responses") for o in out)
     assert "72 not run (72 model outputs)" in rp.summary(out)
     assert "junyangwang0410/AMBER@534babf" in out[0].source
 
