@@ -297,3 +297,14 @@ def test_bad_annotation_files_are_one_line_errors(tmp_path, text, pattern):
     with pytest.raises(InputError, match=pattern) as err:
         load(tmp_path)
     assert "\n" not in str(err.value) and str(tmp_path / "annotations.json") in str(err.value)
+
+
+def test_the_0_001_start_moves_a_figure_across_a_rounding_step():
+    """7 hallucinated of 16 nouns: 43.75 % would print 43.8; the script divides by 16.001: 43.7."""
+    from capeval.metrics.amber.generative import Judged, Totals
+
+    totals = Totals()
+    totals.add(Judged(nouns=("dog",) * 16, hallucinated=("dog",) * 7, covered=(True, False), cognitive=(False,)))
+    assert round(7 / 16 * 100, 1) == 43.8
+    assert totals.figures()["chair"] == 43.7 == round(7 / (0.001 + 16) * 100, 1)
+    assert totals.figures(rounded=False)["chair"] == 7 / (0.001 + 16) * 100
