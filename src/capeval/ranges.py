@@ -128,6 +128,8 @@ METRIC_RANGES: dict[str, dict[str, Range]] = {
         "text_batch_size": Range(1, 65536, integer=True),
     },
     "polos": {"batch_size": Range(1, 4096, integer=True)},
+    "amber": {"similarity_score": Range(-1, 1, source="a cosine threshold; junyangwang0410/AMBER inference.py "
+                                                      "--similarity_score 0.8")},
     "bertscore": {
         "num_layers": Range(0, 1024, integer=True, source="bert_score: layers kept (0: the embedding layer); "
                                                           "checked again against the model's depth"),

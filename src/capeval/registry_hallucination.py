@@ -1,7 +1,8 @@
-"""Registry entries of the object-hallucination metrics (CHAIR): plain data, no imports.
+"""Registry entries of the object-hallucination metrics (CHAIR, AMBER): plain data, no imports.
 
 Kept beside :mod:`capeval.registry` (which turns each dict into a ``MetricSpec``), like
-:mod:`capeval.registry_baselines`. ``in_all=False``: they need the COCO annotation folder.
+:mod:`capeval.registry_baselines`. ``in_all=False``: they need an annotation folder (COCO 2014,
+AMBER's data/).
 """
 
 from __future__ import annotations
@@ -26,4 +27,39 @@ HALLUCINATION_SPECS: list[dict[str, Any]] = [
          **_CHAIR_COMMON),
 ]
 
-HALLUCINATION_PRESETS: dict[str, tuple[str, ...]] = {"chair": ("chair-s", "chair-i")}
+_AMBER = "Wang et al. 2023, An LLM-free Multi-dimensional Benchmark for MLLMs Hallucination Evaluation (arXiv:2311.07397)"
+_AMBER_COMMON: dict[str, Any] = dict(factory="capeval.metrics.amber.scorer:Amber", group="amber", needs=frozenset(),
+                                     accepts=frozenset(), range=(0.0, 100.0), extra="amber", reference=_AMBER,
+                                     in_all=False)
+# the yes/no scoring compares strings: no NLTK or spaCy, no extra
+_AMBER_YESNO = {**_AMBER_COMMON, "extra": None}
+_AMBER_G = "of AMBER's generative task (-O amber.annotations=DIR), as junyangwang0410/AMBER's inference.py"
+_AMBER_D = ("of AMBER's yes/no questions (exact \"Yes\"/\"No\"; \"No\" is the positive class), as "
+            "junyangwang0410/AMBER's inference.py")
+
+HALLUCINATION_SPECS += [
+    dict(name="amber-chair", description=f"AMBER CHAIR: hallucinated nouns / annotated-vocabulary nouns, % {_AMBER_G}; "
+                                         "lower is better", direction="lower", **_AMBER_COMMON),
+    dict(name="amber-cover", description=f"AMBER Cover: annotated objects the response names, % {_AMBER_G}; higher "
+                                         "is better", direction="higher", **_AMBER_COMMON),
+    dict(name="amber-hal", description=f"AMBER Hal: responses with a hallucinated noun, % {_AMBER_G}; lower is better",
+         direction="lower", **_AMBER_COMMON),
+    dict(name="amber-cog", description=f"AMBER Cog: likely-hallucination objects the response names, % {_AMBER_G}; "
+                                       "lower is better", direction="lower", **_AMBER_COMMON),
+    dict(name="amber-accuracy", description=f"AMBER Accuracy, % {_AMBER_D}; higher is better", direction="higher",
+         **_AMBER_YESNO),
+    dict(name="amber-precision", description=f"AMBER Precision, % {_AMBER_D}; higher is better", direction="higher",
+         **_AMBER_YESNO),
+    dict(name="amber-recall", description=f"AMBER Recall, % {_AMBER_D}; higher is better", direction="higher",
+         **_AMBER_YESNO),
+    dict(name="amber-f1", description=f"AMBER F1 of the rounded precision and recall, % {_AMBER_D}; higher is better",
+         direction="higher", **_AMBER_YESNO),
+]
+
+HALLUCINATION_PRESETS: dict[str, tuple[str, ...]] = {
+    "chair": ("chair-s", "chair-i"),
+    "amber": ("amber-chair", "amber-cover", "amber-hal", "amber-cog"),
+    "amber-d": ("amber-accuracy", "amber-precision", "amber-recall", "amber-f1"),
+    "amber-all": ("amber-chair", "amber-cover", "amber-hal", "amber-cog", "amber-accuracy", "amber-precision",
+                  "amber-recall", "amber-f1"),
+}

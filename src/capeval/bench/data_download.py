@@ -18,15 +18,17 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from capeval.bench.sources import SOURCES, DataFile, DataSource
+from capeval.bench.sources import METRIC_SOURCES, SOURCES, DataFile, DataSource
 from capeval.errors import ResourceError
 from capeval.paths import data_home, data_mirror as mirror
 
 
 def source(name: str) -> DataSource:
-    """The release of benchmark ``name`` (a one-line error for an unknown one)."""
+    """The release of benchmark ``name`` or of a metric's data (``amber``); a one-line error for an unknown one."""
     from capeval.bench.base import get_benchmark
 
+    if name.strip().lower() in METRIC_SOURCES:
+        return METRIC_SOURCES[name.strip().lower()]
     bench = get_benchmark(name).name
     if bench not in SOURCES:
         raise ResourceError(f"{bench}: no download source is registered; put its files under the data root by hand")

@@ -34,6 +34,12 @@ Plain data in ``capeval/data/published/`` (package data, reviewable against the 
   from that file when a mirror of the repository is present. ``comparability.csv`` applies to
   them as to the papers' cells.
 
+- ``systems.csv``: numbers a paper reports for *systems* (models) scored by a metric, not for a
+  metric against human judgments: AMBER's results of nine MLLMs (``variant``: the model,
+  ``statistic``: ``system``, ``col``: its column, ``source``: ``github:owner/repo@commit:path``
+  where it is printed, ``outputs``: what a run needs, the model's responses, which are not
+  published; ``capeval reproduce`` lists these cells as ``not run: model outputs``).
+
 ``tests/test_published_registry.py`` re-reads every stored value from ../shared/papers.
 A difference is expected where the protocol differs (reference draws, image versions, region
 backend, phrase parser); the table is there to make it visible, not to hide it.
@@ -51,7 +57,7 @@ from importlib import resources
 from typing import Any
 
 PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2", "polos", "deneb", "pearl", "expert", "capture",
-          "caparena")
+          "caparena", "amber")
 
 CITATIONS = {
     "pac-s": "Sarto et al. 2023 (PAC-S, CVPR poster)",
@@ -65,6 +71,7 @@ CITATIONS = {
     "expert": "Kim et al. 2025 (EXPERT, ACL Findings)",
     "capture": "Dong et al. 2024 (CAPTURE / DetailCaps, arXiv 2405.19092)",
     "caparena": "Cheng et al. 2025 (CapArena, arXiv 2503.12329v1)",
+    "amber": "Wang et al. 2023 (AMBER, arXiv:2311.07397)",
 }
 
 # the paper a metric comes from: its own number wins when several papers print one
@@ -76,7 +83,7 @@ _OWN = {"pac-s": "pac-s", "ref-pac-s": "pac-s", "pac-s-video": "pac-s", "ref-pac
 # resources) prints its own row again, THumB w/ human R as .07 where the comparison Table 2 has .06
 _SECONDARY = {"visce2": ("1",)}
 _ORDER = ("pac-s++", "hice-s", "bridge", "pac-s", "visce2", "polos", "deneb", "pearl", "expert", "capture",
-          "caparena")
+          "caparena", "amber")
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,7 @@ class Cell:
     note: str = ""
     options: str = ""  # benchmark loader options of the paper's protocol, "key=value;key=value"
     not_comparable: str = ""  # why capeval's run of this cell is no reproduction of it (comparability.csv)
+    outputs: str = ""  # systems.csv: the system outputs a run of this cell needs (not published)
 
     def bench_options(self) -> dict[str, str]:
         """:attr:`options` as a mapping (``capeval reproduce`` loads the benchmark with them)."""
@@ -113,7 +121,8 @@ class Cell:
 
     @property
     def source(self) -> str:
-        where = f" (as transcribed in {self.upstream})" if self.upstream else ""
+        where = f" (as transcribed in {self.upstream})" if self.upstream else (
+            f" (printed in {self.note})" if self.outputs else "")
         table = "README" if self.table == "readme" else f"Table {self.table}"  # a repository's README table
         return f"{CITATIONS[self.paper]}, {table}{where}"
 
@@ -136,7 +145,7 @@ def not_comparable() -> dict[tuple[str, str, str], str]:
 
 @lru_cache(maxsize=1)
 def cells() -> tuple[Cell, ...]:
-    """Every stored published number: the papers' text first, in their order, then upstream.csv."""
+    """Every stored published number: the papers' text first, in their order, then upstream.csv and systems.csv."""
     why = not_comparable()
     text = tuple(
         Cell(r["paper"], r["table"], r["benchmark"], r["metric"], r["variant"], r["statistic"], float(r["value"]),
@@ -149,6 +158,11 @@ def cells() -> tuple[Cell, ...]:
              float(r["scale"]), "", 0, -1, r["main"] == "1", r["protocol"], r["upstream"], r["key"], r["note"], r["options"],
              not_comparable=why.get((r["paper"], r["table"], r["metric"]), ""))
         for r in _read("upstream.csv")
+    ) + tuple(
+        # one score per system: main=False keeps them out of published()'s metric-vs-humans lookups
+        Cell(r["paper"], r["table"], r["benchmark"], r["metric"], r["variant"], r["statistic"], float(r["value"]),
+             float(r["scale"]), r["variant"], 0, int(r["col"]), False, "", note=r["source"], outputs=r["outputs"])
+        for r in _read("systems.csv")
     )
 
 
@@ -156,7 +170,7 @@ def cells() -> tuple[Cell, ...]:
 def tables() -> dict[tuple[str, str], dict[str, str]]:
     """``{(paper, table): {file, start, end, caption}}`` (``file`` empty for upstream.csv's tables)."""
     out = {(r["paper"], r["table"]): r for r in _read("tables.csv")}
-    for r in _read("upstream.csv"):
+    for r in _read("upstream.csv") + _read("systems.csv"):
         out.setdefault((r["paper"], r["table"]), {"paper": r["paper"], "table": r["table"], "file": "",
                                                   "start": "", "end": "", "caption": r["caption"]})
     return out

@@ -10,7 +10,9 @@ benchmark is loaded once and each metric group scored by one Evaluator), and eve
 gets ours, its bootstrap CI, the difference and a status: ``reproduced`` (within the
 tolerance of ``data/published/tolerances.csv``), ``differs``, ``not comparable: <reason>`` (a
 number made with another implementation or protocol, ``data/published/comparability.csv``:
-ours is shown beside it, whatever the difference), or ``not run: <what is missing>``.
+ours is shown beside it, whatever the difference), or ``not run: <what is missing>`` (for
+the scores a paper reports for its systems, AMBER's, ``not run: model outputs``: the
+systems' responses are not published; score them with ``capeval score``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ _OTHER_WEIGHTS = {
     "clair": "an LLM server (clair)", "fleur": "the LLaVA VLM of fleur", "ref-fleur": "the LLaVA VLM of fleur",
     "expert": "EXPERT's LLaVA LoRA, converted (docs/judges.md)",
     "capture": "the FACTUAL parser and Sentence-BERT all-mpnet-base-v2 (capture)",
+    **{f"amber-{m}": "NLTK's averaged perceptron tagger and spaCy's en_core_web_lg (amber)"
+       for m in ("chair", "cover", "hal", "cog")},
 }
 
 
@@ -133,6 +137,8 @@ def missing_weights(metric: str, directory: str | os.PathLike[str] | None = None
 
 
 def _blocker(cell: pub.Cell, known: set[str], images: Any, videos: Any, checkpoints: Any) -> str | None:
+    if cell.outputs:  # a system's score (AMBER): its outputs are not published
+        return f"not run: model outputs ({cell.outputs})"
     if cell.metric not in known:
         return f"not run: metric capeval does not have ({cell.metric})"
     if not cell.main:

@@ -7,6 +7,10 @@ files the loaders read are the loaders' own (``Benchmark.files``): one record, c
 download time and again at load time. An archive has no digest here when we only know its
 members' (our reference copy was unpacked); its members are checked one by one.
 
+:data:`METRIC_SOURCES` lists the same for the annotation data some metrics read (AMBER's
+``data/`` folder): ``capeval download amber`` lays it out under the data root, where the
+metric finds it without an option.
+
 Files behind a licence form or without a stable direct URL have no URL: ``manual`` says
 where to get them and where to put them, and ``capeval download`` checks what was put there.
 With ``CAPEVAL_DATA_MIRROR=URL`` every file, these included, is fetched from
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 
 from capeval.bench.detailcaps import DETAILCAPS_REVISION
 from capeval.bench.polaris import NEBULA_REVISION, POLARIS_REVISION
+from capeval.metrics.amber.annotations import COMMIT as AMBER_COMMIT, RELEASE as AMBER_RELEASE
 
 
 @dataclass(frozen=True)
@@ -151,4 +156,16 @@ SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
             "has no stable direct URL; put caparena_annots_eval.json at {root}/caparena/caparena_annots_eval.json")),),
         "Cheng et al. 2025, github.com/njucckevin/CapArena (data/eval)", "the CapArena repository's terms",
         note="images (data/eval/images) are not fetched: text metrics need none"),
+)}
+
+#: annotation data read by metrics (not benchmarks of ``capeval bench``), by metric family
+METRIC_SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
+    DataSource("amber", tuple(
+        DataFile(n, (f"https://raw.githubusercontent.com/junyangwang0410/AMBER/{AMBER_COMMIT}/data/{n}",),
+                 place=f"amber/{n}", sha256=AMBER_RELEASE[n], size=size)
+        for n, size in (("annotations.json", "1.8 MB"), ("relation.json", "13 kB"), ("safe_words.txt", "57 B"))),
+        f"Wang et al. 2023, github.com/junyangwang0410/AMBER at {AMBER_COMMIT[:7]} (data/)",
+        "Apache License 2.0 (the repository's LICENSE)",
+        note="the images (AMBER.zip, a Google Drive link in the README) are not fetched: the metrics read the "
+             "responses and the annotations only"),
 )}
