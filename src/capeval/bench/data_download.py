@@ -232,5 +232,5 @@ def present(name: str, root: str | os.PathLike[str] | None = None) -> bool:
     src = source(name)
     base = Path(root).expanduser() if root is not None else data_home()
     if src.hub:
-        return any((base / src.benchmark / "data").glob("test-*.parquet"))  # the default split
+        return any((base / src.benchmark).glob(src.default_files))  # the default split
     return all((base / rel).is_file() for f in src.files if not f.optional for rel in f.places)
