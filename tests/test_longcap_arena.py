@@ -58,9 +58,10 @@ def test_loader_reads_the_released_layout(tmp_path: Path) -> None:
     assert items[0].image == "longcap-arena/images/sa_000000.jpg"
     np.testing.assert_array_equal(loaded.data, [r[2] for r in rows])
     assert loaded.options == {"split": "test-a", "perspective": "desc"}
+    assert loaded.metric_options == {"vela": {"perspective": "desc"}}
     assert loaded.info["release_split"] == "dci_val.desc" and len(loaded.files) == 2
     other = b.load(tmp_path, split="test-b", perspective="rel")
-    assert other.info["rows"] == 10
+    assert other.info["rows"] == 10 and other.metric_options == {"vela": {"perspective": "rel"}}
 
 
 def test_statistics_match_scipy_with_ties(tmp_path: Path) -> None:

@@ -148,7 +148,7 @@ def test_upstream_values_are_those_of_their_repository_file() -> None:
     """Every upstream.csv value equals the number at its key in the named file at the named commit,
     and the paper/table the file names is the stored note (so a typo or a wrong attribution fails)."""
     ups = [c for c in pub.cells() if c.upstream]
-    assert {c.benchmark for c in ups} == {"polaris", "nebula"}
+    assert {c.benchmark for c in ups} == {"polaris", "nebula", "longcap-arena"}
     repos = {m["repo"] for c in ups for m in [_UPSTREAM.match(c.upstream)] if m}
     assert len(repos) == 1 and all(_UPSTREAM.match(c.upstream) for c in ups)
     git_dir = _mirror(next(iter(repos)))
@@ -169,7 +169,8 @@ def test_upstream_values_are_those_of_their_repository_file() -> None:
 
 def test_upstream_attribution_and_protocol() -> None:
     """The paper of each upstream cell is the one its note names; Nebula cells say which test scores."""
-    names = {"polos": ("Polos",), "deneb": ("DENEB",), "pearl": ("arXiv:2512.21582",), "expert": ("EXPERT",)}
+    names = {"polos": ("Polos",), "deneb": ("DENEB",), "pearl": ("arXiv:2512.21582",), "expert": ("EXPERT",),
+             "vela": ("VELA",)}
     for c in (c for c in pub.cells() if c.upstream):
         assert any(n in c.note for n in names[c.paper]) and f"Table {c.table}" in c.note, c
         if c.benchmark == "nebula" and c.paper != "expert":

@@ -19,7 +19,8 @@ row) and reports tau-b and tau-c x100 (its expected values cite the paper's Tabl
 Table 4 for both). The VELA repository itself could not be read here. Headline: tau-c, the
 variant of the same group's Polos / DENEB evaluation scripts (``kendall_type='c'``); tau-b is
 reported beside it. Loader options: ``split`` (``test-a``, ``test-b``) and ``perspective``
-(``desc``, ``rel``, ``flu``). Scores are accepted in [0, 1] (the card's example is 0.625; the
+(``desc``, ``rel``, ``flu``); the ``vela`` metric is told the perspective (its ``perspective``
+option, :attr:`Loaded.metric_options`; a user's ``-O vela.perspective`` still wins). Scores are accepted in [0, 1] (the card's example is 0.625; the
 card does not state the scale): anything else, NaN included, is a one-line error naming the
 shard and row. Strings are passed on as written.
 """
@@ -108,7 +109,8 @@ class LongCapArena(Benchmark):
         files = self.checksum_files(root, {f"{self.name}/data/{s.name}": s for s in shards}, info)
         info["unverified_files"] = sorted(files)  # nothing published to compare with
         return Loaded(self, {"": Setting("", items)}, np.array(human, float), files, info, root,
-                      options={"split": split, "perspective": perspective})
+                      options={"split": split, "perspective": perspective},
+                      metric_options={"vela": {"perspective": perspective}})
 
     def statistics(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> list[StatSpec]:
         return kendall_specs(np.asarray(scores[""], float), loaded.data, "", headline="c")

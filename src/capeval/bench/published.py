@@ -1,5 +1,6 @@
 """The published-values registry: every human-correlation and accuracy number of the five papers
-(and the Polaris/Nebula values of four more, read from their authors' kit; ``upstream.csv``).
+(and the Polaris/Nebula values of four more and VELA's LongCap-Arena values, read from their
+authors' kit; ``upstream.csv``).
 
 Plain data in ``capeval/data/published/`` (package data, reviewable against the papers):
 
@@ -21,7 +22,8 @@ Plain data in ``capeval/data/published/`` (package data, reviewable against the 
 - ``tolerances.csv``: how far ours may be from the published value per benchmark and metric
   kind (``text`` / ``learned``) and why.
 - ``upstream.csv``: the Polaris and Nebula values of papers not in ../shared/papers (Polos,
-  DENEB, Pearl = arXiv 2512.21582, EXPERT), as their authors' reproduction kit transcribes
+  DENEB, Pearl = arXiv 2512.21582, EXPERT) and the LongCap-Arena values of VELA (its paper's
+  Table 1: Test A / Test B x three perspectives, loader options ``split``/``perspective``), as their authors' reproduction kit transcribes
   them: ``upstream`` (``github:owner/repo@commit:path`` of the file), ``key`` (the value's
   place in that JSON file), ``note`` (the paper and table the file names), ``options`` (the
   benchmark loader options of that paper's protocol, e.g. Nebula's ``scores=corrected``), ``caption``;
@@ -44,7 +46,7 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
-PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2", "polos", "deneb", "pearl", "expert")
+PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2", "polos", "deneb", "pearl", "expert", "vela")
 
 CITATIONS = {
     "pac-s": "Sarto et al. 2023 (PAC-S, CVPR poster)",
@@ -56,17 +58,19 @@ CITATIONS = {
     "deneb": "Matsuda et al. 2024 (DENEB, ACCV)",
     "pearl": "Hirano et al. 2025 (Pearl, arXiv 2512.21582)",
     "expert": "Kim et al. 2025 (EXPERT, ACL Findings)",
+    "vela": "Matsuda et al. 2025 (VELA, EMNLP)",
 }
 
 # the paper a metric comes from: its own number wins when several papers print one
 _OWN = {"pac-s": "pac-s", "ref-pac-s": "pac-s", "pac-s-video": "pac-s", "ref-pac-s-video": "pac-s",
         "pac-s++": "pac-s++", "ref-pac-s++": "pac-s++", "hice-s": "hice-s", "ref-hice-s": "hice-s",
         "bridge": "bridge", "visce2": "visce2", "visce2-vanilla": "visce2", "visce2-ref": "visce2",
-        "visce2-desc": "visce2", "polos": "polos", "expert": "expert"}
+        "visce2-desc": "visce2", "polos": "polos", "expert": "expert",
+        "vela": "vela"}
 # tables whose rows repeat the paper's comparison tables and lose to them: VisCE2's Table 1 (textual
 # resources) prints its own row again, THumB w/ human R as .07 where the comparison Table 2 has .06
 _SECONDARY = {"visce2": ("1",)}
-_ORDER = ("pac-s++", "hice-s", "bridge", "pac-s", "visce2", "polos", "deneb", "pearl", "expert")
+_ORDER = ("pac-s++", "hice-s", "bridge", "pac-s", "visce2", "polos", "deneb", "pearl", "expert", "vela")
 
 
 @dataclass(frozen=True)
@@ -181,7 +185,7 @@ def published(benchmark: str, metric: str, statistic: str) -> tuple[float, str] 
     """``(value x100, source)`` published for this benchmark, metric and statistic, or None.
 
     The metric's own paper wins; otherwise the first of PAC-S++, HICE-S, BRIDGE, PAC-S, VisCE2,
-    Polos, DENEB, Pearl, EXPERT (they copy each other's baseline rows); within a paper its
+    Polos, DENEB, Pearl, EXPERT, VELA (they copy each other's baseline rows); within a paper its
     comparison tables win over a table that repeats them. Backbone and ablation tables are not used."""
     c = _best(benchmark, metric, statistic)
     return None if c is None else (c.x100, c.source)

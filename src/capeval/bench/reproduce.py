@@ -37,6 +37,7 @@ _STATS = {
     "activitynet-foil": r"accuracy_(no)?refs",
     "polaris": r"kendall_tau_[bc]",
     "nebula": r"kendall_tau_[bc]",
+    "longcap-arena": r"kendall_tau_[bc]",
 }
 
 # checkpoints of the checkpoint table each learned metric loads by default (registry defaults).
@@ -65,6 +66,7 @@ _OTHER_WEIGHTS = {
     "clair": "an LLM server (clair)", "fleur": "the LLaVA VLM of fleur", "ref-fleur": "the LLaVA VLM of fleur",
     "expert": "EXPERT's LLaVA LoRA, converted (docs/judges.md)",
     "capture": "the FACTUAL parser and Sentence-BERT all-mpnet-base-v2 (capture)",
+    "vela": "the VELA authors' package and checkpoint (docs/metrics/vela.md)",
 }
 
 
