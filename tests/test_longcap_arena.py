@@ -160,3 +160,18 @@ def test_download_lists_the_test_shards_from_the_hub(tmp_path: Path, monkeypatch
     assert not dl.present("longcap-arena", tmp_path)
     _write(tmp_path, n=4, shards=1)
     assert dl.present("longcap-arena", tmp_path)
+
+
+def test_published_vela_cells_follow_the_runs_split_and_perspective() -> None:
+    """The twelve cells of the VELA paper's Table 1 are told apart by their loader options: a run's
+    benchmark signature picks the one of its own test set and perspective."""
+    from capeval.bench import published as pub
+
+    cells = [c for c in pub.cells() if c.paper == "vela"]
+    assert len(cells) == 12 and {c.benchmark for c in cells} == {"longcap-arena"}
+    assert {tuple(sorted(c.bench_options().items())) for c in cells} == {
+        (("perspective", p), ("split", s)) for s in ("test-a", "test-b") for p in ("desc", "rel", "flu")}
+    sig = "benchmark:longcap-arena|protocol:longcap-arena-v1|perspective:rel|split:test-b|files:x:1"
+    assert pub.published("longcap-arena", "vela", "kendall_tau_b", sig)[0] == 51.9
+    assert pub.published("longcap-arena", "vela", "kendall_tau_c", sig.replace("test-b", "test-a"))[0] == 40.0
+    assert pub.tolerance("longcap-arena", "learned")[0] == 3.0

@@ -104,10 +104,10 @@ def test_no_printed_number_of_a_stored_row_is_left_out(texts) -> None:
 def test_registry_shape_and_names() -> None:
     cells = pub.cells()
     assert {c.paper for c in cells} == set(pub.PAPERS)
-    keys = Counter((c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic) for c in cells)
+    keys = Counter((c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic, c.options) for c in cells)
     assert max(keys.values()) == 1, [k for k, n in keys.items() if n > 1][:5]
     benches = {"flickr8k-expert", "flickr8k-cf", "composite", "pascal-50s", "foil", "thumb", "vatex-eval",
-               "activitynet-foil", "polaris", "nebula"}
+               "activitynet-foil", "polaris", "nebula", "longcap-arena"}
     assert {c.benchmark for c in cells} <= benches
     # capeval's names where capeval has the metric (the paper's "ROUGE" is rouge-l, "CIDEr" cider-d)
     assert {"bleu-1", "bleu-4", "rouge-l", "meteor", "cider-d", "spice", "clip-s", "pac-s++", "hice-s",

@@ -23,5 +23,5 @@ DETAILED_SPECS: list[dict[str, Any]] = [
          in_all=False,
          description="VELA: the authors' package (Qwen2.5-3B-Instruct LoRA reading references and candidate, "
                      "Long-CLIP-L image-candidate branch, trained regressor) scores a long caption for one "
-                     "perspective (-O vela.perspective=desc|rel|flu); [0, 1]"),
+                     "perspective (-O vela.perspective=desc, rel or flu); [0, 1]"),
 ]

@@ -172,8 +172,9 @@ def select(papers: Iterable[str] | None = None, table: str | None = None) -> lis
 
 
 @cache
-def _best(benchmark: str, metric: str, statistic: str) -> Cell | None:
-    found = [c for c in cells() if c.main and (c.benchmark, c.metric, c.statistic) == (benchmark, metric, statistic)]
+def _best(benchmark: str, metric: str, statistic: str, run_options: tuple[tuple[str, str], ...] = ()) -> Cell | None:
+    found = [c for c in cells() if c.main and (c.benchmark, c.metric, c.statistic) == (benchmark, metric, statistic)
+             and _same_protocol(c, dict(run_options))]
     if not found:
         return None
     own = _OWN.get(metric)
@@ -181,13 +182,25 @@ def _best(benchmark: str, metric: str, statistic: str) -> Cell | None:
     return found[0]
 
 
-def published(benchmark: str, metric: str, statistic: str) -> tuple[float, str] | None:
+def _same_protocol(cell: Cell, run_options: dict[str, str]) -> bool:
+    """Whether a run with these loader options computed what the cell printed (no options known: any)."""
+    return not run_options or all(run_options.get(k) == v for k, v in cell.bench_options().items())
+
+
+def signature_options(signature: str) -> tuple[tuple[str, str], ...]:
+    """The ``key:value`` fields of a benchmark signature (the run's loader options among them)."""
+    return tuple((k, v) for k, _, v in (kv.partition(":") for kv in signature.split("|") if ":" in kv))
+
+
+def published(benchmark: str, metric: str, statistic: str, signature: str = "") -> tuple[float, str] | None:
     """``(value x100, source)`` published for this benchmark, metric and statistic, or None.
 
     The metric's own paper wins; otherwise the first of PAC-S++, HICE-S, BRIDGE, PAC-S, VisCE2,
     Polos, DENEB, Pearl, EXPERT, VELA (they copy each other's baseline rows); within a paper its
-    comparison tables win over a table that repeats them. Backbone and ablation tables are not used."""
-    c = _best(benchmark, metric, statistic)
+    comparison tables win over a table that repeats them. Backbone and ablation tables are not used.
+    ``signature``: the run's benchmark signature; a cell whose loader options (LongCap-Arena's
+    split and perspective, Nebula's scores) differ from the run's is not its published value."""
+    c = _best(benchmark, metric, statistic, signature_options(signature))
     return None if c is None else (c.x100, c.source)
 
 
@@ -214,7 +227,7 @@ def beside(records: Iterable[Any]) -> list[dict[str, Any]]:
     value, as ``{benchmark, metric, statistic, capeval, published, delta, source}`` rows."""
     rows = []
     for r in records:
-        found = published(r.benchmark, r.metric, r.statistic)
+        found = published(r.benchmark, r.metric, r.statistic, getattr(r, "benchmark_signature", ""))
         if found is None:
             continue
         value = None if r.value is None or math.isnan(r.value) else float(r.value)

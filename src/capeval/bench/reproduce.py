@@ -90,6 +90,7 @@ class Outcome:
     source: str = ""
     protocol: str = ""
     not_comparable: str = ""  # the registry's reason, when the published number is no target for ours
+    options: str = ""  # the benchmark loader options of the cell's protocol ("key=value;...")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -187,7 +188,7 @@ def reproduce(
     for c in cells:
         tol, _ = pub.tolerance(c.benchmark, kind(c.metric)) if c.metric in known else (None, "")
         o = Outcome(c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic, c.x100, tolerance=tol,
-                    source=c.source, protocol=c.protocol, not_comparable=c.not_comparable)
+                    source=c.source, protocol=c.protocol, not_comparable=c.not_comparable, options=c.options)
         o.status = _blocker(c, known, images, videos, checkpoints) or ""
         runs.append((c.benchmark, c.options))
         if not o.status:
@@ -258,7 +259,9 @@ HEAD = ("paper", "table", "benchmark", "metric", "statistic", "published", "ours
 
 def cells(o: Outcome) -> tuple[str, ...]:
     ci = "" if o.ci_low is None or o.ci_high is None else f"[{pub.fixed(o.ci_low)}, {pub.fixed(o.ci_high)}]"
-    return (o.paper, o.table, o.benchmark, o.metric, o.statistic, f"{o.published:.1f}",
+    # the loader options tell apart cells of one benchmark (LongCap-Arena's test sets and perspectives)
+    bench = f"{o.benchmark} ({o.options.replace(';', ' ')})" if o.options else o.benchmark
+    return (o.paper, o.table, bench, o.metric, o.statistic, f"{o.published:.1f}",
             "" if o.ours is None else pub.fixed(o.ours), ci,
             "" if o.difference is None else pub.fixed(o.difference, signed=True),
             "" if o.tolerance is None else f"{o.tolerance:g}", o.status)
