@@ -203,3 +203,81 @@ def test_bench_longcap_arena_end_to_end_through_the_cli(package: Path, tmp_path:
     got = {r["statistic"]: r["value"] for r in out["results"]}
     assert got["kendall_tau_c"] == pytest.approx(100 * stats.kendalltau(m, [r[2] for r in rows], variant="c")[0],
                                                  abs=1e-6)
+
+
+def test_download_extracts_the_images_and_bench_scores_with_them(package: Path, tmp_path: Path, monkeypatch,
+                                                                 capsys) -> None:
+    """``capeval download longcap-arena`` (the hub's files served from 127.0.0.1) writes the embedded
+    images where ``--images <data folder>`` finds them; ``capeval bench longcap-arena -m vela`` then
+    hands the package each row's own image."""
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from test_longcap_arena import _write
+
+    from capeval.bench import data_download as dl
+    from capeval.bench.sources import DataFile
+    from capeval.cli.main import main
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    served = tmp_path / "hub"
+    rows = _write(served, n=6, shards=1)  # served/longcap-arena/data/dci_val.desc-00000-of-00001.parquet
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shard = served / "longcap-arena" / "data" / "dci_val.desc-00000-of-00001.parquet"
+    table = pq.read_table(shard)
+    blobs = []
+    for k in range(6):  # real, distinct PNGs as the embedded images
+        import io
+
+        buf = io.BytesIO()
+        PIL.new("RGB", (3 + k, 2)).save(buf, format="PNG")
+        blobs.append({"bytes": buf.getvalue(), "path": None})
+    table = table.set_column(table.schema.get_field_index("image"), "image",
+                             pa.array(blobs, pa.struct([("bytes", pa.binary()), ("path", pa.string())])))
+    pq.write_table(table, shard)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(served)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/longcap-arena/data/{shard.name}"
+    monkeypatch.setattr(dl, "_hub_files", lambda src: (DataFile(shard.name, (url,), place=f"longcap-arena/data/{shard.name}"),))
+    try:
+        monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cache"))
+        monkeypatch.delenv("CAPEVAL_DATA", raising=False)
+        monkeypatch.delenv("CAPEVAL_DATA_MIRROR", raising=False)
+        assert main(["download", "longcap-arena"]) == 0, capsys.readouterr().err
+        err = capsys.readouterr().err
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "images: 6 written" in err
+    root = Path(err.split(" in ", 1)[1].split(";", 1)[0]).parents[1]
+    assert (root / "longcap-arena" / "images" / "sa_000005.jpg").read_bytes() == blobs[5]["bytes"]
+    assert main(["bench", "longcap-arena", "-m", "vela", "--images", str(root), "-O", f"vela.repo={package}",
+                 "--bootstrap", "0", "--json", "--quiet"]) == 0, capsys.readouterr().err
+    import vela
+
+    samples = [s for c in vela.CALLS if c[0] == "collate" for s in c[1]]
+    assert [s["img"][1] for s in samples] == [(3 + k, 2) for k in range(6)]  # each row its own image
+    assert [s["cand"] for s in samples] == [r[0] for r in rows] and {s["mode"] for s in samples} == {"desc"}
+
+
+def test_image_extraction_refuses_a_path_as_file_name(tmp_path: Path) -> None:
+    from test_longcap_arena import _write
+
+    import pyarrow.parquet as pq
+
+    from capeval.bench.longcap_arena import extract_images
+
+    _write(tmp_path, n=2, shards=1)
+    shard = next((tmp_path / "longcap-arena" / "data").glob("*.parquet"))
+    table = pq.read_table(shard)
+    table = table.set_column(0, "file_name", __import__("pyarrow").array(["ok.jpg", "../escape.jpg"]))
+    pq.write_table(table, shard)
+    with pytest.raises(CapevalError, match=r"\(row 1\): file_name must be a plain file name") as e:
+        extract_images(tmp_path)
+    assert "\n" not in str(e.value) and not (tmp_path / "longcap-arena" / "escape.jpg").exists()

@@ -202,6 +202,11 @@ def download_benchmark(name: str, root: str | os.PathLike[str] | None = None, fo
             raise
     shutil.rmtree(base / ".downloads" / bench, ignore_errors=True)
     images = check_images(src, base) if src.images else ""
+    if src.unpack and not by_hand:
+        import importlib
+
+        module, _, func = src.unpack.partition(":")
+        images = getattr(importlib.import_module(module), func)(base)
     return {"benchmark": bench, "root": str(base), "files": files, "by_hand": by_hand, "images": images}
 
 

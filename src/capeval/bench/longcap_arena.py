@@ -59,8 +59,8 @@ class LongCapArena(Benchmark):
     protocol = ("One test set (split=test-a: dci_val, test-b: dci_test) and one perspective (perspective=desc, rel, "
                 "flu) per run: every row (long candidate, all its long references, image, human score in [0, 1]); "
                 "Kendall tau-c (headline) and tau-b x100 between metric and human scores; bootstrap resamples rows. "
-                "Images are embedded in the Parquet files: extract them to <images>/longcap-arena/images/<file_name> "
-                "for image-conditioned metrics.")
+                "Images are embedded in the Parquet files: capeval download writes them to "
+                "<data>/longcap-arena/images/<file_name> (--images <data> for image-conditioned metrics).")
     protocol_id = "longcap-arena-v1"
     files: dict[str, str | None] = {}  # no sha256 published for the shards: recorded as computed
     human_label = "human score"
@@ -128,3 +128,36 @@ def _item(row: Mapping[str, Any], shard: Path, where: str) -> ScoreItem:
     if not isinstance(name, str) or not name.strip():
         raise malformed(shard, where, "empty file_name")
     return ScoreItem(cand, tuple(refs), image=f"longcap-arena/images/{name}")
+
+
+def extract_images(root: Path) -> str:
+    """Write the images embedded in the downloaded shards to ``root/longcap-arena/images/<file_name>``
+    (where ``capeval bench --images ROOT`` looks for them); each name once, atomically, a batch
+    of rows at a time. Returns a one-line note for ``capeval download``."""
+    from capeval._optional import require
+    from capeval.io.atomic import atomic_write_bytes
+
+    shards = sorted((root / "longcap-arena" / "data").glob("*.parquet"))
+    if not shards:
+        return ""
+    pq = require("pyarrow.parquet", extra="parquet", purpose="the LongCap-Arena images (Parquet files)")
+    folder = root / "longcap-arena" / "images"
+    folder.mkdir(parents=True, exist_ok=True)
+    written = present = 0
+    for shard in shards:
+        for batch in pq.ParquetFile(shard).iter_batches(columns=["file_name", "image"], batch_size=32):
+            for k, row in enumerate(batch.to_pylist()):
+                name, image = row["file_name"], row["image"]
+                if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+                    raise malformed(shard, f"row {k}", f"file_name must be a plain file name, got {name!r:.60}")
+                target = folder / name
+                if target.is_file():
+                    present += 1
+                    continue
+                data = image.get("bytes") if isinstance(image, dict) else None
+                if not data:
+                    raise malformed(shard, f"row {k}", "no embedded image bytes")
+                atomic_write_bytes(target, data)
+                written += 1
+    return (f"images: {written} written, {present} already there, in {folder}; pass --images {root} to "
+            "capeval bench for image-conditioned metrics (vela)")

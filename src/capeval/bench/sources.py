@@ -53,6 +53,7 @@ class DataSource:
     hub: tuple[str, str, tuple[str, ...]] | None = None
     images: str = ""  # how to get the images where a licence form stands in front of them
     default_files: str = "data/test-*.parquet"  # a hub dataset's files the default protocol reads (glob)
+    unpack: str = ""  # "module:function(root) -> note" run after the download (images embedded in the files)
 
 
 _F8K_ZIP = "Flickr8k_text.zip"
@@ -158,5 +159,6 @@ SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
                note="Parquet shards (images embedded) of Test A (dci_val) and Test B (dci_test), the three perspectives "
                     "each, named by the hub listing; no sha256 published",
                hub=(lca.REPO, lca.REVISION, tuple(lca.shard_prefix(s, p) for s in lca.SPLITS for p in lca.PERSPECTIVES)),
-               default_files=lca.shard_prefix("test-a", "desc") + "*.parquet"),
+               default_files=lca.shard_prefix("test-a", "desc") + "*.parquet",
+               unpack="capeval.bench.longcap_arena:extract_images"),
 )}
