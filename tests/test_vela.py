@@ -281,3 +281,32 @@ def test_image_extraction_refuses_a_path_as_file_name(tmp_path: Path) -> None:
     with pytest.raises(CapevalError, match=r"\(row 1\): file_name must be a plain file name") as e:
         extract_images(tmp_path)
     assert "\n" not in str(e.value) and not (tmp_path / "longcap-arena" / "escape.jpg").exists()
+
+
+def test_reproduce_runs_the_vela_cells_where_the_package_imports(package: Path, tmp_path: Path, monkeypatch) -> None:
+    """``capeval reproduce vela``: without the package every cell is 'not run: weights'; with it (run
+    from the clone, whose configs/config.yaml is the default), the cells whose test set and
+    perspective are on disk run with that perspective, the others say which data is missing."""
+    from test_longcap_arena import _write
+
+    from capeval.bench import reproduce as rp
+
+    _write(tmp_path / "data", n=8, shards=1)  # Test A, Descriptiveness only
+    img = tmp_path / "images" / "longcap-arena" / "images"
+    img.mkdir(parents=True)
+    for k in range(8):
+        PIL.new("RGB", (4, 4)).save(img / f"sa_0{k:05d}.jpg")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(package)])
+    out = rp.reproduce(["vela"], None, tmp_path / "data", images=tmp_path / "images", bootstrap=0)
+    assert len(out) == 12 and all(o.status.startswith("not run: weights") for o in out)
+    monkeypatch.syspath_prepend(str(package))
+    monkeypatch.chdir(package)
+    out = rp.reproduce(["vela"], None, tmp_path / "data", images=tmp_path / "images", bootstrap=0)
+    ran = [o for o in out if o.ours is not None]
+    assert {(o.options, o.statistic) for o in ran} == {("split=test-a;perspective=desc", "kendall_tau_b"),
+                                                        ("split=test-a;perspective=desc", "kendall_tau_c")}
+    assert all(o.status in ("reproduced", "differs") and o.tolerance == 3.0 for o in ran)
+    assert all(o.status.startswith("not run: data") for o in out if o.ours is None)
+    import vela
+
+    assert {s["mode"] for c in vela.CALLS if c[0] == "collate" for s in c[1]} == {"desc"}

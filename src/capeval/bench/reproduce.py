@@ -120,10 +120,24 @@ def kind(metric: str) -> str:
     return "text" if text and not {"images", "videos"} & set(spec.needs) else "learned"
 
 
+# metrics that run their authors' package (it loads its own weights): runnable where it imports
+_PACKAGES = {"vela": ("vela", "dataloader.vela_collate_fn")}
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def missing_weights(metric: str, directory: str | os.PathLike[str] | None = None) -> str | None:
     """What weights ``metric`` lacks here (checked in the checkpoint cache, nothing downloaded)."""
     if metric in _OTHER_WEIGHTS:
-        return _OTHER_WEIGHTS[metric]
+        packages = _PACKAGES.get(metric, ())
+        return None if packages and all(_importable(p) for p in packages) else _OTHER_WEIGHTS[metric]
     from capeval.models.clip.checkpoints import CHECKPOINTS
 
     for name in _WEIGHTS.get(metric, ()):
