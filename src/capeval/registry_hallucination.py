@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 _CHAIR = "Rohrbach*, Hendricks* et al. 2018, Object Hallucination in Image Captioning (EMNLP 2018)"
+# accepts images: a mapping {candidate id: image file} names each candidate's COCO image by its file
+# name (benchmarks whose item ids are not COCO ids, e.g. FOIL); the pixels are never read
 _CHAIR_COMMON: dict[str, Any] = dict(factory="capeval.metrics.chair.scorer:Chair", group="chair", needs=frozenset(),
-                                     accepts=frozenset(), range=(0.0, 1.0), direction="lower", extra="chair",
+                                     accepts=frozenset({"images"}), range=(0.0, 1.0), direction="lower", extra="chair",
                                      reference=_CHAIR, in_all=False)
 
 HALLUCINATION_SPECS: list[dict[str, Any]] = [

@@ -16,13 +16,13 @@ the VELA authors' group (github.com/YuigaWada/CaptionEvalKit-for-VLMs, Y. Wada i
 co-author; ``capevalkit/infrastructure/benchmarks/legacy.py`` at 23f154b): Test A = ``dci_val``,
 Test B = ``dci_test``; that kit scores every row (all references of the row, one human score per
 row) and reports tau-b and tau-c x100 (its expected values cite the paper's Table 1 and Appendix D
-Table 4 for both). The VELA repository itself could not be read here. Headline: tau-c, the
-variant of the same group's Polos / DENEB evaluation scripts (``kendall_type='c'``); tau-b is
-reported beside it. Loader options: ``split`` (``test-a``, ``test-b``) and ``perspective``
-(``desc``, ``rel``, ``flu``); the ``vela`` metric is told the perspective (its ``perspective``
-option, :attr:`Loaded.metric_options`; a user's ``-O vela.perspective`` still wins). Scores are accepted in [0, 1] (the card's example is 0.625; the
-card does not state the scale): anything else, NaN included, is a one-line error naming the
-shard and row. Strings are passed on as written.
+Table 4 for both). The VELA repository itself could not be read here. Headline: tau-c, the variant
+of the same group's Polos / DENEB evaluation scripts (``kendall_type='c'``); tau-b is reported
+beside it. Loader options: ``split`` (``test-a``, ``test-b``) and ``perspective`` (``desc``,
+``rel``, ``flu``); the ``vela`` metric is told the perspective (its ``perspective`` option,
+:attr:`Loaded.metric_options`; a user's ``-O vela.perspective`` still wins). Scores are accepted
+in [0, 1] (the card's example is 0.625; the card does not state the scale): anything else, NaN
+included, is a one-line error naming the shard and row. Strings are passed on as written.
 """
 
 from __future__ import annotations

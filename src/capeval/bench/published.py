@@ -1,6 +1,7 @@
 """The published-values registry: every human-correlation and accuracy number of the five papers
-(and the Polaris/Nebula values of four more and VELA's LongCap-Arena values, read from their
-authors' kit; ``upstream.csv``).
+(and, in ``upstream.csv``, the Polaris/Nebula values of four more, read from their authors' kit,
+VELA's LongCap-Arena values from the same kit, and the DetailCaps/CapArena values of the CAPTURE
+README and the CapArena paper).
 
 Plain data in ``capeval/data/published/`` (package data, reviewable against the papers):
 
@@ -21,14 +22,20 @@ Plain data in ``capeval/data/published/`` (package data, reviewable against the 
   to the first containing ``end``) and its caption.
 - ``tolerances.csv``: how far ours may be from the published value per benchmark and metric
   kind (``text`` / ``learned``) and why.
-- ``upstream.csv``: the Polaris and Nebula values of papers not in ../shared/papers (Polos,
-  DENEB, Pearl = arXiv 2512.21582, EXPERT) and the LongCap-Arena values of VELA (its paper's
-  Table 1: Test A / Test B x three perspectives, loader options ``split``/``perspective``), as their authors' reproduction kit transcribes
-  them: ``upstream`` (``github:owner/repo@commit:path`` of the file), ``key`` (the value's
-  place in that JSON file), ``note`` (the paper and table the file names), ``options`` (the
-  benchmark loader options of that paper's protocol, e.g. Nebula's ``scores=corrected``), ``caption``;
-  written by tools/published_upstream.py; the test re-reads each value from that file when a
-  mirror of the repository is present.
+- ``upstream.csv``: the values of papers not in ../shared/papers, read from a repository file:
+  the Polaris and Nebula values of Polos, DENEB, Pearl = arXiv 2512.21582 and EXPERT and the
+  LongCap-Arena values of VELA (its Table 1: Test A / Test B x three perspectives, loader options
+  ``split``/``perspective``) as their authors' reproduction kit transcribes them (written by
+  tools/published_upstream.py), the
+  CAPTURE README's DetailCaps consistency table and CapArena's Tables 2-3 (arXiv 2503.12329v1
+  as an HTML rendering of the paper reproduces them): ``upstream``
+  (``github:owner/repo@commit:path`` of the file), ``key`` (the value's place in that file: a
+  dotted JSON key; ``md:<first header cell>/<row label>/<column>`` for a Markdown table, the
+  column counted from 0 after the label; ``html:<cell id>`` for an HTML table), ``note`` (the
+  paper and table the file names), ``options`` (the benchmark loader options of that paper's
+  protocol, e.g. Nebula's ``scores=corrected``), ``caption``; the test re-reads each value
+  from that file when a mirror of the repository is present. ``comparability.csv`` applies to
+  them as to the papers' cells.
 
 ``tests/test_published_registry.py`` re-reads every stored value from ../shared/papers.
 A difference is expected where the protocol differs (reference draws, image versions, region
@@ -46,7 +53,8 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
-PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2", "polos", "deneb", "pearl", "expert", "vela")
+PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2", "polos", "deneb", "pearl", "expert", "capture",
+          "caparena", "vela")
 
 CITATIONS = {
     "pac-s": "Sarto et al. 2023 (PAC-S, CVPR poster)",
@@ -58,6 +66,8 @@ CITATIONS = {
     "deneb": "Matsuda et al. 2024 (DENEB, ACCV)",
     "pearl": "Hirano et al. 2025 (Pearl, arXiv 2512.21582)",
     "expert": "Kim et al. 2025 (EXPERT, ACL Findings)",
+    "capture": "Dong et al. 2024 (CAPTURE / DetailCaps, arXiv 2405.19092)",
+    "caparena": "Cheng et al. 2025 (CapArena, arXiv 2503.12329v1)",
     "vela": "Matsuda et al. 2025 (VELA, EMNLP)",
 }
 
@@ -65,12 +75,12 @@ CITATIONS = {
 _OWN = {"pac-s": "pac-s", "ref-pac-s": "pac-s", "pac-s-video": "pac-s", "ref-pac-s-video": "pac-s",
         "pac-s++": "pac-s++", "ref-pac-s++": "pac-s++", "hice-s": "hice-s", "ref-hice-s": "hice-s",
         "bridge": "bridge", "visce2": "visce2", "visce2-vanilla": "visce2", "visce2-ref": "visce2",
-        "visce2-desc": "visce2", "polos": "polos", "expert": "expert",
-        "vela": "vela"}
+        "visce2-desc": "visce2", "polos": "polos", "expert": "expert", "capture": "capture", "vela": "vela"}
 # tables whose rows repeat the paper's comparison tables and lose to them: VisCE2's Table 1 (textual
 # resources) prints its own row again, THumB w/ human R as .07 where the comparison Table 2 has .06
 _SECONDARY = {"visce2": ("1",)}
-_ORDER = ("pac-s++", "hice-s", "bridge", "pac-s", "visce2", "polos", "deneb", "pearl", "expert", "vela")
+_ORDER = ("pac-s++", "hice-s", "bridge", "pac-s", "visce2", "polos", "deneb", "pearl", "expert", "capture",
+          "caparena", "vela")
 
 
 @dataclass(frozen=True)
@@ -108,7 +118,8 @@ class Cell:
     @property
     def source(self) -> str:
         where = f" (as transcribed in {self.upstream})" if self.upstream else ""
-        return f"{CITATIONS[self.paper]}, Table {self.table}{where}"
+        table = "README" if self.table == "readme" else f"Table {self.table}"  # a repository's README table
+        return f"{CITATIONS[self.paper]}, {table}{where}"
 
 
 def parse_options(text: str) -> dict[str, str]:
@@ -139,7 +150,8 @@ def cells() -> tuple[Cell, ...]:
     )
     return text + tuple(
         Cell(r["paper"], r["table"], r["benchmark"], r["metric"], r["variant"], r["statistic"], float(r["value"]),
-             float(r["scale"]), "", 0, -1, r["main"] == "1", r["protocol"], r["upstream"], r["key"], r["note"], r["options"])
+             float(r["scale"]), "", 0, -1, r["main"] == "1", r["protocol"], r["upstream"], r["key"], r["note"], r["options"],
+             not_comparable=why.get((r["paper"], r["table"], r["metric"]), ""))
         for r in _read("upstream.csv")
     )
 
@@ -196,7 +208,7 @@ def published(benchmark: str, metric: str, statistic: str, signature: str = "") 
     """``(value x100, source)`` published for this benchmark, metric and statistic, or None.
 
     The metric's own paper wins; otherwise the first of PAC-S++, HICE-S, BRIDGE, PAC-S, VisCE2,
-    Polos, DENEB, Pearl, EXPERT, VELA (they copy each other's baseline rows); within a paper its
+    Polos, DENEB, Pearl, EXPERT, CAPTURE, CapArena, VELA (they copy each other's baseline rows); within a paper its
     comparison tables win over a table that repeats them. Backbone and ablation tables are not used.
     ``signature``: the run's benchmark signature; a cell whose loader options (LongCap-Arena's
     split and perspective, Nebula's scores) differ from the run's is not its published value."""

@@ -37,6 +37,8 @@ _STATS = {
     "activitynet-foil": r"accuracy_(no)?refs",
     "polaris": r"kendall_tau_[bc]",
     "nebula": r"kendall_tau_[bc]",
+    "detailcaps": r"pcc|one_minus_r2|kendall_tau_b|sample_tau",
+    "caparena": r"agreement(_level_[1-4])?|spearman_models|kendall_models",
     "longcap-arena": r"kendall_tau_[bc]",
 }
 
@@ -221,7 +223,7 @@ def reproduce(
                                 bootstrap=bootstrap, progress=progress, **extra)
             except CapevalError as exc:
                 first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                first = first.split(" (looked in")[0]  # the loader's search paths: too long for a cell
+                first = first.split(" (looked ")[0]  # the loader's search paths ("looked for ..."): too long for a cell
                 failed[(bench, opts)] = first if len(first) <= 120 else first[:117] + "..."
                 continue
             finally:

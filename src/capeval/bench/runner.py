@@ -346,6 +346,12 @@ def _score_benchmark(
             inputs: dict[str, Any] = {}
             if image_paths is not None and any("images" in specs[m].needs for m in members):
                 inputs["images"] = {k: image_paths[setting.items[k].image] for k in keys}
+            elif any("images" in specs[m].accepts and "images" not in specs[m].needs for m in members):
+                # metrics that identify an image by its name without reading it (CHAIR: the COCO
+                # file name) get the benchmark's image names when no image folder is in play
+                named = {k: setting.items[k].image for k in keys if setting.items[k].image}
+                if len(named) == len(keys):
+                    inputs["images"] = named
             if video_paths is not None and any("videos" in specs[m].needs for m in members):
                 inputs["videos"] = {k: video_paths[setting.items[k].video] for k in keys}
                 segs = {k: setting.items[k].segment for k in keys if setting.items[k].segment is not None}

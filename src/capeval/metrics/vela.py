@@ -1,30 +1,32 @@
 """VELA (Matsuda et al., EMNLP 2025, "VELA: An LLM-Hybrid-as-a-Judge Approach for Evaluating Long
 Image Captions"), run through the authors' own package.
 
-What VELA is. The paper (Section 3): an R2C-LLM branch feeds a prompt made of the candidate
-and the references to a text-only LLM (Qwen2.5-3B) in one forward pass and keeps
-``[mean_i h_i ; h_M]`` of the last hidden states; an I2C-Align branch takes Long-CLIP features of
-image and candidate and keeps ``[|h_img - h_cand| ; h_img * h_cand]``; a linear layer and a sigmoid
-give three scores (Descriptiveness, Relevance, Fluency). The released model (the regressor
-configuration the authors' group's kit lays over its VELA clone: ``VELARegressor``, ``Qwen/Qwen2.5-3B-Instruct`` with LoRA r=4, alpha=16
-on ``q_proj``/``v_proj``, Long-CLIP ``BeichenZhang/LongCLIP-L`` ``longclip-L.pt``, an 8-dimensional
-mode embedding, weights ``Ka2ukiMatsuda/vela`` ``vela_regressor.safetensors``) is told the
-perspective (``desc``, ``rel``, ``flu``) and returns one score per item.
+What VELA is. The paper (Section 3): an R2C-LLM branch feeds a prompt made of the candidate and
+the references to a text-only LLM (Qwen2.5-3B) in one forward pass and keeps ``[mean_i h_i ;
+h_M]`` of the last hidden states; an I2C-Align branch takes Long-CLIP features of image and
+candidate and keeps ``[|h_img - h_cand| ; h_img * h_cand]``; a linear layer and a sigmoid give
+three scores (Descriptiveness, Relevance, Fluency). The released model (the regressor
+configuration the authors' group's kit lays over its VELA clone: ``VELARegressor``,
+``Qwen/Qwen2.5-3B-Instruct`` with LoRA r=4, alpha=16 on ``q_proj``/``v_proj``, Long-CLIP
+``BeichenZhang/LongCLIP-L`` ``longclip-L.pt``, an 8-dimensional mode embedding, weights
+``Ka2ukiMatsuda/vela`` ``vela_regressor.safetensors``) is told the perspective (``desc``, ``rel``,
+``flu``) and returns one score per item.
 
 Why capeval runs the authors' code instead of a transcription: the model code of
 github.com/Ka2ukiMatsuda/VELA could not be read where this was written; the prompt (the paper's
 appendix), how the mode embedding enters the head, the features' normalisation and the
 checkpoint's parameter names are unknown, so a faithful re-implementation on capeval's Long-CLIP
-backbone and local-model path could not be made or checked. This scorer therefore drives the package exactly as the reproduction kit of the
-VELA authors' group does (github.com/YuigaWada/CaptionEvalKit-for-VLMs, ``capevalkit/metrics/
-vela_metric.py`` at 23f154b, VELA submodule at 75f4ff5): ``vela.load_pretrained_model(cfg_path=,
-device=)``, ``dataloader.vela_collate_fn.VELACollateFn(model.cfg, device=)`` over samples
-``{imgid, img (RGB), refs, cand, mode, score}``, ``model.move_batch_to_device``, ``model(**batch)``,
-the output clamped to [0, 1] (``clamp=True``, as the kit does; ``clamp=False`` keeps the raw
-output). Install it with ``git clone --recursive https://github.com/Ka2ukiMatsuda/VELA && pip
-install -e VELA`` and pass ``repo=`` (the clone; its ``configs/config.yaml`` is the default
-``config``, its relative paths are read from there). The weights are downloaded by the package.
-Item score in [0, 1], higher is better; system = mean of items.
+backbone and local-model path could not be made or checked. This scorer therefore drives the
+package exactly as the reproduction kit of the VELA authors' group does
+(github.com/YuigaWada/CaptionEvalKit-for-VLMs, ``capevalkit/metrics/vela_metric.py`` at 23f154b,
+VELA submodule at 75f4ff5): ``vela.load_pretrained_model(cfg_path=, device=)``,
+``dataloader.vela_collate_fn.VELACollateFn(model.cfg, device=)`` over samples ``{imgid, img (RGB),
+refs, cand, mode, score}``, ``model.move_batch_to_device``, ``model(**batch)``, the output clamped
+to [0, 1] (``clamp=True``, as the kit does; ``clamp=False`` keeps the raw output). Install it with
+``git clone --recursive https://github.com/Ka2ukiMatsuda/VELA && pip install -e VELA`` and pass
+``repo=`` (the clone; its ``configs/config.yaml`` is the default ``config``, its relative paths
+are read from there). The weights are downloaded by the package. Item score in [0, 1], higher is
+better; system = mean of items.
 """
 
 from __future__ import annotations
