@@ -104,11 +104,11 @@ def test_no_printed_number_of_a_stored_row_is_left_out(texts) -> None:
 def test_registry_shape_and_names() -> None:
     cells = pub.cells()
     assert {c.paper for c in cells} == set(pub.PAPERS)
-    keys = Counter((c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic) for c in cells)
+    keys = Counter((c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic, c.options) for c in cells)
     assert max(keys.values()) == 1, [k for k, n in keys.items() if n > 1][:5]
     benches = {"flickr8k-expert", "flickr8k-cf", "composite", "pascal-50s", "foil", "thumb", "vatex-eval",
                "activitynet-foil", "polaris", "nebula", "detailcaps", "caparena", "caparena-auto",
-               "amber"}
+               "amber", "longcap-arena"}
     assert {c.benchmark for c in cells} <= benches
     # capeval's names where capeval has the metric (the paper's "ROUGE" is rouge-l, "CIDEr" cider-d)
     assert {"bleu-1", "bleu-4", "rouge-l", "meteor", "cider-d", "spice", "clip-s", "pac-s++", "hice-s",
@@ -185,7 +185,8 @@ def test_upstream_values_are_those_of_their_repository_file() -> None:
     and the paper/table a kit file names is the stored note (so a typo or a wrong attribution fails);
     repositories without a local mirror are listed and skipped."""
     ups = [c for c in pub.cells() if c.upstream]
-    assert {c.benchmark for c in ups} == {"polaris", "nebula", "detailcaps", "caparena", "caparena-auto"}
+    assert {c.benchmark for c in ups} == {"polaris", "nebula", "detailcaps", "caparena", "caparena-auto",
+                                          "longcap-arena"}
     assert all(_UPSTREAM.match(c.upstream) for c in ups)
     bad, missing, checked = [], set(), 0
     for c in ups:
@@ -223,7 +224,7 @@ def test_markdown_and_html_keys_read_the_printed_cell() -> None:
 def test_upstream_attribution_and_protocol() -> None:
     """The paper of each upstream cell is the one its note names; Nebula cells say which test scores."""
     names = {"polos": ("Polos",), "deneb": ("DENEB",), "pearl": ("arXiv:2512.21582",), "expert": ("EXPERT",),
-             "capture": ("CAPTURE README",), "caparena": ("arXiv 2503.12329v1",)}
+             "capture": ("CAPTURE README",), "caparena": ("arXiv 2503.12329v1",), "vela": ("VELA",)}
     for c in (c for c in pub.cells() if c.upstream):
         assert any(n in c.note for n in names[c.paper]) and (f"Table {c.table}" in c.note or c.table == "readme"), c
         if c.benchmark == "nebula" and c.paper != "expert":

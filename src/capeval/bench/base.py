@@ -210,6 +210,7 @@ CATALOG: dict[str, str] = {
     "nebula": "capeval.bench.polaris:Nebula",
     "detailcaps": "capeval.bench.detailcaps:DetailCaps",
     "caparena": "capeval.bench.caparena:CapArena",
+    "longcap-arena": "capeval.bench.longcap_arena:LongCapArena",
 }
 
 _BENCHMARKS: dict[str, Benchmark] = {}

@@ -204,6 +204,11 @@ def download_benchmark(name: str, root: str | os.PathLike[str] | None = None, fo
             raise
     shutil.rmtree(base / ".downloads" / bench, ignore_errors=True)
     images = check_images(src, base) if src.images else ""
+    if src.unpack and not by_hand:
+        import importlib
+
+        module, _, func = src.unpack.partition(":")
+        images = getattr(importlib.import_module(module), func)(base)
     return {"benchmark": bench, "root": str(base), "files": files, "by_hand": by_hand, "images": images}
 
 
@@ -234,5 +239,5 @@ def present(name: str, root: str | os.PathLike[str] | None = None) -> bool:
     src = source(name)
     base = Path(root).expanduser() if root is not None else data_home()
     if src.hub:
-        return any((base / src.benchmark / "data").glob("test-*.parquet"))  # the default split
+        return any((base / src.benchmark).glob(src.default_files))  # the default split
     return all((base / rel).is_file() for f in src.files if not f.optional for rel in f.places)

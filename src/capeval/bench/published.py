@@ -1,6 +1,7 @@
 """The published-values registry: every human-correlation and accuracy number of the five papers
 (and, in ``upstream.csv``, the Polaris/Nebula values of four more, read from their authors' kit,
-and the DetailCaps/CapArena values of the CAPTURE README and the CapArena paper).
+VELA's LongCap-Arena values from the same kit, and the DetailCaps/CapArena values of the CAPTURE
+README and the CapArena paper).
 
 Plain data in ``capeval/data/published/`` (package data, reviewable against the papers):
 
@@ -22,8 +23,10 @@ Plain data in ``capeval/data/published/`` (package data, reviewable against the 
 - ``tolerances.csv``: how far ours may be from the published value per benchmark and metric
   kind (``text`` / ``learned``) and why.
 - ``upstream.csv``: the values of papers not in ../shared/papers, read from a repository file:
-  the Polaris and Nebula values of Polos, DENEB, Pearl = arXiv 2512.21582 and EXPERT as their
-  authors' reproduction kit transcribes them (written by tools/published_upstream.py), the
+  the Polaris and Nebula values of Polos, DENEB, Pearl = arXiv 2512.21582 and EXPERT and the
+  LongCap-Arena values of VELA (its Table 1: Test A / Test B x three perspectives, loader options
+  ``split``/``perspective``) as their authors' reproduction kit transcribes them (written by
+  tools/published_upstream.py), the
   CAPTURE README's DetailCaps consistency table and CapArena's Tables 2-3 (arXiv 2503.12329v1
   as an HTML rendering of the paper reproduces them): ``upstream``
   (``github:owner/repo@commit:path`` of the file), ``key`` (the value's place in that file: a
@@ -57,7 +60,7 @@ from importlib import resources
 from typing import Any
 
 PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2", "polos", "deneb", "pearl", "expert", "capture",
-          "caparena", "amber")
+          "caparena", "amber", "vela")
 
 CITATIONS = {
     "pac-s": "Sarto et al. 2023 (PAC-S, CVPR poster)",
@@ -72,18 +75,19 @@ CITATIONS = {
     "capture": "Dong et al. 2024 (CAPTURE / DetailCaps, arXiv 2405.19092)",
     "caparena": "Cheng et al. 2025 (CapArena, arXiv 2503.12329v1)",
     "amber": "Wang et al. 2023 (AMBER, arXiv:2311.07397)",
+    "vela": "Matsuda et al. 2025 (VELA, EMNLP)",
 }
 
 # the paper a metric comes from: its own number wins when several papers print one
 _OWN = {"pac-s": "pac-s", "ref-pac-s": "pac-s", "pac-s-video": "pac-s", "ref-pac-s-video": "pac-s",
         "pac-s++": "pac-s++", "ref-pac-s++": "pac-s++", "hice-s": "hice-s", "ref-hice-s": "hice-s",
         "bridge": "bridge", "visce2": "visce2", "visce2-vanilla": "visce2", "visce2-ref": "visce2",
-        "visce2-desc": "visce2", "polos": "polos", "expert": "expert", "capture": "capture"}
+        "visce2-desc": "visce2", "polos": "polos", "expert": "expert", "capture": "capture", "vela": "vela"}
 # tables whose rows repeat the paper's comparison tables and lose to them: VisCE2's Table 1 (textual
 # resources) prints its own row again, THumB w/ human R as .07 where the comparison Table 2 has .06
 _SECONDARY = {"visce2": ("1",)}
 _ORDER = ("pac-s++", "hice-s", "bridge", "pac-s", "visce2", "polos", "deneb", "pearl", "expert", "capture",
-          "caparena", "amber")
+          "caparena", "amber", "vela")
 
 
 @dataclass(frozen=True)
@@ -194,8 +198,9 @@ def select(papers: Iterable[str] | None = None, table: str | None = None) -> lis
 
 
 @cache
-def _best(benchmark: str, metric: str, statistic: str) -> Cell | None:
-    found = [c for c in cells() if c.main and (c.benchmark, c.metric, c.statistic) == (benchmark, metric, statistic)]
+def _best(benchmark: str, metric: str, statistic: str, run_options: tuple[tuple[str, str], ...] = ()) -> Cell | None:
+    found = [c for c in cells() if c.main and (c.benchmark, c.metric, c.statistic) == (benchmark, metric, statistic)
+             and _same_protocol(c, dict(run_options))]
     if not found:
         return None
     own = _OWN.get(metric)
@@ -203,13 +208,25 @@ def _best(benchmark: str, metric: str, statistic: str) -> Cell | None:
     return found[0]
 
 
-def published(benchmark: str, metric: str, statistic: str) -> tuple[float, str] | None:
+def _same_protocol(cell: Cell, run_options: dict[str, str]) -> bool:
+    """Whether a run with these loader options computed what the cell printed (no options known: any)."""
+    return not run_options or all(run_options.get(k) == v for k, v in cell.bench_options().items())
+
+
+def signature_options(signature: str) -> tuple[tuple[str, str], ...]:
+    """The ``key:value`` fields of a benchmark signature (the run's loader options among them)."""
+    return tuple((k, v) for k, _, v in (kv.partition(":") for kv in signature.split("|") if ":" in kv))
+
+
+def published(benchmark: str, metric: str, statistic: str, signature: str = "") -> tuple[float, str] | None:
     """``(value x100, source)`` published for this benchmark, metric and statistic, or None.
 
     The metric's own paper wins; otherwise the first of PAC-S++, HICE-S, BRIDGE, PAC-S, VisCE2,
-    Polos, DENEB, Pearl, EXPERT (they copy each other's baseline rows); within a paper its
-    comparison tables win over a table that repeats them. Backbone and ablation tables are not used."""
-    c = _best(benchmark, metric, statistic)
+    Polos, DENEB, Pearl, EXPERT, CAPTURE, CapArena, VELA (they copy each other's baseline rows); within a paper its
+    comparison tables win over a table that repeats them. Backbone and ablation tables are not used.
+    ``signature``: the run's benchmark signature; a cell whose loader options (LongCap-Arena's
+    split and perspective, Nebula's scores) differ from the run's is not its published value."""
+    c = _best(benchmark, metric, statistic, signature_options(signature))
     return None if c is None else (c.x100, c.source)
 
 
@@ -236,7 +253,7 @@ def beside(records: Iterable[Any]) -> list[dict[str, Any]]:
     value, as ``{benchmark, metric, statistic, capeval, published, delta, source}`` rows."""
     rows = []
     for r in records:
-        found = published(r.benchmark, r.metric, r.statistic)
+        found = published(r.benchmark, r.metric, r.statistic, getattr(r, "benchmark_signature", ""))
         if found is None:
             continue
         value = None if r.value is None or math.isnan(r.value) else float(r.value)

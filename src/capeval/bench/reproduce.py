@@ -41,6 +41,7 @@ _STATS = {
     "nebula": r"kendall_tau_[bc]",
     "detailcaps": r"pcc|one_minus_r2|kendall_tau_b|sample_tau",
     "caparena": r"agreement(_level_[1-4])?|spearman_models|kendall_models",
+    "longcap-arena": r"kendall_tau_[bc]",
 }
 
 # checkpoints of the checkpoint table each learned metric loads by default (registry defaults).
@@ -71,6 +72,7 @@ _OTHER_WEIGHTS = {
     "capture": "the FACTUAL parser and Sentence-BERT all-mpnet-base-v2 (capture)",
     **{f"amber-{m}": "NLTK's averaged perceptron tagger and spaCy's en_core_web_lg (amber)"
        for m in ("chair", "cover", "hal", "cog")},
+    "vela": "the VELA authors' package and checkpoint (docs/metrics/vela.md)",
 }
 
 
@@ -94,6 +96,7 @@ class Outcome:
     source: str = ""
     protocol: str = ""
     not_comparable: str = ""  # the registry's reason, when the published number is no target for ours
+    options: str = ""  # the benchmark loader options of the cell's protocol ("key=value;...")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,10 +126,24 @@ def kind(metric: str) -> str:
     return "text" if text and not {"images", "videos"} & set(spec.needs) else "learned"
 
 
+# metrics that run their authors' package (it loads its own weights): runnable where it imports
+_PACKAGES = {"vela": ("vela", "dataloader.vela_collate_fn")}
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def missing_weights(metric: str, directory: str | os.PathLike[str] | None = None) -> str | None:
     """What weights ``metric`` lacks here (checked in the checkpoint cache, nothing downloaded)."""
     if metric in _OTHER_WEIGHTS:
-        return _OTHER_WEIGHTS[metric]
+        packages = _PACKAGES.get(metric, ())
+        return None if packages and all(_importable(p) for p in packages) else _OTHER_WEIGHTS[metric]
     from capeval.models.clip.checkpoints import CHECKPOINTS
 
     for name in _WEIGHTS.get(metric, ()):
@@ -193,7 +210,7 @@ def reproduce(
     for c in cells:
         tol, _ = pub.tolerance(c.benchmark, kind(c.metric)) if c.metric in known else (None, "")
         o = Outcome(c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic, c.x100, tolerance=tol,
-                    source=c.source, protocol=c.protocol, not_comparable=c.not_comparable)
+                    source=c.source, protocol=c.protocol, not_comparable=c.not_comparable, options=c.options)
         o.status = _blocker(c, known, images, videos, checkpoints) or ""
         runs.append((c.benchmark, c.options))
         if not o.status:
@@ -264,7 +281,9 @@ HEAD = ("paper", "table", "benchmark", "metric", "statistic", "published", "ours
 
 def cells(o: Outcome) -> tuple[str, ...]:
     ci = "" if o.ci_low is None or o.ci_high is None else f"[{pub.fixed(o.ci_low)}, {pub.fixed(o.ci_high)}]"
-    return (o.paper, o.table, o.benchmark, o.metric, o.statistic, f"{o.published:.1f}",
+    # the loader options tell apart cells of one benchmark (LongCap-Arena's test sets and perspectives)
+    bench = f"{o.benchmark} ({o.options.replace(';', ' ')})" if o.options else o.benchmark
+    return (o.paper, o.table, bench, o.metric, o.statistic, f"{o.published:.1f}",
             "" if o.ours is None else pub.fixed(o.ours), ci,
             "" if o.difference is None else pub.fixed(o.difference, signed=True),
             "" if o.tolerance is None else f"{o.tolerance:g}", o.status)

@@ -87,7 +87,7 @@ class BenchRun(list):
         for r in self:
             ci = "" if r.ci_low is None or math.isnan(r.ci_low) else f"[{r.ci_low:.2f}, {r.ci_high:.2f}]"
             val = "nan" if math.isnan(r.value) else (f"{r.value:.0f}" if r.statistic.startswith("ties") else f"{r.value:.2f}")
-            found = published(r.benchmark, r.metric, r.statistic)
+            found = published(r.benchmark, r.metric, r.statistic, r.benchmark_signature)
             rows.append((r.benchmark, r.metric, r.statistic, val, ci, str(r.n), "" if found is None else f"{found[0]:.1f}"))
         widths = [max(len(row[i]) for row in rows) for i in range(7)]
         lines = []

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from capeval.bench import longcap_arena as lca
 from capeval.bench.detailcaps import DETAILCAPS_REVISION
 from capeval.bench.polaris import NEBULA_REVISION, POLARIS_REVISION
 from capeval.metrics.amber.annotations import COMMIT as AMBER_COMMIT, RELEASE as AMBER_RELEASE
@@ -56,6 +57,8 @@ class DataSource:
     # Hugging Face dataset (repo, revision, file patterns) whose matching files are listed at download time
     hub: tuple[str, str, tuple[str, ...]] | None = None
     images: str = ""  # how to get the images where a licence form stands in front of them
+    default_files: str = "data/test-*.parquet"  # a hub dataset's files the default protocol reads (glob)
+    unpack: str = ""  # "module:function(root) -> note" run after the download (images embedded in the files)
 
 
 _F8K_ZIP = "Flickr8k_text.zip"
@@ -156,6 +159,13 @@ SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
             "has no stable direct URL; put caparena_annots_eval.json at {root}/caparena/caparena_annots_eval.json")),),
         "Cheng et al. 2025, github.com/njucckevin/CapArena (data/eval)", "the CapArena repository's terms",
         note="images (data/eval/images) are not fetched: text metrics need none"),
+    DataSource("longcap-arena", (), f"huggingface.co/datasets/{lca.REPO} ({lca.REVISION}: no commit pinned)",
+               "BSD-3-Clause-Clear (the dataset card); images: SA-1B terms",
+               note="Parquet shards (images embedded) of Test A (dci_val) and Test B (dci_test), the three perspectives "
+                    "each, named by the hub listing; no sha256 published",
+               hub=(lca.REPO, lca.REVISION, tuple(lca.shard_prefix(s, p) for s in lca.SPLITS for p in lca.PERSPECTIVES)),
+               default_files=lca.shard_prefix("test-a", "desc") + "*.parquet",
+               unpack="capeval.bench.longcap_arena:extract_images"),
 )}
 
 #: annotation data read by metrics (not benchmarks of ``capeval bench``), by metric family
