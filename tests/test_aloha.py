@@ -237,7 +237,7 @@ def test_no_objects_items_are_errors_or_branch_values():
     kw = dict(embedder=cases.encode, spacy_model=cases.FakeNLP(), cache=None)
     res = ALOHa(backend=cases.ScriptedBackend(script), **kw).score({"a": "empty", "b": "a dog"},
                                                                     {"a": ["r"], "b": ["r"]})["aloha"]
-    assert "a" in res.extras["errors"] and "-inf" in res.extras["errors"]["a"] and res.skipped == ("a",)
+    assert "a" in res.extras["errors"] and "-inf" in res.extras["errors"]["a"]["error"] and res.skipped == ("a",)
     assert res.items["b"] == pytest.approx(1.0) and res.system == res.items["b"]
     assert res.extras["hallucinated"]["b"] == [] or res.items["b"] < 1.0
     res = ALOHa(backend=cases.ScriptedBackend(script), no_objects="branch", **kw).score(

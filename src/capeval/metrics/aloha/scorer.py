@@ -147,7 +147,7 @@ class ALOHa(ScorerBase):
         items: dict[str, float] = {}
         ex: dict[str, dict[str, Any]] = {k: {} for k in ("answers", "candidate_objects", "reference_objects",
                                                          "matches", "localized", "hallucinated")}
-        errors: dict[str, str] = {}
+        errors: dict[str, dict[str, str]] = {}
         for i in good:
             answer = {side: records[(i, side)]["answer"] for side in ("candidate", "references")}
             target = core.parse_objects(answer["candidate"], False, None, self.min_object_length)
@@ -162,8 +162,8 @@ class ALOHa(ScorerBase):
             if matches is None:
                 side = "the candidate" if next(core.combinations(target, self.empty_slots), None) is None \
                     else "the references"
-                errors[i] = (f"item {i!r}: no object combination in {side} (the official score is -inf); "
-                             "no_objects=branch scores it")
+                errors[i] = {"error": f"no object combination in {side}'s answer (the official score is -inf); "
+                                      "-O aloha.no_objects=branch scores it", "answer": answer["candidate"]}
                 continue
             items[i] = score
             ex["matches"][i] = matches
