@@ -151,4 +151,11 @@ SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
             "has no stable direct URL; put caparena_annots_eval.json at {root}/caparena/caparena_annots_eval.json")),),
         "Cheng et al. 2025, github.com/njucckevin/CapArena (data/eval)", "the CapArena repository's terms",
         note="images (data/eval/images) are not fetched: text metrics need none"),
+    DataSource("hat", (
+        DataFile("hat-trainval.json", ("https://raw.githubusercontent.com/DavidMChan/aloha/"
+                                       "7da6b90ebe392228ea532a84d78eab830c2b3cb2/data/hat-trainval.json",),
+                 place="hat/hat-trainval.json", size="0.5 MB"),),
+        "Petryk*, Chan* et al. 2024, github.com/DavidMChan/aloha (data/hat-trainval.json)",
+        "the ALOHa repository's terms; COCO captions CC BY 4.0",
+        note="images (COCO val2014) are not fetched: text metrics need none"),
 )}

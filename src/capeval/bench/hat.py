@@ -1,0 +1,154 @@
+"""HAT (Petryk*, Chan* et al., NAACL 2024, the HAllucination Test of "ALOHa: A New Measure for
+Hallucination in Captioning Models"): MS COCO captions annotated by experts for hallucinations,
+as a benchmark of how well a metric detects and localizes them.
+
+Release read here: ``hat/hat-trainval.json`` (DavidMChan/aloha ``data/hat-trainval.json``, 400
+captions, 135 with a hallucination), a JSON list of samples with the keys this loader reads:
+``sample_id``, ``caption``, ``references`` (the image's COCO captions), ``image_path`` (a COCO
+val2014 file name), ``contains_hallucination`` (true/false) and ``grounding`` (``[[word, is
+hallucinated], ...]`` over the caption's space-separated words). The paper's test split is not
+in the repository; this is the released split.
+
+Statistics (the paper's protocol, Sec. 4; the repository ships no evaluation script, so the
+details below are ours and named as such):
+
+- ``ap`` (headline): average precision x100 of detecting the captions with a hallucination,
+  ranked by the metric's score, lowest first (lower ALOHa / CLIPScore = more likely
+  hallucinated; a lower-is-better metric is negated by the runner first). AP is the step-wise
+  sum over distinct thresholds of (recall gain) x precision, as ``sklearn.metrics.
+  average_precision_score``; NaN when a score is missing (an error item).
+- ``la``: localization accuracy x100 over the captions with a hallucination: the share whose
+  localized object (the metric's per-item ``localized`` extra: ALOHa's lowest-ALOHa_o object)
+  names a hallucinated word of the grounding. Our rule: an object word matches a caption word
+  (lower-cased, stripped of punctuation) when equal, or when the caption word is its plural
+  (``+s``, ``+es``, ``y`` -> ``ies``): the LLM gives singular objects. Only for metrics that
+  localize; a caption without a localized object counts as wrong.
+
+ALOHa's protocol option here: ``no_objects="branch"`` (a caption whose LLM answer lists no
+object scores 0.0, the value of the official ``_compute_alohao_scores`` branch, instead of the
+official ``-inf`` that no AP can rank); ``-O aloha.no_objects=error`` restores the default.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from capeval.bench._common import count_spec
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
+
+ALOHA_COMMIT = "7da6b90ebe392228ea532a84d78eab830c2b3cb2"
+ANNOTATIONS = "hat/hat-trainval.json"
+_KEYS = ("sample_id", "caption", "references", "image_path", "contains_hallucination", "grounding")
+
+
+def average_precision(positive: np.ndarray, score: np.ndarray) -> float:
+    """AP of ``positive`` (bool) ranked by ``score`` (higher = more likely positive): sum over
+    distinct thresholds, high to low, of (recall_k - recall_{k-1}) * precision_k (sklearn's
+    rule: tied scores enter together). NaN without positives or with a NaN score."""
+    pos, sc = np.asarray(positive, bool), np.asarray(score, float)
+    if sc.size == 0 or np.isnan(sc).any() or not pos.any():
+        return float("nan")
+    order = np.argsort(-sc, kind="mergesort")
+    sc, pos = sc[order], pos[order]
+    last = np.r_[np.flatnonzero(np.diff(sc)), sc.size - 1]  # the last index of each distinct score
+    tp = np.cumsum(pos)[last]
+    precision = tp / (last + 1)
+    recall = tp / pos.sum()
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
+def _norm(word: str) -> str:
+    return word.lower().strip(string.punctuation + " ")
+
+
+def names_word(obj: str, word: str) -> bool:
+    """Whether an object word names a caption word: equal, or the caption word is its plural."""
+    o, w = _norm(obj), _norm(word)
+    if not o or not w:
+        return False
+    return w in (o, o + "s", o + "es") or (o.endswith("y") and w == o[:-1] + "ies")
+
+
+def localized_right(obj: str | None, grounding: list[tuple[str, bool]]) -> bool:
+    if not obj:
+        return False
+    bad = [w for w, flag in grounding if flag]
+    return any(names_word(o, w) for o in obj.split() for w in bad)
+
+
+class HAT(Benchmark):
+    name = "hat"
+    title = "HAT (HAllucination Test, trainval)"
+    citation = "Petryk*, Chan* et al. 2024, ALOHa: A New Measure for Hallucination in Captioning Models (NAACL)"
+    protocol = ("Each caption of hat-trainval.json scored with its COCO references (and image). ap: average "
+                "precision x100 of the captions with a hallucination ranked by the metric's score, lowest first; "
+                "la: x100 share of those captions whose localized object names a hallucinated word of the grounding.")
+    protocol_id = "aloha-hat-v1"
+    files = {ANNOTATIONS: "18abffb627ef6eb8252e21e2e9bfe55d6431f91056467179d7d17ad87ff8969f"}
+    human_label = "contains hallucination (1) or not (0)"
+    wants_extras: ClassVar[bool] = True
+
+    def load(self, root: Path, seed: int = 0, **options: Any) -> Loaded:
+        path = self.path(root, ANNOTATIONS)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise malformed(path, "JSON", str(exc)) from None
+        if not isinstance(data, list):
+            raise malformed(path, "top level", "expected a list of samples")
+        items: dict[str, ScoreItem] = {}
+        rows = []
+        for n, s in enumerate(data):
+            if not isinstance(s, dict) or not set(_KEYS) <= set(s):
+                raise malformed(path, f"sample {n}", f"expected the keys {', '.join(_KEYS)}")
+            sid = str(s["sample_id"])
+            if sid in items:
+                raise malformed(path, f"sample {n}", f"sample_id {sid!r} occurs twice")
+            refs = s["references"]
+            if not isinstance(s["caption"], str) or not isinstance(refs, list) or not refs or \
+                    not all(isinstance(r, str) for r in refs):
+                raise malformed(path, f"sample {sid}", "caption must be text and references a non-empty list of text")
+            if not isinstance(s["contains_hallucination"], bool):
+                raise malformed(path, f"sample {sid}", "contains_hallucination must be true or false")
+            try:
+                grounding = [(str(w), bool(flag)) for w, flag in s["grounding"] if isinstance(flag, bool)]
+            except (TypeError, ValueError):
+                grounding = None
+            if grounding is None or len(grounding) != len(s["grounding"]):
+                raise malformed(path, f"sample {sid}", "grounding must be [[word, true/false], ...]")
+            items[sid] = ScoreItem(collapse(s["caption"]), tuple(collapse(r) for r in refs), image=str(s["image_path"]))
+            rows.append((sid, s["contains_hallucination"], grounding))
+        if not items:
+            raise malformed(path, "top level", "no samples")
+        info = {"captions": len(rows), "with_hallucination": sum(r[1] for r in rows)}
+        files = self.checksum_files(root, {ANNOTATIONS: path}, info)
+        return Loaded(self, {"all": Setting("all", items, description="COCO references")}, rows, files, info, root,
+                      metric_options={"aloha": {"no_objects": "branch"}})
+
+    def statistics(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> list[StatSpec]:
+        if "all" not in scores:
+            return []
+        rows = loaded.data
+        sc = np.asarray(scores["all"], float)
+        positive = np.array([r[1] for r in rows], bool)
+        out = [StatSpec("ap", lambda u: 100.0 * average_precision(positive[u] if u is not None else positive,
+                                                                     -(sc[u] if u is not None else sc)),
+                        n=len(rows), n_units=len(rows), setting="all", headline=True)]
+        localized = (loaded.extras.get("all") or {}).get("localized")
+        if isinstance(localized, Mapping):
+            keys = list(loaded.settings["all"].items)
+            right = np.array([localized_right(localized.get(k), g) for k, (_, _, g) in zip(keys, rows)], float)
+            hal = np.flatnonzero(positive)
+
+            def la(units: np.ndarray | None) -> float:
+                sel = hal if units is None else units[positive[units]]
+                return 100.0 * float(right[sel].mean()) if sel.size else float("nan")
+
+            out.append(StatSpec("la", la, n=int(hal.size), n_units=len(rows), setting="all"))
+            out.append(count_spec("localized", float(sum(v is not None for v in localized.values())), len(rows), "all"))
+        return out
