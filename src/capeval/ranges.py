@@ -121,7 +121,9 @@ METRIC_RANGES: dict[str, dict[str, Range]] = {
     "aloha": {**{k: r for k, r in _JUDGE.items() if k != "top_logprobs"},
               "min_object_length": Range(0, 10**6, integer=True, source="DavidMChan/aloha metrics/aloha.py "
                                                                         "min_object_length=3 (characters of a line)"),
-              "threshold": Range(-1, 1, source="a cosine (ALOHa_o) below which an object is listed as hallucinated")},
+              "threshold": Range(-1, 1, source="a cosine (ALOHa_o) below which an object is listed as hallucinated"),
+              "detector_threshold": Range(0, 1, source="DETR score above which a detection is kept; "
+                                                       "utils/object_detections.py uses 0.9")},
     "bridge": {"w": _W},
     "spice": {"max_words": Range(1, 10**7, integer=True, source="capeval's bound on a caption's length (SPICE's "
                                                                  "parser has none); items over it are reported")},

@@ -24,7 +24,7 @@ HALLUCINATION_SPECS: list[dict[str, Any]] = [
                      "per item: of the caption), as LisaAnne/Hallucination's chair.py; lower is better",
          **_CHAIR_COMMON),
     dict(name="aloha", factory="capeval.metrics.aloha.scorer:ALOHa", group="aloha", needs=frozenset({"references"}),
-         accepts=frozenset({"references", "skip_bad_items"}), range=(-1.0, 1.0), extra="aloha", reference=_ALOHA,
+         accepts=frozenset({"references", "images", "skip_bad_items"}), range=(-1.0, 1.0), extra="aloha", reference=_ALOHA,
          in_all=False,
          description="ALOHa: an LLM (any OpenAI-compatible server) lists the objects of the candidate and of the "
                      "references, Hungarian matching on MPNet cosines; min over candidate objects of the matched "

@@ -13,7 +13,9 @@ official ``np.nanmean``).
 Detections: the official ``aloha`` metric adds a sample's ``"detections"`` list (labels) to its
 reference objects; its CLI fills them with DETR (``facebook/detr-resnet-50``, threshold 0.9,
 ``--add-detections``). Give them as ``detections=FILE`` (JSON ``{id: [label, ...]}``, the
-``detections`` field of the released sample layout) or a mapping. Without them the references
+``detections`` field of the released sample layout) or a mapping, or have them computed by that
+DETR here (``detector="detr"``, ``detector_model``, ``detector_threshold`` 0.9; needs the
+images). Without them the references
 alone are used (what the official code does without ``--add-detections``: the detector it builds
 for an image path is run but its labels are never added, a bug kept out of the way).
 
@@ -40,6 +42,7 @@ from capeval.judges.backends import Request
 from capeval.judges.cache import open_cache
 from capeval.judges.openai_compat import OpenAICompat
 from capeval.metrics.aloha import core, prompts
+from capeval.metrics.aloha.detect import DETR, THRESHOLD, Detector
 from capeval.metrics.aloha.models import EMBEDDER, SPACY_MODEL, SentenceSimilarity, spacy_root_noun
 from capeval.result import MetricResult, Report, Signature
 from capeval.scorer import ScorerBase
@@ -68,7 +71,8 @@ class ALOHa(ScorerBase):
     ``cache``; ``embedder`` (sentence-transformers name or folder, or a callable ``list[str] ->
     array``); ``spacy_model`` (name, folder or a loaded ``nlp``); ``detections``; ``aggregate``
     ``min`` (``mean``: the official option); ``unmatched``, ``no_objects``, ``empty_slots`` (quirk options, see
-    :mod:`.core`); ``min_object_length`` 3; ``threshold`` (None) for ``hallucinated``.
+    :mod:`.core`); ``min_object_length`` 3; ``threshold`` (None) for ``hallucinated``;
+    ``detector`` (None or ``"detr"``), ``detector_model``, ``detector_threshold``.
     """
 
     produces: ClassVar[tuple[str, ...]] = ("aloha",)
@@ -82,7 +86,8 @@ class ALOHa(ScorerBase):
                  spacy_model: Any = SPACY_MODEL, detections: Any = None, aggregate: str = "min",
                  unmatched: str = "official", no_objects: str = "error", empty_slots: str = "truncate",
                  min_object_length: int = 3,
-                 threshold: float | None = None, device: str = "cpu", max_response_mb: float = 16.0):
+                 threshold: float | None = None, detector: str | None = None, detector_model: str = DETR,
+                 detector_threshold: float = THRESHOLD, device: str = "cpu", max_response_mb: float = 16.0):
         self.metrics = self._select(metrics)
         jopt.check_choice(self.label, "aggregate", aggregate, core.AGGREGATES)
         jopt.check_choice(self.label, "unmatched", unmatched, core.UNMATCHED)
@@ -109,6 +114,11 @@ class ALOHa(ScorerBase):
         self._spacy = spacy_model
         self._root: Callable[[str], str | None] | None = None
         self.detections = _load_detections(detections)
+        jopt.check_choice(self.label, "detector", detector, (None, "detr"))
+        jopt.check_range(self.label, "detector_threshold", detector_threshold)
+        if detector is not None and self.detections is not None:
+            raise InputError("aloha: give detections=FILE or detector=detr, not both")
+        self.detector = Detector(detector_model, detector_threshold, device) if detector else None
         self.aggregate, self.unmatched, self.no_objects = aggregate, unmatched, no_objects
         self.empty_slots = empty_slots
         self.min_object_length, self.threshold = min_object_length, threshold
@@ -120,10 +130,14 @@ class ALOHa(ScorerBase):
         return self._root(text)
 
     def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
-              *, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
-        """Score ``{id: caption}`` against ``{id: [reference, ...]}``."""
+              *, images: Mapping[Any, Any] | None = None, skip_bad_items: bool = False,
+              progress: bool | None = False) -> Report:
+        """Score ``{id: caption}`` against ``{id: [reference, ...]}`` (``images``: ``{id: path}``,
+        read only with ``detector="detr"``)."""
         if references is None:
             raise InputError("aloha needs references")
+        if self.detector is not None and images is None:
+            raise InputError("aloha detector=detr needs the images (--images DIR)")
         cands = normalize_candidates(candidates, allow_empty=True)
         refs = normalize_references(references)
         check_same_ids(cands, refs)
@@ -136,6 +150,13 @@ class ALOHa(ScorerBase):
         good = [i for i in ids if i not in bad]
         if not good:
             raise InputError("no usable items: every item was skipped")
+        detections = self.detections
+        if self.detector is not None:
+            paths = {str(k): v for k, v in dict(images or {}).items()}
+            missing = [i for i in good if i not in paths]
+            if missing:
+                raise InputError(f"aloha detector=detr: item {missing[0]!r} has no image", missing[0])
+            detections = self.detector.detect({i: paths[i] for i in good})
         ident, dec = self.backend.identity(), self.backend.decoding()
         wanted = {}
         for i in good:
@@ -152,8 +173,9 @@ class ALOHa(ScorerBase):
             answer = {side: records[(i, side)]["answer"] for side in ("candidate", "references")}
             target = core.parse_objects(answer["candidate"], False, None, self.min_object_length)
             ref_slots = core.parse_objects(answer["references"], True, self.root_noun, self.min_object_length)
-            if self.detections is not None:
-                ref_slots += [[d] for d in core.dedupe(self.detections[i])]
+            if detections is not None:
+                ref_slots += [[d] for d in core.dedupe(detections[i])]
+                ex.setdefault("detections", {})[i] = detections[i]
             how = (self.similarity, self.aggregate, self.unmatched, self.empty_slots)
             score, matches = core.best(target, ref_slots, *how)
             if matches is None and self.no_objects == "branch":
@@ -203,6 +225,8 @@ class ALOHa(ScorerBase):
 
     @property
     def _detections_id(self) -> str:
+        if self.detector is not None:
+            return f"detr:{self.detector.name}@{self.detector.threshold:g}"
         if self.detections is None:
             return "none"
         blob = json.dumps(self.detections, sort_keys=True).encode("utf-8")
