@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from capeval.errors import InputError
-from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references, raise_bad_items
 from capeval.judges import options as jopt
 from capeval.judges.backends import Request
 from capeval.judges.cache import open_cache
@@ -134,22 +133,13 @@ class ALOHa(ScorerBase):
               progress: bool | None = False) -> Report:
         """Score ``{id: caption}`` against ``{id: [reference, ...]}`` (``images``: ``{id: path}``,
         read only with ``detector="detr"``)."""
-        if references is None:
-            raise InputError("aloha needs references")
-        if self.detector is not None and images is None:
+        if self.detector is not None and images is None and references is not None:
             raise InputError("aloha detector=detr needs the images (--images DIR)")
-        cands = normalize_candidates(candidates, allow_empty=True)
-        refs = normalize_references(references)
-        check_same_ids(cands, refs)
-        ids = list(cands)
-        bad = {i: f"item {i!r}: caption is empty" for i in ids if not cands[i].strip()}
-        if self.detections is not None:
-            bad.update({i: f"item {i!r}: no entry in the detections" for i in ids
-                        if i not in self.detections and i not in bad})
-        raise_bad_items(ids, bad, skip_bad_items)
-        good = [i for i in ids if i not in bad]
-        if not good:
-            raise InputError("no usable items: every item was skipped")
+        dets = self.detections
+        cands, refs, ids, good = jopt.text_inputs(
+            "aloha", candidates, references, skip_bad_items,
+            None if dets is None else lambda ids: {i: f"item {i!r}: no entry in the detections" for i in ids
+                                                   if i not in dets})
         detections = self.detections
         if self.detector is not None:
             paths = {str(k): v for k, v in dict(images or {}).items()}
@@ -193,7 +183,7 @@ class ALOHa(ScorerBase):
             ex["hallucinated"][i] = self._hallucinated(score, matches, ex["localized"][i])
         extras: dict[str, Any] = {**ex, "errors": errors, "n_errors": len(errors), "generated": generated,
                                   "cached": cached}
-        skipped = [i for i in ids if i in bad] + [i for i in good if i not in items]
+        skipped = [i for i in ids if i not in good] + [i for i in good if i not in items]
         system = math.fsum(items.values()) / len(items) if items else math.nan
         return Report([MetricResult(metric="aloha", system=system, items=items, signature=self.signature(refs),
                                     extras=extras, skipped=tuple(skipped))])
@@ -216,9 +206,7 @@ class ALOHa(ScorerBase):
                                   "no_objects": self.no_objects, "empty_slots": self.empty_slots,
                                   "min_object_length": self.min_object_length,
                                   "detections": self._detections_id, "threshold": self.threshold}
-        if refs:
-            n = [len(r) for r in refs.values()]
-            params["nrefs"] = str(min(n)) if min(n) == max(n) else f"{min(n)}-{max(n)}"
+        params["nrefs"] = jopt.nrefs(refs)
         if versions:
             params["versions"] = versions
         return Signature.build("aloha", **params)
