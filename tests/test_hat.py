@@ -118,3 +118,42 @@ def test_random_order_does_not_change_ap():
     s = np.array([rng.random() for _ in range(31)])
     perm = np.random.default_rng(2).permutation(31)
     assert average_precision(y, s) == average_precision(y[perm], s[perm])
+
+
+def write_nocaps_foil(root: Path) -> None:
+    """nocaps-foil/nocaps-val-foil.json in the released layout."""
+    rows = [{"image_path": f"{k:016x}.jpg", "references": [f"a {w} on the grass", f"the {w} is small"],
+             "baseline": f"A {w} on the grass.", "foil": f"A {f} on the grass.", "replacement": [w, f],
+             "domain": d}
+            for k, (w, f, d) in enumerate([("dog", "cat", "in-domain"), ("car", "bus", "near-domain"),
+                                           ("kite", "tree", "out-domain"), ("man", "woman", "near-domain")])]
+    (root / "nocaps-foil").mkdir(parents=True, exist_ok=True)
+    (root / "nocaps-foil" / "nocaps-val-foil.json").write_text(json.dumps(rows))
+
+
+def test_bench_nocaps_foil_with_aloha(tmp_path):
+    write_nocaps_foil(tmp_path)
+    rows = json.loads((tmp_path / "nocaps-foil" / "nocaps-val-foil.json").read_text())
+    script = {}
+    for r in rows:
+        w, f = r["replacement"]
+        script[prompts.candidate_turn(r["baseline"])] = f"- {w}\n- grass"
+        script[prompts.candidate_turn(r["foil"])] = f"- {f}\n- grass"
+        script[prompts.references_turn(r["references"])] = f"- {w}\n- grass"
+    opts = {"aloha": {"backend": cases.ScriptedBackend(script), "embedder": cases.encode,
+                      "spacy_model": cases.FakeNLP(), "cache": None}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = cb.run(["nocaps-foil"], ["aloha"], data_root=tmp_path, bootstrap=0, options=opts)
+    rec = {r.statistic: r for r in res}
+    # a baseline matches its references exactly (ALOHa 1), a foil does not: every foil ranks first
+    assert rec["ap"].value == pytest.approx(100.0) and rec["ap"].n == 8
+    assert rec["ap_near-domain"].n == 4 and rec["ap_in-domain"].value == pytest.approx(100.0)
+    # the foil word is the foil's only non-matching object unless its random cosine beats "grass"
+    scorer_opts = dict(opts["aloha"], backend=cases.ScriptedBackend(script))
+    from capeval.metrics.aloha.scorer import ALOHa
+
+    out = ALOHa(**scorer_opts).score({str(k): r["foil"] for k, r in enumerate(rows)},
+                                     {str(k): r["references"] for k, r in enumerate(rows)})["aloha"]
+    want = [out.extras["localized"][str(k)] == r["replacement"][1] for k, r in enumerate(rows)]
+    assert rec["la"].value == pytest.approx(100 * sum(want) / 4) and rec["la"].n == 4

@@ -217,6 +217,7 @@ CATALOG: dict[str, str] = {
     "detailcaps": "capeval.bench.detailcaps:DetailCaps",
     "caparena": "capeval.bench.caparena:CapArena",
     "hat": "capeval.bench.hat:HAT",
+    "nocaps-foil": "capeval.bench.hat:NocapsFoil",
 }
 
 _BENCHMARKS: dict[str, Benchmark] = {}

@@ -1,6 +1,8 @@
-"""HAT (Petryk*, Chan* et al., NAACL 2024, the HAllucination Test of "ALOHa: A New Measure for
-Hallucination in Captioning Models"): MS COCO captions annotated by experts for hallucinations,
-as a benchmark of how well a metric detects and localizes them.
+"""HAT and nocaps-FOIL (Petryk*, Chan* et al., NAACL 2024, "ALOHa: A New Measure for
+Hallucination in Captioning Models"): captions with known hallucinations, as benchmarks of how
+well a metric detects and localizes them.
+
+HAT, the HAllucination Test: MS COCO captions annotated by experts for hallucinations.
 
 Release read here: ``hat/hat-trainval.json`` (DavidMChan/aloha ``data/hat-trainval.json``, 400
 captions, 135 with a hallucination), a JSON list of samples with the keys this loader reads:
@@ -24,7 +26,14 @@ details below are ours and named as such):
   (``+s``, ``+es``, ``y`` -> ``ies``): the LLM gives singular objects. Only for metrics that
   localize; a caption without a localized object counts as wrong.
 
-ALOHa's protocol option here: ``no_objects="branch"`` (a caption whose LLM answer lists no
+nocaps-FOIL (``nocaps-foil/nocaps-val-foil.json``, the repository's ``data/nocaps-val-foil.json``,
+2,500 nocaps val images): per image a ``baseline`` caption and its ``foil`` (one object word
+replaced: ``replacement = [original, foil]``), the image's ``references`` and its ``domain``
+(in-, near-, out-domain). Both captions are scored; ``ap`` ranks all of them (the foils are the
+hallucinated ones), ``la`` asks the foil's localized object to name the foil word; both overall
+(headline ``ap``) and per domain (``ap_in-domain``, ...).
+
+ALOHa's protocol option in both: ``no_objects="branch"`` (a caption whose LLM answer lists no
 object scores 0.0, the value of the official ``_compute_alohao_scores`` branch, instead of the
 official ``-inf`` that no AP can rank); ``-O aloha.no_objects=error`` restores the default.
 """
@@ -43,6 +52,9 @@ from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, 
 
 ALOHA_COMMIT = "7da6b90ebe392228ea532a84d78eab830c2b3cb2"
 ANNOTATIONS = "hat/hat-trainval.json"
+NOCAPS_FOIL = "nocaps-foil/nocaps-val-foil.json"
+DOMAINS = ("in-domain", "near-domain", "out-domain")
+_FOIL_KEYS = ("image_path", "references", "baseline", "foil", "replacement", "domain")
 _KEYS = ("sample_id", "caption", "references", "image_path", "contains_hallucination", "grounding")
 
 
@@ -134,21 +146,87 @@ class HAT(Benchmark):
         if "all" not in scores:
             return []
         rows = loaded.data
-        sc = np.asarray(scores["all"], float)
         positive = np.array([r[1] for r in rows], bool)
-        out = [StatSpec("ap", lambda u: 100.0 * average_precision(positive[u] if u is not None else positive,
-                                                                     -(sc[u] if u is not None else sc)),
-                        n=len(rows), n_units=len(rows), setting="all", headline=True)]
-        localized = (loaded.extras.get("all") or {}).get("localized")
-        if isinstance(localized, Mapping):
-            keys = list(loaded.settings["all"].items)
-            right = np.array([localized_right(localized.get(k), g) for k, (_, _, g) in zip(keys, rows)], float)
-            hal = np.flatnonzero(positive)
+        return detection_stats(loaded, scores["all"], positive, [r[2] for r in rows], "", headline=True)
 
-            def la(units: np.ndarray | None) -> float:
-                sel = hal if units is None else units[positive[units]]
-                return 100.0 * float(right[sel].mean()) if sel.size else float("nan")
 
-            out.append(StatSpec("la", la, n=int(hal.size), n_units=len(rows), setting="all"))
-            out.append(count_spec("localized", float(sum(v is not None for v in localized.values())), len(rows), "all"))
+def detection_stats(loaded: Loaded, scores: np.ndarray, positive: np.ndarray, groundings: list[Any], suffix: str,
+                    headline: bool = False, rows: np.ndarray | None = None) -> list[StatSpec]:
+    """``ap``/``la``/``localized`` over ``rows`` (all when None) of the setting ``all``."""
+    sel = np.arange(len(positive)) if rows is None else np.asarray(rows)
+    sc = -np.asarray(scores, float)[sel]  # lowest score first: the most likely hallucinated
+    pos = positive[sel]
+    out = [StatSpec("ap" + suffix, lambda u: 100.0 * average_precision(pos if u is None else pos[u],
+                                                                       sc if u is None else sc[u]),
+                    n=int(sel.size), n_units=int(sel.size), setting="all", headline=headline)]
+    localized = (loaded.extras.get("all") or {}).get("localized")
+    if isinstance(localized, Mapping):
+        keys = list(loaded.settings["all"].items)
+        right = np.array([localized_right(localized.get(keys[k]), groundings[k]) for k in sel], float)
+        hal = np.flatnonzero(pos)
+
+        def la(units: np.ndarray | None) -> float:
+            chosen = hal if units is None else units[pos[units]]
+            return 100.0 * float(right[chosen].mean()) if chosen.size else float("nan")
+
+        out.append(StatSpec("la" + suffix, la, n=int(hal.size), n_units=int(sel.size), setting="all"))
+        if not suffix:
+            out.append(count_spec("localized", float(sum(localized.get(k) is not None for k in keys)), len(keys),
+                                  "all"))
+    return out
+
+
+class NocapsFoil(Benchmark):
+    name = "nocaps-foil"
+    title = "nocaps-FOIL (nocaps val, one object word replaced)"
+    citation = HAT.citation
+    protocol = ("Each baseline caption and its foil of nocaps-val-foil.json scored with the image's references. ap: "
+                "average precision x100 of the foils among all captions ranked by the metric's score, lowest "
+                "first; la: x100 share of foils whose localized object names the foil word; overall and per domain.")
+    protocol_id = "aloha-nocaps-foil-v1"
+    files = {NOCAPS_FOIL: "ec15966bbaf4ba7faa5cb3eb6a5ebbd4b38bc3345de42b7f0e5f6cc333f642ca"}
+    human_label = "foil (1) or original (0)"
+    wants_extras: ClassVar[bool] = True
+
+    def load(self, root: Path, seed: int = 0, **options: Any) -> Loaded:
+        path = self.path(root, NOCAPS_FOIL)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise malformed(path, "JSON", str(exc)) from None
+        if not isinstance(data, list) or not data:
+            raise malformed(path, "top level", "expected a non-empty list of samples")
+        items: dict[str, ScoreItem] = {}
+        rows = []
+        for n, s in enumerate(data):
+            if not isinstance(s, dict) or not set(_FOIL_KEYS) <= set(s):
+                raise malformed(path, f"sample {n}", f"expected the keys {', '.join(_FOIL_KEYS)}")
+            refs, rep = s["references"], s["replacement"]
+            texts = [s["baseline"], s["foil"], *(refs if isinstance(refs, list) else [None])]
+            if not isinstance(refs, list) or not refs or not all(isinstance(t, str) for t in texts):
+                raise malformed(path, f"sample {n}", "baseline, foil must be text and references a non-empty list of text")
+            if not (isinstance(rep, list) and len(rep) == 2 and all(isinstance(w, str) for w in rep)):
+                raise malformed(path, f"sample {n}", "replacement must be [original word, foil word]")
+            if s["domain"] not in DOMAINS:
+                raise malformed(path, f"sample {n}", f"domain must be one of {', '.join(DOMAINS)}")
+            r = tuple(collapse(x) for x in refs)
+            items[f"{n}/baseline"] = ScoreItem(collapse(s["baseline"]), r, image=str(s["image_path"]))
+            items[f"{n}/foil"] = ScoreItem(collapse(s["foil"]), r, image=str(s["image_path"]))
+            rows.append((s["domain"], rep[1]))
+        info = {"pairs": len(rows), **{d: sum(r[0] == d for r in rows) for d in DOMAINS}}
+        files = self.checksum_files(root, {NOCAPS_FOIL: path}, info)
+        return Loaded(self, {"all": Setting("all", items, description="nocaps references")}, rows, files, info, root,
+                      metric_options={"aloha": {"no_objects": "branch"}})
+
+    def statistics(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> list[StatSpec]:
+        if "all" not in scores:
+            return []
+        rows = loaded.data
+        positive = np.tile([False, True], len(rows))  # items alternate baseline, foil
+        groundings = [g for _, word in rows for g in ([], [(w, True) for w in word.split()])]
+        domains = np.repeat([d for d, _ in rows], 2)
+        out = detection_stats(loaded, scores["all"], positive, groundings, "", headline=True)
+        for d in DOMAINS:
+            out += detection_stats(loaded, scores["all"], positive, groundings, "_" + d,
+                                   rows=np.flatnonzero(domains == d))
         return out

@@ -65,6 +65,7 @@ _OTHER_WEIGHTS = {
     "clair": "an LLM server (clair)", "fleur": "the LLaVA VLM of fleur", "ref-fleur": "the LLaVA VLM of fleur",
     "expert": "EXPERT's LLaVA LoRA, converted (docs/judges.md)",
     "capture": "the FACTUAL parser and Sentence-BERT all-mpnet-base-v2 (capture)",
+    "aloha": "an LLM server, Sentence-BERT all-mpnet-base-v2 and spaCy en_core_web_lg (aloha)",
 }
 
 

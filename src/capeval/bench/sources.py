@@ -158,4 +158,11 @@ SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
         "Petryk*, Chan* et al. 2024, github.com/DavidMChan/aloha (data/hat-trainval.json)",
         "the ALOHa repository's terms; COCO captions CC BY 4.0",
         note="images (COCO val2014) are not fetched: text metrics need none"),
+    DataSource("nocaps-foil", (
+        DataFile("nocaps-val-foil.json", ("https://raw.githubusercontent.com/DavidMChan/aloha/"
+                                          "7da6b90ebe392228ea532a84d78eab830c2b3cb2/data/nocaps-val-foil.json",),
+                 place="nocaps-foil/nocaps-val-foil.json", size="2.5 MB"),),
+        "Petryk*, Chan* et al. 2024, github.com/DavidMChan/aloha (data/nocaps-val-foil.json)",
+        "the ALOHa repository's terms; nocaps annotations: the nocaps terms",
+        note="images (nocaps val, Open Images) are not fetched: text metrics need none"),
 )}
