@@ -266,3 +266,15 @@ def test_missing_detections_entry_names_the_item():
                    cache=None, detections={"x": ["dog"]})
     with pytest.raises(InputError, match="item 'a': no entry in the detections"):
         scorer.score({"a": "c"}, {"a": ["r"]})
+
+
+def test_too_many_combinations_is_an_error_item():
+    many = "\n".join(f"- a{k}, b{k}, c{k}" for k in range(8))  # 3**8 candidate combinations
+    script = {prompts.candidate_turn("c"): many, prompts.references_turn(["r"]): "- dog"}
+    kw = dict(embedder=cases.encode, spacy_model=cases.FakeNLP(), cache=None)
+    res = ALOHa(backend=cases.ScriptedBackend(script), max_combinations=1000, **kw).score({"a": "c"}, {"a": ["r"]},
+                                                                                       skip_bad_items=True)["aloha"]
+    assert "6561 object combinations" in res.extras["errors"]["a"]["error"] and res.skipped == ("a",)
+    assert core.count_combinations([["a", "b"], [], ["c"]]) == 2
+    assert core.count_combinations([["a", "b"], [], ["c"]], "skip") == 2 * 1
+    assert core.count_combinations([[], ["c"]]) == 0

@@ -96,6 +96,13 @@ def combinations(slots: Sequence[Sequence[str]], empty_slots: str = "truncate") 
     return itertools.product(*slots)
 
 
+def count_combinations(slots: Sequence[Sequence[str]], empty_slots: str = "truncate") -> int:
+    """How many combinations :func:`combinations` yields (without making them)."""
+    kept = [s for s in slots if s] if empty_slots == "skip" else \
+        slots[:next((k for k, s in enumerate(slots) if not s), len(slots))]
+    return math.prod(len(s) for s in kept) if kept else 0
+
+
 def dedupe(words: Sequence[str]) -> list[str]:
     """Duplicates removed, first occurrence kept (the official ``list(set(...))``, ordered)."""
     return list(dict.fromkeys(words))

@@ -51,6 +51,10 @@ class SentenceSimilarity:
             self._memo[key] = np.asarray(self._model()(list(texts)))
         return self._memo[key]
 
+    def forget(self) -> None:
+        """Drop the memoised embeddings (between items: memory stays bounded)."""
+        self._memo.clear()
+
     def __call__(self, targets: list[str], references: list[str]) -> np.ndarray:
         ref = self.encode(references)  # references first, as MPNetSimilarity
         tgt = self.encode(targets)

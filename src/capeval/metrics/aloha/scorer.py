@@ -70,7 +70,8 @@ class ALOHa(ScorerBase):
     ``cache``; ``embedder`` (sentence-transformers name or folder, or a callable ``list[str] ->
     array``); ``spacy_model`` (name, folder or a loaded ``nlp``); ``detections``; ``aggregate``
     ``min`` (``mean``: the official option); ``unmatched``, ``no_objects``, ``empty_slots`` (quirk options, see
-    :mod:`.core`); ``min_object_length`` 3; ``threshold`` (None) for ``hallucinated``;
+    :mod:`.core`); ``min_object_length`` 3; ``max_combinations`` (100,000: an item whose
+    answers make more object combinations is an error item); ``threshold`` (None) for ``hallucinated``;
     ``detector`` (None or ``"detr"``), ``detector_model``, ``detector_threshold``.
     """
 
@@ -84,7 +85,7 @@ class ALOHa(ScorerBase):
                  cache: bool | str | os.PathLike[str] | None = True, embedder: Any = EMBEDDER,
                  spacy_model: Any = SPACY_MODEL, detections: Any = None, aggregate: str = "min",
                  unmatched: str = "official", no_objects: str = "error", empty_slots: str = "truncate",
-                 min_object_length: int = 3,
+                 min_object_length: int = 3, max_combinations: int = 100_000,
                  threshold: float | None = None, detector: str | None = None, detector_model: str = DETR,
                  detector_threshold: float = THRESHOLD, device: str = "cpu", max_response_mb: float = 16.0):
         self.metrics = self._select(metrics)
@@ -93,6 +94,7 @@ class ALOHa(ScorerBase):
         jopt.check_choice(self.label, "no_objects", no_objects, core.NO_OBJECTS)
         jopt.check_choice(self.label, "empty_slots", empty_slots, core.EMPTY_SLOTS)
         jopt.check_range(self.label, "min_object_length", min_object_length)
+        jopt.check_range(self.label, "max_combinations", max_combinations)
         if threshold is not None:
             jopt.check_range(self.label, "threshold", threshold)
         jopt.check_cache(self.label, cache)
@@ -121,6 +123,7 @@ class ALOHa(ScorerBase):
         self.aggregate, self.unmatched, self.no_objects = aggregate, unmatched, no_objects
         self.empty_slots = empty_slots
         self.min_object_length, self.threshold = min_object_length, threshold
+        self.max_combinations = max_combinations
         self.cache = open_cache(cache, "aloha")
 
     def root_noun(self, text: str) -> str | None:
@@ -166,11 +169,17 @@ class ALOHa(ScorerBase):
             if detections is not None:
                 ref_slots += [[d] for d in core.dedupe(detections[i])]
                 ex.setdefault("detections", {})[i] = detections[i]
+            ex["answers"][i], ex["candidate_objects"][i], ex["reference_objects"][i] = answer, target, ref_slots
+            n = core.count_combinations(target, self.empty_slots) * core.count_combinations(ref_slots, self.empty_slots)
+            if n > self.max_combinations:  # the official code would enumerate them all (hours, memory)
+                errors[i] = {"error": f"{n} object combinations, over max_combinations={self.max_combinations}",
+                             "answer": answer["references"]}
+                continue
             how = (self.similarity, self.aggregate, self.unmatched, self.empty_slots)
             score, matches = core.best(target, ref_slots, *how)
+            self.similarity.forget()
             if matches is None and self.no_objects == "branch":
                 score, matches = core.no_combination_score(target, ref_slots, *how)
-            ex["answers"][i], ex["candidate_objects"][i], ex["reference_objects"][i] = answer, target, ref_slots
             if matches is None:
                 side = "the candidate" if next(core.combinations(target, self.empty_slots), None) is None \
                     else "the references"
@@ -205,6 +214,7 @@ class ALOHa(ScorerBase):
                                   "aggregate": self.aggregate, "unmatched": self.unmatched,
                                   "no_objects": self.no_objects, "empty_slots": self.empty_slots,
                                   "min_object_length": self.min_object_length,
+                                  "max_combinations": self.max_combinations,
                                   "detections": self._detections_id, "threshold": self.threshold}
         params["nrefs"] = jopt.nrefs(refs)
         if versions:
