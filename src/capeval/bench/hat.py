@@ -74,6 +74,17 @@ def average_precision(positive: np.ndarray, score: np.ndarray) -> float:
     return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
 
 
+def _samples(path: Path) -> list[Any]:
+    """The release's JSON list of samples (a one-line error naming the file otherwise)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise malformed(path, "JSON", str(exc)) from None
+    if not isinstance(data, list) or not data:
+        raise malformed(path, "top level", "expected a non-empty list of samples")
+    return data
+
+
 def _norm(word: str) -> str:
     return word.lower().strip(string.punctuation + " ")
 
@@ -104,20 +115,23 @@ class HAT(Benchmark):
     files = {ANNOTATIONS: "18abffb627ef6eb8252e21e2e9bfe55d6431f91056467179d7d17ad87ff8969f"}
     human_label = "contains hallucination (1) or not (0)"
     wants_extras: ClassVar[bool] = True
+    release: ClassVar[str] = ANNOTATIONS
+    keys: ClassVar[tuple[str, ...]] = _KEYS
+
+    def samples(self, root: Path) -> tuple[Path, list[dict[str, Any]]]:
+        """The release file and its samples, each a mapping with :attr:`keys` (else a one-line error)."""
+        path = self.path(root, self.release)
+        data = _samples(path)
+        for n, s in enumerate(data):
+            if not isinstance(s, dict) or not set(self.keys) <= set(s):
+                raise malformed(path, f"sample {n}", f"expected the keys {', '.join(self.keys)}")
+        return path, data
 
     def load(self, root: Path, seed: int = 0, **options: Any) -> Loaded:
-        path = self.path(root, ANNOTATIONS)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise malformed(path, "JSON", str(exc)) from None
-        if not isinstance(data, list):
-            raise malformed(path, "top level", "expected a list of samples")
+        path, data = self.samples(root)
         items: dict[str, ScoreItem] = {}
         rows = []
         for n, s in enumerate(data):
-            if not isinstance(s, dict) or not set(_KEYS) <= set(s):
-                raise malformed(path, f"sample {n}", f"expected the keys {', '.join(_KEYS)}")
             sid = str(s["sample_id"])
             if sid in items:
                 raise malformed(path, f"sample {n}", f"sample_id {sid!r} occurs twice")
@@ -135,12 +149,15 @@ class HAT(Benchmark):
                 raise malformed(path, f"sample {sid}", "grounding must be [[word, true/false], ...]")
             items[sid] = ScoreItem(collapse(s["caption"]), tuple(collapse(r) for r in refs), image=str(s["image_path"]))
             rows.append((sid, s["contains_hallucination"], grounding))
-        if not items:
-            raise malformed(path, "top level", "no samples")
         info = {"captions": len(rows), "with_hallucination": sum(r[1] for r in rows)}
-        files = self.checksum_files(root, {ANNOTATIONS: path}, info)
-        return Loaded(self, {"all": Setting("all", items, description="COCO references")}, rows, files, info, root,
-                      metric_options={"aloha": {"no_objects": "branch"}})
+        return self.loaded(root, path, items, rows, info)
+
+    def loaded(self, root: Path, path: Path, items: dict[str, ScoreItem], rows: list[Any],
+               info: dict[str, Any]) -> Loaded:
+        """One setting ``all``; ALOHa's protocol option (module docs); the release's sha256 checked."""
+        files = self.checksum_files(root, {self.release: path}, info)
+        return Loaded(self, {"all": Setting("all", items, description="the images' references")}, rows, files, info,
+                      root, metric_options={"aloha": {"no_objects": "branch"}})
 
     def statistics(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> list[StatSpec]:
         if "all" not in scores:
@@ -176,31 +193,23 @@ def detection_stats(loaded: Loaded, scores: np.ndarray, positive: np.ndarray, gr
     return out
 
 
-class NocapsFoil(Benchmark):
+class NocapsFoil(HAT):
     name = "nocaps-foil"
     title = "nocaps-FOIL (nocaps val, one object word replaced)"
-    citation = HAT.citation
     protocol = ("Each baseline caption and its foil of nocaps-val-foil.json scored with the image's references. ap: "
                 "average precision x100 of the foils among all captions ranked by the metric's score, lowest "
                 "first; la: x100 share of foils whose localized object names the foil word; overall and per domain.")
     protocol_id = "aloha-nocaps-foil-v1"
     files = {NOCAPS_FOIL: "ec15966bbaf4ba7faa5cb3eb6a5ebbd4b38bc3345de42b7f0e5f6cc333f642ca"}
     human_label = "foil (1) or original (0)"
-    wants_extras: ClassVar[bool] = True
+    release = NOCAPS_FOIL
+    keys = _FOIL_KEYS
 
     def load(self, root: Path, seed: int = 0, **options: Any) -> Loaded:
-        path = self.path(root, NOCAPS_FOIL)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise malformed(path, "JSON", str(exc)) from None
-        if not isinstance(data, list) or not data:
-            raise malformed(path, "top level", "expected a non-empty list of samples")
+        path, data = self.samples(root)
         items: dict[str, ScoreItem] = {}
         rows = []
         for n, s in enumerate(data):
-            if not isinstance(s, dict) or not set(_FOIL_KEYS) <= set(s):
-                raise malformed(path, f"sample {n}", f"expected the keys {', '.join(_FOIL_KEYS)}")
             refs, rep = s["references"], s["replacement"]
             texts = [s["baseline"], s["foil"], *(refs if isinstance(refs, list) else [None])]
             if not isinstance(refs, list) or not refs or not all(isinstance(t, str) for t in texts):
@@ -214,14 +223,12 @@ class NocapsFoil(Benchmark):
             items[f"{n}/foil"] = ScoreItem(collapse(s["foil"]), r, image=str(s["image_path"]))
             rows.append((s["domain"], rep[1]))
         info = {"pairs": len(rows), **{d: sum(r[0] == d for r in rows) for d in DOMAINS}}
-        files = self.checksum_files(root, {NOCAPS_FOIL: path}, info)
-        return Loaded(self, {"all": Setting("all", items, description="nocaps references")}, rows, files, info, root,
-                      metric_options={"aloha": {"no_objects": "branch"}})
+        return self.loaded(root, path, items, rows, info)
 
     def statistics(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> list[StatSpec]:
+        rows = loaded.data
         if "all" not in scores:
             return []
-        rows = loaded.data
         positive = np.tile([False, True], len(rows))  # items alternate baseline, foil
         groundings = [g for _, word in rows for g in ([], [(w, True) for w in word.split()])]
         domains = np.repeat([d for d, _ in rows], 2)

@@ -67,6 +67,7 @@ _F8K_IMAGES = ("the Flickr8k images stand behind the authors' licence form: requ
                "{root}/flickr8k/Flicker8k_Dataset/<name>.jpg, pass --images {root}/flickr8k to bench, and run "
                "`capeval download {bench}` again: it checks them against the MD5 list of the CLIPScore authors")
 _F8K_LICENCE = "research use, UIUC terms (Hodosh et al. 2013); images: Flickr terms of use"
+_ALOHA = "7da6b90ebe392228ea532a84d78eab830c2b3cb2"  # DavidMChan/aloha: HAT and nocaps-FOIL
 _COCO_ZIP = DataFile(
     "annotations_trainval2014.zip", ("http://images.cocodataset.org/annotations/annotations_trainval2014.zip",),
     members=(("captions_val2014.json", "coco/captions_val2014.json"),), size="241 MB (zip)")
@@ -151,18 +152,12 @@ SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
             "has no stable direct URL; put caparena_annots_eval.json at {root}/caparena/caparena_annots_eval.json")),),
         "Cheng et al. 2025, github.com/njucckevin/CapArena (data/eval)", "the CapArena repository's terms",
         note="images (data/eval/images) are not fetched: text metrics need none"),
-    DataSource("hat", (
-        DataFile("hat-trainval.json", ("https://raw.githubusercontent.com/DavidMChan/aloha/"
-                                       "7da6b90ebe392228ea532a84d78eab830c2b3cb2/data/hat-trainval.json",),
-                 place="hat/hat-trainval.json", size="0.5 MB"),),
-        "Petryk*, Chan* et al. 2024, github.com/DavidMChan/aloha (data/hat-trainval.json)",
-        "the ALOHa repository's terms; COCO captions CC BY 4.0",
-        note="images (COCO val2014) are not fetched: text metrics need none"),
-    DataSource("nocaps-foil", (
-        DataFile("nocaps-val-foil.json", ("https://raw.githubusercontent.com/DavidMChan/aloha/"
-                                          "7da6b90ebe392228ea532a84d78eab830c2b3cb2/data/nocaps-val-foil.json",),
-                 place="nocaps-foil/nocaps-val-foil.json", size="2.5 MB"),),
-        "Petryk*, Chan* et al. 2024, github.com/DavidMChan/aloha (data/nocaps-val-foil.json)",
-        "the ALOHa repository's terms; nocaps annotations: the nocaps terms",
-        note="images (nocaps val, Open Images) are not fetched: text metrics need none"),
+    *(DataSource(bench, (DataFile(name, (f"https://raw.githubusercontent.com/DavidMChan/aloha/{_ALOHA}/data/{name}",),
+                                   place=f"{bench}/{name}", size=size),),
+                 f"Petryk*, Chan* et al. 2024, github.com/DavidMChan/aloha (data/{name})",
+                 f"the ALOHa repository's terms; {captions}", note=f"images ({images}) are not fetched: text metrics need none")
+      for bench, name, size, captions, images in (
+          ("hat", "hat-trainval.json", "0.5 MB", "COCO captions CC BY 4.0", "COCO val2014"),
+          ("nocaps-foil", "nocaps-val-foil.json", "2.5 MB", "nocaps annotations: the nocaps terms",
+           "nocaps val, Open Images"))),
 )}
