@@ -1,8 +1,8 @@
-"""Registry entries of the object-hallucination metrics (CHAIR, AMBER): plain data, no imports.
+"""Registry entries of the object-hallucination metrics (CHAIR, AMBER, ALOHa): plain data, no imports.
 
 Kept beside :mod:`capeval.registry` (which turns each dict into a ``MetricSpec``), like
 :mod:`capeval.registry_baselines`. ``in_all=False``: they need an annotation folder (COCO 2014,
-AMBER's data/).
+AMBER's data/) or an LLM server.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 _CHAIR = "Rohrbach*, Hendricks* et al. 2018, Object Hallucination in Image Captioning (EMNLP 2018)"
+_ALOHA = "Petryk*, Chan* et al. 2024, ALOHa: A New Measure for Hallucination in Captioning Models (NAACL 2024)"
 # accepts images: a mapping {candidate id: image file} names each candidate's COCO image by its file
 # name (benchmarks whose item ids are not COCO ids, e.g. FOIL); the pixels are never read
 _CHAIR_COMMON: dict[str, Any] = dict(factory="capeval.metrics.chair.scorer:Chair", group="chair", needs=frozenset(),
@@ -25,6 +26,12 @@ HALLUCINATION_SPECS: list[dict[str, Any]] = [
          description="CHAIR-i: hallucinated MSCOCO object mentions / all object mentions (pooled over captions; "
                      "per item: of the caption), as LisaAnne/Hallucination's chair.py; lower is better",
          **_CHAIR_COMMON),
+    dict(name="aloha", factory="capeval.metrics.aloha.scorer:ALOHa", group="aloha", needs=frozenset({"references"}),
+         accepts=frozenset({"references", "images", "skip_bad_items"}), range=(-1.0, 1.0), extra="aloha", reference=_ALOHA,
+         in_all=False,
+         description="ALOHa: an LLM (any OpenAI-compatible server) lists the objects of the candidate and of the "
+                     "references, Hungarian matching on MPNet cosines; min over candidate objects of the matched "
+                     "similarity, as DavidMChan/aloha; higher is better (fewer hallucinations)"),
 ]
 
 _AMBER = "Wang et al. 2023, An LLM-free Multi-dimensional Benchmark for MLLMs Hallucination Evaluation (arXiv:2311.07397)"

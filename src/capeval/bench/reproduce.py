@@ -73,6 +73,7 @@ _OTHER_WEIGHTS = {
     **{f"amber-{m}": "NLTK's averaged perceptron tagger and spaCy's en_core_web_lg (amber)"
        for m in ("chair", "cover", "hal", "cog")},
     "vela": "the VELA authors' package and checkpoint (docs/metrics/vela.md)",
+    "aloha": "an LLM server, Sentence-BERT all-mpnet-base-v2 and spaCy en_core_web_lg (aloha)",
 }
 
 

@@ -244,6 +244,7 @@ def run(
                 if not scores.get(m):
                     out.benchmarks[b.name].setdefault("skipped_metrics", {})[m] = "no applicable setting (needs references)"
                     continue
+                loaded.extras = loaded.item_extras.get(m, {})
                 for spec in b.statistics(loaded, scores[m]):
                     value = float(spec.fn(None))
                     lo = hi = None
@@ -367,6 +368,8 @@ def _score_benchmark(
                 sign = 1.0 if specs[m].higher_is_better else -1.0
                 scores[m][sname] = sign * np.array([res.items.get(k, float("nan")) for k in keys], dtype=float)
                 sigs[m][sname] = str(res.signature)
+                if b.wants_extras:
+                    loaded.item_extras.setdefault(m, {})[sname] = res.extras
             if explain_dir is not None:
                 from capeval.bench.explanations import explain_worst as explain_items
 

@@ -75,6 +75,7 @@ _F8K_IMAGES = ("the Flickr8k images stand behind the authors' licence form: requ
                "{root}/flickr8k/Flicker8k_Dataset/<name>.jpg, pass --images {root}/flickr8k to bench, and run "
                "`capeval download {bench}` again: it checks them against the MD5 list of the CLIPScore authors")
 _F8K_LICENCE = "research use, UIUC terms (Hodosh et al. 2013); images: Flickr terms of use"
+_ALOHA = "7da6b90ebe392228ea532a84d78eab830c2b3cb2"  # DavidMChan/aloha: HAT and nocaps-FOIL
 _COCO_ZIP = DataFile(
     "annotations_trainval2014.zip", ("http://images.cocodataset.org/annotations/annotations_trainval2014.zip",),
     members=(("captions_val2014.json", "coco/captions_val2014.json"),), size="241 MB (zip)")
@@ -166,6 +167,14 @@ SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
                hub=(lca.REPO, lca.REVISION, tuple(lca.shard_prefix(s, p) for s in lca.SPLITS for p in lca.PERSPECTIVES)),
                default_files=lca.shard_prefix("test-a", "desc") + "*.parquet",
                unpack="capeval.bench.longcap_arena:extract_images"),
+    *(DataSource(bench, (DataFile(name, (f"https://raw.githubusercontent.com/DavidMChan/aloha/{_ALOHA}/data/{name}",),
+                                   place=f"{bench}/{name}", size=size),),
+                 f"Petryk*, Chan* et al. 2024, github.com/DavidMChan/aloha (data/{name})",
+                 f"the ALOHa repository's terms; {captions}", note=f"images ({images}) are not fetched: text metrics need none")
+      for bench, name, size, captions, images in (
+          ("hat", "hat-trainval.json", "0.5 MB", "COCO captions CC BY 4.0", "COCO val2014"),
+          ("nocaps-foil", "nocaps-val-foil.json", "2.5 MB", "nocaps annotations: the nocaps terms",
+           "nocaps val, Open Images"))),
 )}
 
 #: annotation data read by metrics (not benchmarks of ``capeval bench``), by metric family
