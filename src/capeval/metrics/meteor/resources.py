@@ -100,6 +100,9 @@ class Resources:
     the manifest.
     """
 
+    #: whether the paraphrase table is the whole one (see :class:`.partial_index.PartialResources`)
+    complete = True
+
     def __init__(self, index_dir: Path, manifest: dict[str, Any] | None = None):
         self.index_dir = index_dir
         from capeval.metrics.meteor.normalize import parse_nonbreaking_prefixes
