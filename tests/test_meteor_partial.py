@@ -176,3 +176,26 @@ def test_readme_example_cold_per_item_file_equals_warm(full: Meteor15, tmp_path:
     assert ro.returncode == 0, ro.stderr
     assert (tmp_path / "ro.json").read_bytes() == (tmp_path / "warm.json").read_bytes()
     assert json.loads(ro.stdout)["scores"]["meteor"] == 0.2805079484001792
+
+
+def test_damaged_or_short_paraphrase_file_is_one_line(tmp_path: Path) -> None:
+    """The scan reads the gzip stream whole: its CRC-32 and length are checked (zlib or ISA-L)."""
+    import gzip
+
+    from capeval.errors import ResourceError
+
+    data = gzip.compress(b"".join(b"0.5\na b %d\nc d\n" % i for i in range(20000)))
+    path = tmp_path / "paraphrase-en.gz"
+    path.write_bytes(data)
+    arr = scan_paraphrases(path, [b"a b 7", b"c d", b"zz"])
+    table = StringTable(arr["para_hash"], arr["para_off"], arr["para_blob"])
+    assert len(table) == 2 and arr["para_entries"].tolist() == [table.lookup("c d")]  # "c d" is only a paraphrase
+    bad = bytearray(data)
+    bad[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(bad))
+    with pytest.raises(ResourceError, match="is damaged|ended before") as err:
+        scan_paraphrases(path, [b"c d"])
+    assert "\n" not in str(err.value) and "pycocoevalcap==1.2" in str(err.value)
+    path.write_bytes(data[: len(data) - 20])
+    with pytest.raises(ResourceError, match="ended before the end of its gzip stream"):
+        scan_paraphrases(path, [b"c d"])
