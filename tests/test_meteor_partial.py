@@ -199,3 +199,26 @@ def test_damaged_or_short_paraphrase_file_is_one_line(tmp_path: Path) -> None:
     path.write_bytes(data[: len(data) - 20])
     with pytest.raises(ResourceError, match="ended before the end of its gzip stream"):
         scan_paraphrases(path, [b"c d"])
+
+
+def test_pipeline_per_item_values_equal_for_1_2_3_workers_cold_and_warm(full: Meteor15, expert_pairs,
+                                                                        tmp_path: Path, monkeypatch) -> None:
+    """``coco-ngram`` on 300 Flickr8k-Expert items in chunks of 40: one process or 2 or 3
+    forked workers, with the full index and (2 workers) from an empty cache, where the
+    workers build the index: every per-item value equal."""
+    import capeval
+
+    ids, cands, refs = expert_pairs
+    c = {k: cands[k] for k in ids[:300]}
+    r = {k: refs[k] for k in ids[:300]}
+
+    def run(workers: int) -> dict:
+        res = capeval.Evaluator("coco-ngram", chunk_size=40, workers=workers).score(c, r)
+        return {m: (x.system, dict(x.items)) for m, x in res.items()}
+
+    monkeypatch.setenv("CAPEVAL_CACHE", str(full.resources.index_dir.parent))
+    one = run(1)
+    assert run(2) == one and run(3) == one
+    monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cold"))
+    assert run(2) == one
+    assert meteor_resources.index_problem(tmp_path / "cold" / "meteor-1.5", meteor_resources.source_paths()) is None

@@ -10,8 +10,9 @@ when the scorer first says which sentences it will look up (:meth:`PartialResour
 
 The full index is still built, once, the first time it pays: when the sentences of one
 call have more than :data:`SCAN_LIMIT` distinct n-grams, when a later call in the same
-process brings sentences the scan did not cover, or on the next run after a scan (a
-marker file ``.meteor-1.5.scanned`` beside the index says that one was done). Nothing is
+process brings sentences the scan did not cover, in the forked workers of a large input,
+or on the next run after a scan (a marker file ``.meteor-1.5.scanned`` beside the index
+says that one was done). Nothing is
 written by a scan but that marker (best effort: an unwritable cache still scores small
 inputs); the build keeps its lock, checks and one-line errors.
 """
@@ -164,8 +165,10 @@ class PartialResources(Resources):
             if all(t in covered for t in texts):
                 return False
             got = None
+        elif marker(self.index_dir).exists() or _in_pool_worker():
+            got = None  # a run scanned before, or a pool's share of a large input: build
         else:
-            got = None if marker(self.index_dir).exists() else ngrams(texts, SCAN_LIMIT)
+            got = ngrams(texts, SCAN_LIMIT)
         if got is None:
             self._become_full()
             return True
@@ -182,6 +185,14 @@ class PartialResources(Resources):
         self.__dict__.update(full.__dict__)
         self.complete = True
         self._covered = None
+
+
+def _in_pool_worker() -> bool:
+    """Whether this is a forked pool worker (:func:`capeval.metrics.workers.map_tasks`): its
+    input, over the pool's threshold, is large, and each worker would scan for its own share."""
+    import multiprocessing
+
+    return multiprocessing.current_process().daemon
 
 
 def _touch(path: Path) -> None:
