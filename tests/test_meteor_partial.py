@@ -222,3 +222,19 @@ def test_pipeline_per_item_values_equal_for_1_2_3_workers_cold_and_warm(full: Me
     monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "cold"))
     assert run(2) == one
     assert meteor_resources.index_problem(tmp_path / "cold" / "meteor-1.5", meteor_resources.source_paths()) is None
+
+
+def test_two_first_runs_at_once_both_scan_and_agree(full: Meteor15, tmp_path: Path) -> None:
+    """Two first runs on one empty cache at the same time: each scans (nothing is written but
+    the marker, created with O_CREAT), both give the warm run's per-item file."""
+    env = {**os.environ, "CAPEVAL_CACHE": str(tmp_path / "c"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, "-m", "capeval.cli", "score", "-m", "meteor", "-c",
+                               "examples/candidates.json", "-r", "examples/references.json", "-q", "--per-item",
+                               str(tmp_path / f"{k}.json")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for k in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    assert (tmp_path / "0.json").read_bytes() == (tmp_path / "1.json").read_bytes()
+    assert json.loads(outs[0][0])["scores"]["meteor"] == 0.2805079484001792
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == [".meteor-1.5.scanned"]
