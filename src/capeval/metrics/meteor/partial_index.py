@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from capeval.metrics.meteor.index_build import _JAR_MEMBERS
-from capeval.metrics.meteor.index_format import LINE_BREAK, source_paths
+from capeval.metrics.meteor.index_format import LINE_BREAK, sha256_of, source_paths
 from capeval.metrics.meteor.normalize import java_tokens
 from capeval.metrics.meteor import resources
 from capeval.metrics.meteor.resources import Resources
@@ -105,38 +105,32 @@ class PartialResources(Resources):
         self.nonbreaking = parse_nonbreaking_prefixes(texts["nonbreaking"])
         self._install_para(None)
         self._covered: set[str] | None = None
-        # the synonym tables (~0.3 s, mostly Python) are built while the scan decompresses
-        self._syn: dict[str, Any] = {}
-
-        def build() -> None:
-            try:
-                self._syn["arrays"] = build_synonyms(texts["synsets"], texts["exceptions"])
-            except BaseException as exc:  # noqa: BLE001 - raised where the tables are needed
-                self._syn["error"] = exc
-
-        self._syn_thread: threading.Thread | None = threading.Thread(target=build, name="capeval-meteor-synonyms")
-        self._syn_thread.start()
+        self._jar_texts: dict[str, str] | None = texts  # until the synonym tables are built
 
     def __getattr__(self, name: str) -> Any:
-        # syn_* / exc_* tables appear once their thread is done (only missing attributes get here)
-        if name.startswith(("syn", "exc")) and self.__dict__.get("_syn_thread") is not None:
-            self._synonyms_ready()
+        # the syn_* / exc_* tables are built on first use (only missing attributes get here)
+        if name.startswith(("syn", "exc")) and self.__dict__.get("_jar_texts") is not None:
+            self._install_synonyms(self._build_synonyms())
             return getattr(self, name)
         raise AttributeError(name)
 
-    def _synonyms_ready(self) -> None:
-        t = self._syn_thread
-        if t is None:
-            return
-        t.join()
-        self._syn_thread = None
-        if "error" in self._syn:
-            raise self._syn.pop("error")
-        arr = self._syn.pop("arrays")
+    def _build_synonyms(self) -> dict[str, np.ndarray]:
+        from capeval.metrics.meteor.synonym_build import build_synonyms
+
+        texts = self._jar_texts
+        assert texts is not None
+        return build_synonyms(texts["synsets"], texts["exceptions"])
+
+    def _install_synonyms(self, arr: dict[str, np.ndarray]) -> None:
         self.syn = StringTable(arr["syn_hash"], arr["syn_off"], arr["syn_blob"])
         self.syn_start, self.syn_sets = arr["syn_start"], arr["syn_sets"]
         self.exc = StringTable(arr["exc_hash"], arr["exc_off"], arr["exc_blob"])
         self.exc_start, self.exc_sets = arr["exc_start"], arr["exc_sets"]
+        self._jar_texts = None
+
+    def jar_sha256(self) -> str:
+        """sha256 of the ``meteor-1.5.jar`` the tables come from (what the index's manifest records)."""
+        return sha256_of(self._sources["jar"])
 
     def _install_para(self, arr: dict[str, np.ndarray] | None) -> None:
         if arr is None:  # nothing covered yet: an empty table
@@ -157,7 +151,6 @@ class PartialResources(Resources):
         index in place, and returns True: string ids changed, so sentence data made before
         must be made again. Returns False when the ids did not change.
         """
-        self._synonyms_ready()  # no thread may be left running: workers are forked later
         if self.complete:
             return False
         if self._covered is not None:
@@ -175,7 +168,26 @@ class PartialResources(Resources):
         from capeval.metrics.meteor.paraphrase_scan import scan_paraphrases
 
         grams, self._covered = got
-        self._install_para(scan_paraphrases(self._sources["paraphrase"], grams))
+        syn: dict[str, Any] = {}
+        side = None
+        if self._jar_texts is not None:  # the synonym tables (~0.3 s, Python) while the scan runs
+            def build() -> None:
+                try:
+                    syn["arrays"] = self._build_synonyms()
+                except BaseException as exc:  # noqa: BLE001 - raised below
+                    syn["error"] = exc
+
+            side = threading.Thread(target=build, name="capeval-meteor-synonyms")
+            side.start()
+        try:
+            self._install_para(scan_paraphrases(self._sources["paraphrase"], grams))
+        finally:
+            if side is not None:
+                side.join()  # no thread outlives the call: workers may be forked next
+        if "error" in syn:
+            raise syn["error"]
+        if "arrays" in syn:
+            self._install_synonyms(syn["arrays"])
         _touch(marker(self.index_dir))
         return False
 
@@ -185,6 +197,7 @@ class PartialResources(Resources):
         self.__dict__.update(full.__dict__)
         self.complete = True
         self._covered = None
+        self._jar_texts = None
 
 
 def _in_pool_worker() -> bool:

@@ -123,6 +123,11 @@ class Resources:
         self.function_words = frozenset(LINE_BREAK.split(words))
         self.nonbreaking = parse_nonbreaking_prefixes(prefixes)
 
+    def jar_sha256(self) -> str:
+        """sha256 of the ``meteor-1.5.jar`` the index was built from (recorded in its manifest)."""
+        rec = (read_manifest(self.index_dir) or {}).get("sources", {}).get("jar", {})
+        return rec.get("sha256") or sha256_of(source_paths()["jar"])
+
     @cached_property
     def max_phrase(self) -> int:
         """Words in the longest paraphrase-table string (0 for an empty table)."""
