@@ -238,3 +238,17 @@ def test_two_first_runs_at_once_both_scan_and_agree(full: Meteor15, tmp_path: Pa
     assert (tmp_path / "0.json").read_bytes() == (tmp_path / "1.json").read_bytes()
     assert json.loads(outs[0][0])["scores"]["meteor"] == 0.2805079484001792
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == [".meteor-1.5.scanned"]
+
+
+def test_direct_sentence_data_uses_the_full_index(full: Meteor15, tmp_path: Path) -> None:
+    """``fast_sentences`` called by itself (no scoring call said which texts come) never
+    works on a scan: texts a scoring call covered stay on its tables, others get the index."""
+    cold = _partial(tmp_path)
+    cold.score(["a dog runs"], [["a dog is running"]])
+    assert not cold.resources.complete
+    cold.fast_sentences(["a dog runs"])  # covered by the scoring call
+    assert not cold.resources.complete
+    got = cold.fast_sentences(["a man rides a horse"])
+    assert cold.resources.complete
+    assert got["a man rides a horse"].ngram_ids == full.fast_sentences(["a man rides a horse"])[
+        "a man rides a horse"].ngram_ids

@@ -85,16 +85,20 @@ class Meteor15:
             self._norm_cache[text] = out
         return out
 
-    def _cover(self, texts: Iterable[str]) -> None:
+    def _cover(self, texts: Iterable[str], scan: bool = True) -> None:
         """Let a partial index (no full index yet, :mod:`.partial_index`) answer the normalised
-        ``texts``; when it became the full index, sentence data made before is dropped."""
-        if not self.resources.complete and self.resources.cover(texts):
+        ``texts`` (``scan``: by a scan if it has none yet); when it became the full index,
+        sentence data made before is dropped."""
+        if not self.resources.complete and self.resources.cover(texts, scan):
             self._sent_cache.clear()
             self._prepared = SentencePreparer(self.resources, self._synonyms)
 
     # ----------------------------------------------------------------- fast path data
     def fast_sentences(self, texts: Iterable[str]) -> dict[str, Sentence]:
         """Fast-path sentence data of distinct normalised texts (cached, new ones batched)."""
+        if not self.resources.complete:  # texts a scoring call did not cover: the full index
+            texts = list(texts)
+            self._cover(texts, scan=False)
         return self._prepared.sentences(texts, self.max_words)
 
     # ----------------------------------------------------------------- reference path data

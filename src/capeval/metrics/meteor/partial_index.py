@@ -143,13 +143,13 @@ class PartialResources(Resources):
         self.para_entries, self.para_pairs = arr["para_entries"], arr["para_pairs"]
         self.__dict__.pop("max_phrase", None)  # a cached_property of the old table
 
-    def cover(self, texts: Iterable[str]) -> bool:
+    def cover(self, texts: Iterable[str], scan: bool = True) -> bool:
         """Make the paraphrase table answer every n-gram of the normalised ``texts``.
 
-        The first call scans the table for them (unless they are too many, or a run before
-        this one scanned already); any other call that needs more builds and loads the full
-        index in place, and returns True: string ids changed, so sentence data made before
-        must be made again. Returns False when the ids did not change.
+        The first call scans the table for them (unless ``scan`` is False, they are too many,
+        or a run before this one scanned already); any other call that needs more builds and
+        loads the full index in place, and returns True: string ids changed, so sentence data
+        made before must be made again. Returns False when the ids did not change.
         """
         if self.complete:
             return False
@@ -158,7 +158,7 @@ class PartialResources(Resources):
             if all(t in covered for t in texts):
                 return False
             got = None
-        elif marker(self.index_dir).exists() or _in_pool_worker():
+        elif not scan or marker(self.index_dir).exists() or _in_pool_worker():
             got = None  # a run scanned before, or a pool's share of a large input: build
         else:
             got = ngrams(texts, SCAN_LIMIT)
