@@ -24,7 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _peers import flickr8k_data  # noqa: E402
+from _peers import flickr8k_data, missing, skipped  # noqa: E402
 from bench_scale import measure, write_set  # noqa: E402
 
 ROOT = HERE.parent
@@ -40,6 +40,10 @@ def main() -> int:
     data = flickr8k_data(args.data, "bench_workers")
     if data is None:
         return 2
+    peer = missing("pycocoevalcap")  # METEOR's resources (coco-ngram includes METEOR)
+    if peer is not None:
+        skipped("bench_workers", peer)
+        return 0
     sys.path.insert(0, str(ROOT / "src"))
     from capeval.bench.flickr8k import expert_pairs
 
