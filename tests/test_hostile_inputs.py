@@ -322,8 +322,8 @@ def test_meteor_100k_word_caption_in_bounded_memory(tmp_path: Path) -> None:
         "import json, resource, sys\n"
         "sys.path.insert(0, sys.argv[2])\n"
         "from test_hostile_inputs import _METEOR_REFS, _long_caption\n"
-        "from capeval.metrics.meteor.engine import Meteor15\n"
-        "m = Meteor15()\n"
+        "from capeval.metrics.meteor import Meteor15, prepare\n"
+        "m = Meteor15(prepare())\n"  # the full index (not the scan of a first small run)
         "m.score(['a man riding a horse'], [_METEOR_REFS], workers=1)\n"
         "hyp = _long_caption(int(sys.argv[1]), 0)\n"
         "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
@@ -530,7 +530,7 @@ def _flickr_inputs(tmp_path: Path, shared_data: Path) -> tuple[str, str]:
 def test_sigterm_during_meteor_workers(tmp_path, shared_data):
     psutil = pytest.importorskip("psutil")
     c, r = _flickr_inputs(tmp_path, shared_data)
-    capeval.score({"1": "a dog"}, {"1": ["a dog"]}, metrics="meteor")  # the session's METEOR index, built first
+    meteor_prepare()  # the session's METEOR index, built first
     out = tmp_path / "out.json"
     env = dict(os.environ, PYTHONPATH=str(Path(capeval.__file__).parents[1]))
     proc = subprocess.Popen([sys.executable, "-m", "capeval.cli", "score", "-m", "meteor", "-O", "meteor.workers=2",
@@ -598,7 +598,7 @@ def test_ray_driver_killed_leaves_no_process(tmp_path, shared_data):
     if not Path("/proc/self/environ").exists():
         pytest.skip("the leftover sweep reads /proc (Linux)")
     c, r = _flickr_inputs(tmp_path, shared_data)
-    capeval.score({"1": "a dog"}, {"1": ["a dog"]}, metrics="meteor")  # the session's METEOR index, built first
+    meteor_prepare()  # the session's METEOR index, built first
     env = dict(os.environ, PYTHONPATH=str(Path(capeval.__file__).parents[1]))
     proc = subprocess.Popen([sys.executable, "-m", "capeval.cli", "score", "-m", "meteor", "-c", c, "-r", r, "-q",
                              "--engine", "ray", "--shard-size", "200"],
@@ -1770,11 +1770,16 @@ def test_reference_limit_is_an_option_with_a_range(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------
 
 
-def _session_meteor_index() -> Path:
-    from capeval.metrics.meteor import Meteor15
+def meteor_prepare() -> Path:
+    """Build (once per session) the full METEOR index: a first small run alone only scans the table."""
+    from capeval.metrics.meteor import prepare
 
+    return prepare()
+
+
+def _session_meteor_index() -> Path:
     pytest.importorskip("pycocoevalcap")
-    return Meteor15().resources.index_dir  # the session's index (built once per session)
+    return meteor_prepare()  # the session's index (built once per session)
 
 
 def test_meteor_index_altered_in_place_with_size_and_mtime_kept_is_detected(tmp_path: Path) -> None:
@@ -1839,6 +1844,8 @@ def test_disk_full_while_building_the_meteor_index_is_one_line(tmp_path: Path, c
         raise OSError("89302 requested and 31744 written")
 
     monkeypatch.setattr(np, "save", full_disk)
+    cache.mkdir()
+    (cache / ".meteor-1.5.scanned").touch()  # a run scanned the table before: this one builds the index
     code, out, err = _cli_in(capsys, "score", "-m", "meteor", "-c", CANDS, "-r", REFS, "-q")
     notice, _, rest = err.partition("\n")  # the one-time build is announced first
     assert notice.startswith("[capeval meteor] preparing METEOR 1.5 resources"), err
@@ -1846,4 +1853,5 @@ def test_disk_full_while_building_the_meteor_index_is_one_line(tmp_path: Path, c
     assert line == (f"capeval: error: no space left on the device of {cache} to build the METEOR 1.5 index "
                     "(about 150 MB); free some space there or point CAPEVAL_CACHE to another folder")
     assert len(calls) == 3
-    assert sorted(p.name for p in cache.iterdir()) == [".meteor-1.5.lock"]  # no partial index, no temporary folder
+    assert sorted(p.name for p in cache.iterdir()) == [".meteor-1.5.lock", ".meteor-1.5.scanned"]  # no partial
+    # index, no temporary folder

@@ -61,6 +61,7 @@ needs_java = pytest.mark.usefixtures("java_ok")
 @pytest.fixture(scope="session")
 def meteor() -> Meteor15:
     require_module("pycocoevalcap", _PYCOCO_WHY)
+    index_build.prepare()  # the full index (a first Meteor15 alone may scan instead: partial_index)
     return Meteor15()
 
 

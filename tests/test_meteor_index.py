@@ -47,7 +47,7 @@ PAIRS = [
 def session_index() -> Path:
     """The session's index (built once per test session, see conftest)."""
     require_module("pycocoevalcap", _PYCOCO_WHY)
-    return Meteor15().resources.index_dir
+    return index_build.prepare()  # the full index (a first Meteor15 alone may scan instead: partial_index)
 
 
 def _scores(index_dir: Path) -> list[float]:

@@ -73,7 +73,7 @@ def _as_float(tok: str) -> float:
 
 
 def _text_cells() -> list[pub.Cell]:
-    return [c for c in pub.cells() if not c.upstream]
+    return [c for c in pub.cells() if not c.upstream and not c.outputs]
 
 
 def test_every_stored_value_is_printed_at_its_row_and_column(texts) -> None:
@@ -104,10 +104,11 @@ def test_no_printed_number_of_a_stored_row_is_left_out(texts) -> None:
 def test_registry_shape_and_names() -> None:
     cells = pub.cells()
     assert {c.paper for c in cells} == set(pub.PAPERS)
-    keys = Counter((c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic) for c in cells)
+    keys = Counter((c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic, c.options) for c in cells)
     assert max(keys.values()) == 1, [k for k, n in keys.items() if n > 1][:5]
     benches = {"flickr8k-expert", "flickr8k-cf", "composite", "pascal-50s", "foil", "thumb", "vatex-eval",
-               "activitynet-foil", "polaris", "nebula"}
+               "activitynet-foil", "polaris", "nebula", "detailcaps", "caparena", "caparena-auto",
+               "amber", "longcap-arena"}
     assert {c.benchmark for c in cells} <= benches
     # capeval's names where capeval has the metric (the paper's "ROUGE" is rouge-l, "CIDEr" cider-d)
     assert {"bleu-1", "bleu-4", "rouge-l", "meteor", "cider-d", "spice", "clip-s", "pac-s++", "hice-s",
@@ -144,34 +145,88 @@ def _mirror(repo: str) -> Path | None:
     return None
 
 
+def _markdown_cell(text: str, key: str) -> str:
+    """``md:<first header cell>/<row label>/<column>``: the cell of the Markdown table whose header
+    starts with that cell, in the row labelled so (bold stripped), ``column`` counted after the label."""
+    header, label, col = key[3:].rsplit("/", 2)
+    lines = text.splitlines()
+    top = [k for k, line in enumerate(lines) if line.startswith(f"| {header} |")]
+    assert len(top) == 1, f"{key}: {len(top)} tables with that header"
+    k = top[0] + 2
+    while k < len(lines) and lines[k].startswith("|"):
+        cells = [c.strip() for c in lines[k].strip().strip("|").split("|")]
+        if cells[0].strip("*") == label:
+            return cells[1 + int(col)].strip("$").replace("e^", "e")
+        k += 1
+    raise AssertionError(f"{key}: no row {label!r}")
+
+
+def _html_cell(text: str, key: str) -> str:
+    """``html:<id>``: the text of the element with that id, tags and spaces removed."""
+    m = re.search(rf'<td[^>]*\bid="{re.escape(key[5:])}"[^>]*>(.*?)</td>', text, re.S)
+    assert m, f"{key}: no such cell"
+    return re.sub(r"\s+", "", re.sub(r"<[^>]+>", "", m[1]))
+
+
+def _file_value(text: str, key: str) -> tuple[float, str | None]:
+    """The number at ``key`` in a file's text and, for the kit's JSON files, the ``source`` they name."""
+    if key.startswith("md:"):
+        return float(_markdown_cell(text, key)), None
+    if key.startswith("html:"):
+        return float(_html_cell(text, key)), None
+    data = value = json.loads(text)
+    for part in key.split("."):
+        value = value[part]
+    return float(value), data["source"]
+
+
 def test_upstream_values_are_those_of_their_repository_file() -> None:
     """Every upstream.csv value equals the number at its key in the named file at the named commit,
-    and the paper/table the file names is the stored note (so a typo or a wrong attribution fails)."""
+    and the paper/table a kit file names is the stored note (so a typo or a wrong attribution fails);
+    repositories without a local mirror are listed and skipped."""
     ups = [c for c in pub.cells() if c.upstream]
-    assert {c.benchmark for c in ups} == {"polaris", "nebula"}
-    repos = {m["repo"] for c in ups for m in [_UPSTREAM.match(c.upstream)] if m}
-    assert len(repos) == 1 and all(_UPSTREAM.match(c.upstream) for c in ups)
-    git_dir = _mirror(next(iter(repos)))
-    if git_dir is None:
-        pytest.skip(f"no local mirror of {next(iter(repos))} (set CAPEVAL_UPSTREAM_MIRRORS): upstream.csv not re-read")
-    bad = []
+    assert {c.benchmark for c in ups} == {"polaris", "nebula", "detailcaps", "caparena", "caparena-auto",
+                                          "longcap-arena"}
+    assert all(_UPSTREAM.match(c.upstream) for c in ups)
+    bad, missing, checked = [], set(), 0
     for c in ups:
         m = _UPSTREAM.match(c.upstream)
-        data = json.loads(subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{m['commit']}:{m['path']}"],
-                                         check=True, capture_output=True, text=True).stdout)
-        value = data
-        for part in c.key.split("."):
-            value = value[part]
-        if float(value) != c.value or data["source"] != c.note:
-            bad.append(f"{c.upstream} {c.key}: stored {c.value} / {c.note!r}, file {value} / {data['source']!r}")
+        git_dir = _mirror(m["repo"])
+        if git_dir is None:
+            missing.add(m["repo"])
+            continue
+        text = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{m['commit']}:{m['path']}"],
+                              check=True, capture_output=True, text=True).stdout
+        value, source = _file_value(text, c.key)
+        checked += 1
+        if value != c.value or (source is not None and source != c.note):
+            bad.append(f"{c.upstream} {c.key}: stored {c.value} / {c.note!r}, file {value} / {source!r}")
     assert not bad, "\n".join(bad)
+    if not checked:
+        pytest.skip(f"no local mirror of {', '.join(sorted(missing))} (set CAPEVAL_UPSTREAM_MIRRORS): upstream.csv not re-read")
+
+
+def test_markdown_and_html_keys_read_the_printed_cell() -> None:
+    """The two file readers above on small tables in the layouts they parse (the CAPTURE README's
+    Markdown table with ``$...$`` cells and ``2.6e^7``; the arXiv HTML cells with bold spans)."""
+    md = ("| Caption metric | PCC | 1-R2 |\n| --- | --- | --- |\n| **BLEU** | $0.2608$ | $54.75$ |\n"
+          "| **CIDEr** | $0.1148$ | $2.6e^7$ |\n")
+    assert _file_value(md, "md:Caption metric/CIDEr/1") == (2.6e7, None)
+    assert _file_value(md, "md:Caption metric/BLEU/0") == (0.2608, None)
+    html = ('<td class="x" id="S4.T2.1.1.7.9" style="p">0. 231</td>\n'
+            '<td class="x" id="S4.T2.1.1.21.3" style="p"><span class="b" id="S4.T2.1.1.21.3.1">0.628</span></td>')
+    assert _file_value(html, "html:S4.T2.1.1.7.9") == (0.231, None)
+    assert _file_value(html, "html:S4.T2.1.1.21.3") == (0.628, None)
+    with pytest.raises(AssertionError):
+        _file_value(md, "md:Caption metric/METEOR/0")
 
 
 def test_upstream_attribution_and_protocol() -> None:
     """The paper of each upstream cell is the one its note names; Nebula cells say which test scores."""
-    names = {"polos": ("Polos",), "deneb": ("DENEB",), "pearl": ("arXiv:2512.21582",), "expert": ("EXPERT",)}
+    names = {"polos": ("Polos",), "deneb": ("DENEB",), "pearl": ("arXiv:2512.21582",), "expert": ("EXPERT",),
+             "capture": ("CAPTURE README",), "caparena": ("arXiv 2503.12329v1",), "vela": ("VELA",)}
     for c in (c for c in pub.cells() if c.upstream):
-        assert any(n in c.note for n in names[c.paper]) and f"Table {c.table}" in c.note, c
+        assert any(n in c.note for n in names[c.paper]) and (f"Table {c.table}" in c.note or c.table == "readme"), c
         if c.benchmark == "nebula" and c.paper != "expert":
             assert c.bench_options()["scores"] in ("original", "corrected"), c
     assert pub.published("polaris", "polos", "kendall_tau_c")[0] == 57.8
@@ -185,3 +240,21 @@ def test_visce2_comparison_tables_win_over_table_1() -> None:
     t1 = [c for c in pub.cells() if (c.paper, c.table, c.metric) == ("visce2", "1", "visce2")]
     assert len(t1) == 9 and all(c.main for c in t1)
     assert {c.variant for c in pub.cells() if (c.paper, c.table) == ("visce2", "4")} == {"LLaVA-v1.5", "GPT-4V"}
+
+
+def test_detailed_caption_papers() -> None:
+    """The CAPTURE README's consistency cells (averages over DetailCaps-100 and -4870: not comparable
+    with one release) and CapArena's agreement cells, in bench units (x100; 1-R^2 raw)."""
+    cap = {(c.metric, c.statistic): c for c in pub.select(["capture"])}
+    assert len(cap) == 28 and {c.benchmark for c in cap.values()} == {"detailcaps"}
+    assert cap[("capture", "pcc")].x100 == 50.91 and cap[("bleu-4", "kendall_tau_b")].x100 == 18.66
+    assert cap[("cider-d", "one_minus_r2")].x100 == 2.6e7 and cap[("capture", "sample_tau")].x100 == 60.18
+    assert all("DetailCaps-100" in c.not_comparable for c in cap.values())
+    arena = pub.select(["caparena"], "2")
+    assert pub.published("caparena", "meteor", "agreement") == (57.6, "Cheng et al. 2025 (CapArena, arXiv 2503.12329v1), "
+                                                              "Table 2 (as transcribed in " + arena[0].upstream + ")")
+    assert pub.published("caparena", "cider-d", "spearman_models")[0] == -27.9
+    assert pub.published("caparena", "capture", "kendall_models")[0] == 53.8
+    assert {c.statistic for c in arena} == {"agreement", "agreement_level_1", "agreement_level_2", "agreement_level_3",
+                                            "agreement_level_4", "spearman_models", "kendall_models"}
+    assert not any(c.main for c in arena if c.variant.startswith("Long-CLIP"))

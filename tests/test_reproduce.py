@@ -189,3 +189,40 @@ def test_docs_name_missing_metrics_as_the_registry_does() -> None:
     assert lacking and all(n not in known and n in published for n in lacking), lacking
     running = {n.strip().lower() for n in re.split(r",| and ", running)}
     assert running == {"mid", "polos", "bertscore"} and running <= known & published
+
+
+def test_capture_and_caparena_cells_run_on_their_benchmarks(tmp_path: Path, capsys) -> None:
+    """``capeval reproduce capture caparena`` on fixtures in the released layouts (DetailCaps Parquet,
+    CapArena battles): the text metrics run through the real bench runner and their cells carry the
+    runner's own numbers; the CAPTURE README cells (averages over two releases) are shown as not
+    comparable, CapArena's are compared; learned metrics without weights are not run."""
+    pytest.importorskip("pyarrow")
+    import sys
+
+    import capeval.bench as cb
+    from capeval.cli.main import main
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_caparena import _write as write_caparena
+    from test_detailcaps import _write as write_detailcaps
+
+    write_detailcaps(tmp_path, n=12)
+    write_caparena(tmp_path)
+    out = rp.reproduce(["capture", "caparena"], None, tmp_path, bootstrap=0, checkpoints=tmp_path / "none")
+    by = {(o.paper, o.benchmark, o.metric, o.variant, o.statistic): o for o in out}
+    ours = {(r.benchmark, r.metric, r.statistic): r.value
+            for r in cb.run(["caparena"], ["bleu-4", "meteor"], data_root=tmp_path, bootstrap=0)}
+    for stat in ("agreement", "agreement_level_2", "spearman_models", "kendall_models"):
+        o = by[("caparena", "caparena", "meteor", "", stat)]
+        assert o.ours == pytest.approx(ours[("caparena", "meteor", stat)]) and o.status in ("reproduced", "differs")
+    dc = by[("capture", "detailcaps", "meteor", "", "kendall_tau_b")]
+    assert dc.ours is not None and dc.status.startswith("not comparable: the README prints the average")
+    assert by[("capture", "detailcaps", "clip-s", "", "pcc")].status == "not run: weights (openai/ViT-B-32)"
+    assert by[("caparena", "caparena", "gpt-4o", "", "agreement")].status == "not run: metric capeval does not have (gpt-4o)"
+    assert by[("caparena", "caparena", "clip-s", "Long-CLIP backbone (which one not stated)", "agreement")
+              ].status.startswith("not run: variant")
+    (tmp_path / "empty").mkdir()
+    assert main(["reproduce", "capture", "--data-root", str(tmp_path / "empty"), "--bootstrap", "0", "-q"]) == 0
+    text = capsys.readouterr().out
+    assert "capture  readme  detailcaps" in text and "not run: data (detailcaps: missing data file " \
+        "'detailcaps/DetailCaps-4870.parquet')" in text and "28 published cells" in text

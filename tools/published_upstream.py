@@ -1,10 +1,13 @@
-"""One-off extraction of src/capeval/data/published/upstream.csv: the Polaris and Nebula values.
+"""One-off extraction of src/capeval/data/published/upstream.csv: the Polaris, Nebula and
+LongCap-Arena values.
 
 The Polos (arXiv 2402.18091) and DENEB (arXiv 2409.19255) papers are not in ../shared/papers.
 Their tables' Polaris/Nebula numbers are read here from the expected-value files of the Polos
 authors' own reproduction kit, github.com/YuigaWada/CaptionEvalKit-for-VLMs, at a pinned commit
 (benchmarks/expected/<metric>/<benchmark>.json: ``source`` names the paper and table the numbers
-were copied from, ``correlations`` holds them). A file whose ``source`` names no paper table
+were copied from, ``correlations`` holds them). The VELA paper (arXiv 2509.25818, EMNLP 2025) is
+not there either: its LongCap-Arena values for VELA come from the same kit's
+``benchmarks/expected/vela/longcaparena-test{a,b}-{desc,rel,flu}.json``. A file whose ``source`` names no paper table
 ("Polaris benchmark table, ...") is left out and listed on stderr.
 tests/test_published_registry.py re-reads every stored value from the same commit's file.
 Run: python tools/published_upstream.py /path/to/mirror/of/CaptionEvalKit-for-VLMs.git \\
@@ -25,7 +28,7 @@ COMMIT = "23f154b924618cc257458291434c4b44e5bf7410"
 # the kit's metric directory -> capeval's name (BLEU is BLEU-4 and ROUGE is ROUGE-L: the files' score_name)
 METRICS = {"bleu": "bleu-4", "cider": "cider-d", "meteor": "meteor", "rouge": "rouge-l", "spice": "spice",
            "clipscore": "clip-s", "refclipscore": "ref-clip-s", "pacscore": "pac-s", "refpacscore": "ref-pac-s",
-           "polos": "polos", "expert": "expert"}
+           "polos": "polos", "expert": "expert", "vela": "vela"}
 
 # the paper and table a file's ``source`` names (checked against the whole string, nothing guessed)
 SOURCES = [
@@ -33,11 +36,13 @@ SOURCES = [
     (re.compile(r"^Matsuda et al\. 2024 DENEB Table 1\b"), "deneb", "1"),
     (re.compile(r"^arXiv:2512\.21582 Table 1\b"), "pearl", "1"),
     (re.compile(r"^EXPERT ACL 2025 Findings Table 2\b"), "expert", "2"),
+    (re.compile(r"^Matsuda et al\. 2025 VELA Table 1\b"), "vela", "1"),
 ]
 CAPTIONS = {("polos", "1"): "Correlation with human judgments (Polaris column)",
             ("deneb", "1"): "Correlation with human judgments (Nebula column)",
             ("pearl", "1"): "Correlation with human judgments (Nebula column, corrected test scores)",
-            ("expert", "2"): "Correlation with human judgments (Polaris and Nebula columns)"}
+            ("expert", "2"): "Correlation with human judgments (Polaris and Nebula columns)",
+            ("vela", "1"): "Correlation with human judgments on LongCap-Arena (Test A / Test B x Desc., Rel., Flu.)"}
 # the Nebula test scores the paper used: arXiv 2512.21582 reports on the corrected scores
 # (the kit applies the Spica corrections before comparing with these files), DENEB on the release's
 PROTOCOL = {("pearl", "nebula"): "corrected test scores (hiranohachiman/Spica)",
@@ -53,15 +58,28 @@ def _git(mirror: str, *args: str) -> str:
     return subprocess.run(["git", "--git-dir", mirror, *args], check=True, capture_output=True, text=True).stdout
 
 
+# the kit's LongCap-Arena files: longcaparena-test{a,b}-{desc,rel,flu} -> capeval's loader options
+LONGCAP = re.compile(r"^longcaparena-test(?P<split>[ab])-(?P<perspective>desc|rel|flu)$")
+
+
+def _bench(name: str) -> tuple[str, str] | None:
+    """capeval's benchmark and loader options for a kit file name, None for other benchmarks."""
+    if name in ("polaris", "nebula"):
+        return name, ""
+    m = LONGCAP.match(name)
+    return ("longcap-arena", f"split=test-{m['split']};perspective={m['perspective']}") if m else None
+
+
 def main(mirror: str) -> None:
     out = csv.DictWriter(sys.stdout, FIELDS, lineterminator="\n")
     out.writeheader()
     paths = _git(mirror, "ls-tree", "-r", "--name-only", COMMIT, "benchmarks/expected").split()
     for path in paths:
         _, _, kit_metric, name = path.split("/")
-        bench = name.removesuffix(".json")
-        if bench not in ("polaris", "nebula") or kit_metric not in METRICS:
+        found = _bench(name.removesuffix(".json"))
+        if found is None or kit_metric not in METRICS:
             continue
+        bench, bench_options = found
         data = json.loads(_git(mirror, "show", f"{COMMIT}:{path}"))
         hit = next(((p, t) for rx, p, t in SOURCES if rx.match(data["source"])), None)
         if hit is None:
@@ -71,8 +89,9 @@ def main(mirror: str) -> None:
         for stat, value in sorted(data["correlations"].items()):
             out.writerow({"paper": paper, "table": table, "benchmark": bench, "metric": METRICS[kit_metric],
                           "variant": "", "statistic": stat, "value": value, "scale": 1, "main": 1,
-                          "protocol": PROTOCOL.get((paper, bench), ""),
-                          "options": OPTIONS.get((paper, bench), ""), "caption": CAPTIONS[(paper, table)],
+                          "protocol": PROTOCOL.get((paper, bench), "mean of five runs; the released checkpoint is one"
+                                                   if paper == "vela" else ""),
+                          "options": OPTIONS.get((paper, bench), bench_options), "caption": CAPTIONS[(paper, table)],
                           "upstream": f"github:{REPO}@{COMMIT}:{path}", "key": f"correlations.{stat}",
                           "note": data["source"]})
 

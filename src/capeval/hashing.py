@@ -30,3 +30,11 @@ def file_digest(path: str | os.PathLike[str], algorithm: str = "sha256", *, cach
     if key is not None:
         _CACHE[key] = digest
     return digest
+
+
+def files_digest(paths: list[Path]) -> str:
+    """sha256 over ``name:sha256`` lines of several files: one key for a set of annotation files."""
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(f"{path.name}:{file_digest(path)}\n".encode())
+    return h.hexdigest()

@@ -118,6 +118,14 @@ METRIC_RANGES: dict[str, dict[str, Range]] = {
               "tries": Range(1, 100, integer=True, source="DavidMChan/clair clair.py asks up to 3 times")},
     "fleur": _JUDGE,
     "expert": _JUDGE,
+    "aloha": {**{k: r for k, r in _JUDGE.items() if k != "top_logprobs"},
+              "min_object_length": Range(0, 10**6, integer=True, source="DavidMChan/aloha metrics/aloha.py "
+                                                                        "min_object_length=3 (characters of a line)"),
+              "threshold": Range(-1, 1, source="a cosine (ALOHa_o) below which an object is listed as hallucinated"),
+              "max_combinations": Range(1, 10**9, integer=True, source="capeval's bound on the object combinations "
+                                                                         "of an item (the official code has none)"),
+              "detector_threshold": Range(0, 1, source="DETR score above which a detection is kept; "
+                                                       "utils/object_detections.py uses 0.9")},
     "bridge": {"w": _W},
     "spice": {"max_words": Range(1, 10**7, integer=True, source="capeval's bound on a caption's length (SPICE's "
                                                                  "parser has none); items over it are reported")},
@@ -128,6 +136,8 @@ METRIC_RANGES: dict[str, dict[str, Range]] = {
         "text_batch_size": Range(1, 65536, integer=True),
     },
     "polos": {"batch_size": Range(1, 4096, integer=True)},
+    "amber": {"similarity_score": Range(-1, 1, source="a cosine threshold; junyangwang0410/AMBER inference.py "
+                                                      "--similarity_score 0.8")},
     "bertscore": {
         "num_layers": Range(0, 1024, integer=True, source="bert_score: layers kept (0: the embedding layer); "
                                                           "checked again against the model's depth"),

@@ -85,6 +85,10 @@ class Loaded:
     # constructor options the protocol fixes per metric group (e.g. the video benchmarks' IDF
     # corpus); the runner applies them under the user's own options, which win
     metric_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # per-item extras of each metric ``{metric: {setting: extras}}``, kept only for benchmarks that
+    # set ``wants_extras`` (HAT's localization); ``extras`` is the current metric's, set by the runner
+    item_extras: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def signature(self) -> Signature:
@@ -116,6 +120,8 @@ class Benchmark:
     # loader options (``capeval bench -B NAME.KEY=VALUE``): a capeval.ranges.Range for a number,
     # a tuple of the allowed values otherwise; :func:`check_loader_options` refuses any other
     loader_options: ClassVar[dict[str, Any]] = {}
+    # statistics that read the metrics' per-item extras (``Loaded.extras``)
+    wants_extras: ClassVar[bool] = False
 
     def load(self, root: Path, seed: int = 0, **options: Any) -> Loaded:
         raise NotImplementedError
@@ -210,6 +216,9 @@ CATALOG: dict[str, str] = {
     "nebula": "capeval.bench.polaris:Nebula",
     "detailcaps": "capeval.bench.detailcaps:DetailCaps",
     "caparena": "capeval.bench.caparena:CapArena",
+    "longcap-arena": "capeval.bench.longcap_arena:LongCapArena",
+    "hat": "capeval.bench.hat:HAT",
+    "nocaps-foil": "capeval.bench.hat:NocapsFoil",
 }
 
 _BENCHMARKS: dict[str, Benchmark] = {}

@@ -18,15 +18,17 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from capeval.bench.sources import SOURCES, DataFile, DataSource
+from capeval.bench.sources import METRIC_SOURCES, SOURCES, DataFile, DataSource
 from capeval.errors import ResourceError
 from capeval.paths import data_home, data_mirror as mirror
 
 
 def source(name: str) -> DataSource:
-    """The release of benchmark ``name`` (a one-line error for an unknown one)."""
+    """The release of benchmark ``name`` or of a metric's data (``amber``); a one-line error for an unknown one."""
     from capeval.bench.base import get_benchmark
 
+    if name.strip().lower() in METRIC_SOURCES:
+        return METRIC_SOURCES[name.strip().lower()]
     bench = get_benchmark(name).name
     if bench not in SOURCES:
         raise ResourceError(f"{bench}: no download source is registered; put its files under the data root by hand")
@@ -202,6 +204,11 @@ def download_benchmark(name: str, root: str | os.PathLike[str] | None = None, fo
             raise
     shutil.rmtree(base / ".downloads" / bench, ignore_errors=True)
     images = check_images(src, base) if src.images else ""
+    if src.unpack and not by_hand:
+        import importlib
+
+        module, _, func = src.unpack.partition(":")
+        images = getattr(importlib.import_module(module), func)(base)
     return {"benchmark": bench, "root": str(base), "files": files, "by_hand": by_hand, "images": images}
 
 
@@ -232,5 +239,5 @@ def present(name: str, root: str | os.PathLike[str] | None = None) -> bool:
     src = source(name)
     base = Path(root).expanduser() if root is not None else data_home()
     if src.hub:
-        return any((base / src.benchmark / "data").glob("test-*.parquet"))  # the default split
+        return any((base / src.benchmark).glob(src.default_files))  # the default split
     return all((base / rel).is_file() for f in src.files if not f.optional for rel in f.places)

@@ -1,5 +1,7 @@
 """The published-values registry: every human-correlation and accuracy number of the five papers
-(and the Polaris/Nebula values of four more, read from their authors' kit; ``upstream.csv``).
+(and, in ``upstream.csv``, the Polaris/Nebula values of four more, read from their authors' kit,
+VELA's LongCap-Arena values from the same kit, and the DetailCaps/CapArena values of the CAPTURE
+README and the CapArena paper).
 
 Plain data in ``capeval/data/published/`` (package data, reviewable against the papers):
 
@@ -20,13 +22,26 @@ Plain data in ``capeval/data/published/`` (package data, reviewable against the 
   to the first containing ``end``) and its caption.
 - ``tolerances.csv``: how far ours may be from the published value per benchmark and metric
   kind (``text`` / ``learned``) and why.
-- ``upstream.csv``: the Polaris and Nebula values of papers not in ../shared/papers (Polos,
-  DENEB, Pearl = arXiv 2512.21582, EXPERT), as their authors' reproduction kit transcribes
-  them: ``upstream`` (``github:owner/repo@commit:path`` of the file), ``key`` (the value's
-  place in that JSON file), ``note`` (the paper and table the file names), ``options`` (the
-  benchmark loader options of that paper's protocol, e.g. Nebula's ``scores=corrected``), ``caption``;
-  written by tools/published_upstream.py; the test re-reads each value from that file when a
-  mirror of the repository is present.
+- ``upstream.csv``: the values of papers not in ../shared/papers, read from a repository file:
+  the Polaris and Nebula values of Polos, DENEB, Pearl = arXiv 2512.21582 and EXPERT and the
+  LongCap-Arena values of VELA (its Table 1: Test A / Test B x three perspectives, loader options
+  ``split``/``perspective``) as their authors' reproduction kit transcribes them (written by
+  tools/published_upstream.py), the
+  CAPTURE README's DetailCaps consistency table and CapArena's Tables 2-3 (arXiv 2503.12329v1
+  as an HTML rendering of the paper reproduces them): ``upstream``
+  (``github:owner/repo@commit:path`` of the file), ``key`` (the value's place in that file: a
+  dotted JSON key; ``md:<first header cell>/<row label>/<column>`` for a Markdown table, the
+  column counted from 0 after the label; ``html:<cell id>`` for an HTML table), ``note`` (the
+  paper and table the file names), ``options`` (the benchmark loader options of that paper's
+  protocol, e.g. Nebula's ``scores=corrected``), ``caption``; the test re-reads each value
+  from that file when a mirror of the repository is present. ``comparability.csv`` applies to
+  them as to the papers' cells.
+
+- ``systems.csv``: numbers a paper reports for *systems* (models) scored by a metric, not for a
+  metric against human judgments: AMBER's results of nine MLLMs (``variant``: the model,
+  ``statistic``: ``system``, ``col``: its column, ``source``: ``github:owner/repo@commit:path``
+  where it is printed, ``outputs``: what a run needs, the model's responses, which are not
+  published; ``capeval reproduce`` lists these cells as ``not run: model outputs``).
 
 ``tests/test_published_registry.py`` re-reads every stored value from ../shared/papers.
 A difference is expected where the protocol differs (reference draws, image versions, region
@@ -44,7 +59,8 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
-PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2", "polos", "deneb", "pearl", "expert")
+PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2", "polos", "deneb", "pearl", "expert", "capture",
+          "caparena", "amber", "vela")
 
 CITATIONS = {
     "pac-s": "Sarto et al. 2023 (PAC-S, CVPR poster)",
@@ -56,17 +72,22 @@ CITATIONS = {
     "deneb": "Matsuda et al. 2024 (DENEB, ACCV)",
     "pearl": "Hirano et al. 2025 (Pearl, arXiv 2512.21582)",
     "expert": "Kim et al. 2025 (EXPERT, ACL Findings)",
+    "capture": "Dong et al. 2024 (CAPTURE / DetailCaps, arXiv 2405.19092)",
+    "caparena": "Cheng et al. 2025 (CapArena, arXiv 2503.12329v1)",
+    "amber": "Wang et al. 2023 (AMBER, arXiv:2311.07397)",
+    "vela": "Matsuda et al. 2025 (VELA, EMNLP)",
 }
 
 # the paper a metric comes from: its own number wins when several papers print one
 _OWN = {"pac-s": "pac-s", "ref-pac-s": "pac-s", "pac-s-video": "pac-s", "ref-pac-s-video": "pac-s",
         "pac-s++": "pac-s++", "ref-pac-s++": "pac-s++", "hice-s": "hice-s", "ref-hice-s": "hice-s",
         "bridge": "bridge", "visce2": "visce2", "visce2-vanilla": "visce2", "visce2-ref": "visce2",
-        "visce2-desc": "visce2", "polos": "polos", "expert": "expert"}
+        "visce2-desc": "visce2", "polos": "polos", "expert": "expert", "capture": "capture", "vela": "vela"}
 # tables whose rows repeat the paper's comparison tables and lose to them: VisCE2's Table 1 (textual
 # resources) prints its own row again, THumB w/ human R as .07 where the comparison Table 2 has .06
 _SECONDARY = {"visce2": ("1",)}
-_ORDER = ("pac-s++", "hice-s", "bridge", "pac-s", "visce2", "polos", "deneb", "pearl", "expert")
+_ORDER = ("pac-s++", "hice-s", "bridge", "pac-s", "visce2", "polos", "deneb", "pearl", "expert", "capture",
+          "caparena", "amber", "vela")
 
 
 @dataclass(frozen=True)
@@ -91,6 +112,7 @@ class Cell:
     note: str = ""
     options: str = ""  # benchmark loader options of the paper's protocol, "key=value;key=value"
     not_comparable: str = ""  # why capeval's run of this cell is no reproduction of it (comparability.csv)
+    outputs: str = ""  # systems.csv: the system outputs a run of this cell needs (not published)
 
     def bench_options(self) -> dict[str, str]:
         """:attr:`options` as a mapping (``capeval reproduce`` loads the benchmark with them)."""
@@ -103,8 +125,10 @@ class Cell:
 
     @property
     def source(self) -> str:
-        where = f" (as transcribed in {self.upstream})" if self.upstream else ""
-        return f"{CITATIONS[self.paper]}, Table {self.table}{where}"
+        where = f" (as transcribed in {self.upstream})" if self.upstream else (
+            f" (printed in {self.note})" if self.outputs else "")
+        table = "README" if self.table == "readme" else f"Table {self.table}"  # a repository's README table
+        return f"{CITATIONS[self.paper]}, {table}{where}"
 
 
 def parse_options(text: str) -> dict[str, str]:
@@ -125,7 +149,7 @@ def not_comparable() -> dict[tuple[str, str, str], str]:
 
 @lru_cache(maxsize=1)
 def cells() -> tuple[Cell, ...]:
-    """Every stored published number: the papers' text first, in their order, then upstream.csv."""
+    """Every stored published number: the papers' text first, in their order, then upstream.csv and systems.csv."""
     why = not_comparable()
     text = tuple(
         Cell(r["paper"], r["table"], r["benchmark"], r["metric"], r["variant"], r["statistic"], float(r["value"]),
@@ -135,8 +159,14 @@ def cells() -> tuple[Cell, ...]:
     )
     return text + tuple(
         Cell(r["paper"], r["table"], r["benchmark"], r["metric"], r["variant"], r["statistic"], float(r["value"]),
-             float(r["scale"]), "", 0, -1, r["main"] == "1", r["protocol"], r["upstream"], r["key"], r["note"], r["options"])
+             float(r["scale"]), "", 0, -1, r["main"] == "1", r["protocol"], r["upstream"], r["key"], r["note"], r["options"],
+             not_comparable=why.get((r["paper"], r["table"], r["metric"]), ""))
         for r in _read("upstream.csv")
+    ) + tuple(
+        # one score per system: main=False keeps them out of published()'s metric-vs-humans lookups
+        Cell(r["paper"], r["table"], r["benchmark"], r["metric"], r["variant"], r["statistic"], float(r["value"]),
+             float(r["scale"]), r["variant"], 0, int(r["col"]), False, "", note=r["source"], outputs=r["outputs"])
+        for r in _read("systems.csv")
     )
 
 
@@ -144,7 +174,7 @@ def cells() -> tuple[Cell, ...]:
 def tables() -> dict[tuple[str, str], dict[str, str]]:
     """``{(paper, table): {file, start, end, caption}}`` (``file`` empty for upstream.csv's tables)."""
     out = {(r["paper"], r["table"]): r for r in _read("tables.csv")}
-    for r in _read("upstream.csv"):
+    for r in _read("upstream.csv") + _read("systems.csv"):
         out.setdefault((r["paper"], r["table"]), {"paper": r["paper"], "table": r["table"], "file": "",
                                                   "start": "", "end": "", "caption": r["caption"]})
     return out
@@ -168,8 +198,9 @@ def select(papers: Iterable[str] | None = None, table: str | None = None) -> lis
 
 
 @cache
-def _best(benchmark: str, metric: str, statistic: str) -> Cell | None:
-    found = [c for c in cells() if c.main and (c.benchmark, c.metric, c.statistic) == (benchmark, metric, statistic)]
+def _best(benchmark: str, metric: str, statistic: str, run_options: tuple[tuple[str, str], ...] = ()) -> Cell | None:
+    found = [c for c in cells() if c.main and (c.benchmark, c.metric, c.statistic) == (benchmark, metric, statistic)
+             and _same_protocol(c, dict(run_options))]
     if not found:
         return None
     own = _OWN.get(metric)
@@ -177,13 +208,25 @@ def _best(benchmark: str, metric: str, statistic: str) -> Cell | None:
     return found[0]
 
 
-def published(benchmark: str, metric: str, statistic: str) -> tuple[float, str] | None:
+def _same_protocol(cell: Cell, run_options: dict[str, str]) -> bool:
+    """Whether a run with these loader options computed what the cell printed (no options known: any)."""
+    return not run_options or all(run_options.get(k) == v for k, v in cell.bench_options().items())
+
+
+def signature_options(signature: str) -> tuple[tuple[str, str], ...]:
+    """The ``key:value`` fields of a benchmark signature (the run's loader options among them)."""
+    return tuple((k, v) for k, _, v in (kv.partition(":") for kv in signature.split("|") if ":" in kv))
+
+
+def published(benchmark: str, metric: str, statistic: str, signature: str = "") -> tuple[float, str] | None:
     """``(value x100, source)`` published for this benchmark, metric and statistic, or None.
 
     The metric's own paper wins; otherwise the first of PAC-S++, HICE-S, BRIDGE, PAC-S, VisCE2,
-    Polos, DENEB, Pearl, EXPERT (they copy each other's baseline rows); within a paper its
-    comparison tables win over a table that repeats them. Backbone and ablation tables are not used."""
-    c = _best(benchmark, metric, statistic)
+    Polos, DENEB, Pearl, EXPERT, CAPTURE, CapArena, VELA (they copy each other's baseline rows); within a paper its
+    comparison tables win over a table that repeats them. Backbone and ablation tables are not used.
+    ``signature``: the run's benchmark signature; a cell whose loader options (LongCap-Arena's
+    split and perspective, Nebula's scores) differ from the run's is not its published value."""
+    c = _best(benchmark, metric, statistic, signature_options(signature))
     return None if c is None else (c.x100, c.source)
 
 
@@ -210,7 +253,7 @@ def beside(records: Iterable[Any]) -> list[dict[str, Any]]:
     value, as ``{benchmark, metric, statistic, capeval, published, delta, source}`` rows."""
     rows = []
     for r in records:
-        found = published(r.benchmark, r.metric, r.statistic)
+        found = published(r.benchmark, r.metric, r.statistic, getattr(r, "benchmark_signature", ""))
         if found is None:
             continue
         value = None if r.value is None or math.isnan(r.value) else float(r.value)

@@ -74,7 +74,7 @@ def _stat_table(records: list[Any]) -> str:
         if r.metric not in metrics:
             metrics.append(r.metric)
         cell[(r.metric, r.statistic)] = r
-    paper = {(m, s): published(r.benchmark, m, s) for (m, s), r in cell.items()}
+    paper = {(m, s): published(r.benchmark, m, s, getattr(r, "benchmark_signature", "")) for (m, s), r in cell.items()}
     with_paper = {s for (m, s), v in paper.items() if v is not None}
     head = "".join(f"<th>{_e(s)}</th>" + ("<th class='paper'>paper</th>" if s in with_paper else "")
                    for s in stats_order)

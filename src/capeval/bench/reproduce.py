@@ -10,7 +10,9 @@ benchmark is loaded once and each metric group scored by one Evaluator), and eve
 gets ours, its bootstrap CI, the difference and a status: ``reproduced`` (within the
 tolerance of ``data/published/tolerances.csv``), ``differs``, ``not comparable: <reason>`` (a
 number made with another implementation or protocol, ``data/published/comparability.csv``:
-ours is shown beside it, whatever the difference), or ``not run: <what is missing>``.
+ours is shown beside it, whatever the difference), or ``not run: <what is missing>`` (for
+the scores a paper reports for its systems, AMBER's, ``not run: model outputs``: the
+systems' responses are not published; score them with ``capeval score``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ _STATS = {
     "activitynet-foil": r"accuracy_(no)?refs",
     "polaris": r"kendall_tau_[bc]",
     "nebula": r"kendall_tau_[bc]",
+    "detailcaps": r"pcc|one_minus_r2|kendall_tau_b|sample_tau",
+    "caparena": r"agreement(_level_[1-4])?|spearman_models|kendall_models",
+    "longcap-arena": r"kendall_tau_[bc]",
 }
 
 # checkpoints of the checkpoint table each learned metric loads by default (registry defaults).
@@ -65,6 +70,10 @@ _OTHER_WEIGHTS = {
     "clair": "an LLM server (clair)", "fleur": "the LLaVA VLM of fleur", "ref-fleur": "the LLaVA VLM of fleur",
     "expert": "EXPERT's LLaVA LoRA, converted (docs/judges.md)",
     "capture": "the FACTUAL parser and Sentence-BERT all-mpnet-base-v2 (capture)",
+    **{f"amber-{m}": "NLTK's averaged perceptron tagger and spaCy's en_core_web_lg (amber)"
+       for m in ("chair", "cover", "hal", "cog")},
+    "vela": "the VELA authors' package and checkpoint (docs/metrics/vela.md)",
+    "aloha": "an LLM server, Sentence-BERT all-mpnet-base-v2 and spaCy en_core_web_lg (aloha)",
 }
 
 
@@ -88,6 +97,7 @@ class Outcome:
     source: str = ""
     protocol: str = ""
     not_comparable: str = ""  # the registry's reason, when the published number is no target for ours
+    options: str = ""  # the benchmark loader options of the cell's protocol ("key=value;...")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -117,10 +127,24 @@ def kind(metric: str) -> str:
     return "text" if text and not {"images", "videos"} & set(spec.needs) else "learned"
 
 
+# metrics that run their authors' package (it loads its own weights): runnable where it imports
+_PACKAGES = {"vela": ("vela", "dataloader.vela_collate_fn")}
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def missing_weights(metric: str, directory: str | os.PathLike[str] | None = None) -> str | None:
     """What weights ``metric`` lacks here (checked in the checkpoint cache, nothing downloaded)."""
     if metric in _OTHER_WEIGHTS:
-        return _OTHER_WEIGHTS[metric]
+        packages = _PACKAGES.get(metric, ())
+        return None if packages and all(_importable(p) for p in packages) else _OTHER_WEIGHTS[metric]
     from capeval.models.clip.checkpoints import CHECKPOINTS
 
     for name in _WEIGHTS.get(metric, ()):
@@ -131,6 +155,8 @@ def missing_weights(metric: str, directory: str | os.PathLike[str] | None = None
 
 
 def _blocker(cell: pub.Cell, known: set[str], images: Any, videos: Any, checkpoints: Any) -> str | None:
+    if cell.outputs:  # a system's score (AMBER): its outputs are not published
+        return f"not run: model outputs ({cell.outputs})"
     if cell.metric not in known:
         return f"not run: metric capeval does not have ({cell.metric})"
     if not cell.main:
@@ -185,7 +211,7 @@ def reproduce(
     for c in cells:
         tol, _ = pub.tolerance(c.benchmark, kind(c.metric)) if c.metric in known else (None, "")
         o = Outcome(c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic, c.x100, tolerance=tol,
-                    source=c.source, protocol=c.protocol, not_comparable=c.not_comparable)
+                    source=c.source, protocol=c.protocol, not_comparable=c.not_comparable, options=c.options)
         o.status = _blocker(c, known, images, videos, checkpoints) or ""
         runs.append((c.benchmark, c.options))
         if not o.status:
@@ -204,7 +230,7 @@ def reproduce(
                                 bootstrap=bootstrap, progress=progress, **extra)
             except CapevalError as exc:
                 first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                first = first.split(" (looked in")[0]  # the loader's search paths: too long for a cell
+                first = first.split(" (looked ")[0]  # the loader's search paths ("looked for ..."): too long for a cell
                 failed[(bench, opts)] = first if len(first) <= 120 else first[:117] + "..."
                 continue
             finally:
@@ -256,7 +282,9 @@ HEAD = ("paper", "table", "benchmark", "metric", "statistic", "published", "ours
 
 def cells(o: Outcome) -> tuple[str, ...]:
     ci = "" if o.ci_low is None or o.ci_high is None else f"[{pub.fixed(o.ci_low)}, {pub.fixed(o.ci_high)}]"
-    return (o.paper, o.table, o.benchmark, o.metric, o.statistic, f"{o.published:.1f}",
+    # the loader options tell apart cells of one benchmark (LongCap-Arena's test sets and perspectives)
+    bench = f"{o.benchmark} ({o.options.replace(';', ' ')})" if o.options else o.benchmark
+    return (o.paper, o.table, bench, o.metric, o.statistic, f"{o.published:.1f}",
             "" if o.ours is None else pub.fixed(o.ours), ci,
             "" if o.difference is None else pub.fixed(o.difference, signed=True),
             "" if o.tolerance is None else f"{o.tolerance:g}", o.status)

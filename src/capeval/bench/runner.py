@@ -87,7 +87,7 @@ class BenchRun(list):
         for r in self:
             ci = "" if r.ci_low is None or math.isnan(r.ci_low) else f"[{r.ci_low:.2f}, {r.ci_high:.2f}]"
             val = "nan" if math.isnan(r.value) else (f"{r.value:.0f}" if r.statistic.startswith("ties") else f"{r.value:.2f}")
-            found = published(r.benchmark, r.metric, r.statistic)
+            found = published(r.benchmark, r.metric, r.statistic, r.benchmark_signature)
             rows.append((r.benchmark, r.metric, r.statistic, val, ci, str(r.n), "" if found is None else f"{found[0]:.1f}"))
         widths = [max(len(row[i]) for row in rows) for i in range(7)]
         lines = []
@@ -244,6 +244,7 @@ def run(
                 if not scores.get(m):
                     out.benchmarks[b.name].setdefault("skipped_metrics", {})[m] = "no applicable setting (needs references)"
                     continue
+                loaded.extras = loaded.item_extras.get(m, {})
                 for spec in b.statistics(loaded, scores[m]):
                     value = float(spec.fn(None))
                     lo = hi = None
@@ -346,6 +347,12 @@ def _score_benchmark(
             inputs: dict[str, Any] = {}
             if image_paths is not None and any("images" in specs[m].needs for m in members):
                 inputs["images"] = {k: image_paths[setting.items[k].image] for k in keys}
+            elif any("images" in specs[m].accepts and "images" not in specs[m].needs for m in members):
+                # metrics that identify an image by its name without reading it (CHAIR: the COCO
+                # file name) get the benchmark's image names when no image folder is in play
+                named = {k: setting.items[k].image for k in keys if setting.items[k].image}
+                if len(named) == len(keys):
+                    inputs["images"] = named
             if video_paths is not None and any("videos" in specs[m].needs for m in members):
                 inputs["videos"] = {k: video_paths[setting.items[k].video] for k in keys}
                 segs = {k: setting.items[k].segment for k in keys if setting.items[k].segment is not None}
@@ -361,6 +368,8 @@ def _score_benchmark(
                 sign = 1.0 if specs[m].higher_is_better else -1.0
                 scores[m][sname] = sign * np.array([res.items.get(k, float("nan")) for k in keys], dtype=float)
                 sigs[m][sname] = str(res.signature)
+                if b.wants_extras:
+                    loaded.item_extras.setdefault(m, {})[sname] = res.extras
             if explain_dir is not None:
                 from capeval.bench.explanations import explain_worst as explain_items
 

@@ -7,6 +7,10 @@ files the loaders read are the loaders' own (``Benchmark.files``): one record, c
 download time and again at load time. An archive has no digest here when we only know its
 members' (our reference copy was unpacked); its members are checked one by one.
 
+:data:`METRIC_SOURCES` lists the same for the annotation data some metrics read (AMBER's
+``data/`` folder): ``capeval download amber`` lays it out under the data root, where the
+metric finds it without an option.
+
 Files behind a licence form or without a stable direct URL have no URL: ``manual`` says
 where to get them and where to put them, and ``capeval download`` checks what was put there.
 With ``CAPEVAL_DATA_MIRROR=URL`` every file, these included, is fetched from
@@ -17,8 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from capeval.bench import longcap_arena as lca
 from capeval.bench.detailcaps import DETAILCAPS_REVISION
 from capeval.bench.polaris import NEBULA_REVISION, POLARIS_REVISION
+from capeval.metrics.amber.annotations import COMMIT as AMBER_COMMIT, RELEASE as AMBER_RELEASE
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,8 @@ class DataSource:
     # Hugging Face dataset (repo, revision, file patterns) whose matching files are listed at download time
     hub: tuple[str, str, tuple[str, ...]] | None = None
     images: str = ""  # how to get the images where a licence form stands in front of them
+    default_files: str = "data/test-*.parquet"  # a hub dataset's files the default protocol reads (glob)
+    unpack: str = ""  # "module:function(root) -> note" run after the download (images embedded in the files)
 
 
 _F8K_ZIP = "Flickr8k_text.zip"
@@ -67,6 +75,7 @@ _F8K_IMAGES = ("the Flickr8k images stand behind the authors' licence form: requ
                "{root}/flickr8k/Flicker8k_Dataset/<name>.jpg, pass --images {root}/flickr8k to bench, and run "
                "`capeval download {bench}` again: it checks them against the MD5 list of the CLIPScore authors")
 _F8K_LICENCE = "research use, UIUC terms (Hodosh et al. 2013); images: Flickr terms of use"
+_ALOHA = "7da6b90ebe392228ea532a84d78eab830c2b3cb2"  # DavidMChan/aloha: HAT and nocaps-FOIL
 _COCO_ZIP = DataFile(
     "annotations_trainval2014.zip", ("http://images.cocodataset.org/annotations/annotations_trainval2014.zip",),
     members=(("captions_val2014.json", "coco/captions_val2014.json"),), size="241 MB (zip)")
@@ -151,4 +160,31 @@ SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
             "has no stable direct URL; put caparena_annots_eval.json at {root}/caparena/caparena_annots_eval.json")),),
         "Cheng et al. 2025, github.com/njucckevin/CapArena (data/eval)", "the CapArena repository's terms",
         note="images (data/eval/images) are not fetched: text metrics need none"),
+    DataSource("longcap-arena", (), f"huggingface.co/datasets/{lca.REPO} ({lca.REVISION}: no commit pinned)",
+               "BSD-3-Clause-Clear (the dataset card); images: SA-1B terms",
+               note="Parquet shards (images embedded) of Test A (dci_val) and Test B (dci_test), the three perspectives "
+                    "each, named by the hub listing; no sha256 published",
+               hub=(lca.REPO, lca.REVISION, tuple(lca.shard_prefix(s, p) for s in lca.SPLITS for p in lca.PERSPECTIVES)),
+               default_files=lca.shard_prefix("test-a", "desc") + "*.parquet",
+               unpack="capeval.bench.longcap_arena:extract_images"),
+    *(DataSource(bench, (DataFile(name, (f"https://raw.githubusercontent.com/DavidMChan/aloha/{_ALOHA}/data/{name}",),
+                                   place=f"{bench}/{name}", size=size),),
+                 f"Petryk*, Chan* et al. 2024, github.com/DavidMChan/aloha (data/{name})",
+                 f"the ALOHa repository's terms; {captions}", note=f"images ({images}) are not fetched: text metrics need none")
+      for bench, name, size, captions, images in (
+          ("hat", "hat-trainval.json", "0.5 MB", "COCO captions CC BY 4.0", "COCO val2014"),
+          ("nocaps-foil", "nocaps-val-foil.json", "2.5 MB", "nocaps annotations: the nocaps terms",
+           "nocaps val, Open Images"))),
+)}
+
+#: annotation data read by metrics (not benchmarks of ``capeval bench``), by metric family
+METRIC_SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
+    DataSource("amber", tuple(
+        DataFile(n, (f"https://raw.githubusercontent.com/junyangwang0410/AMBER/{AMBER_COMMIT}/data/{n}",),
+                 place=f"amber/{n}", sha256=AMBER_RELEASE[n], size=size)
+        for n, size in (("annotations.json", "1.8 MB"), ("relation.json", "13 kB"), ("safe_words.txt", "57 B"))),
+        f"Wang et al. 2023, github.com/junyangwang0410/AMBER at {AMBER_COMMIT[:7]} (data/)",
+        "Apache License 2.0 (the repository's LICENSE)",
+        note="the images (AMBER.zip, a Google Drive link in the README) are not fetched: the metrics read the "
+             "responses and the annotations only"),
 )}

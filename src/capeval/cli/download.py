@@ -18,14 +18,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "CAPEVAL_DATA_MIRROR=URL fetches URL/<benchmark>/<file> instead) or model files named in "
                        "capeval's checkpoint table, verifying them.")
     p.add_argument("names", nargs="*", metavar="NAME",
-                   help="benchmark names (capeval bench --list) or checkpoint names (see --list); 'spice': CoreNLP 3.6.0 for spice-java (sha256-checked); "
+                   help="benchmark names (capeval bench --list), 'amber' (AMBER's annotation folder for the amber metrics) or checkpoint names (see --list); 'spice': CoreNLP 3.6.0 for spice-java (sha256-checked); "
                         "'factual': hice-s's FACTUAL phrase parser (a Hugging Face hub folder); "
                         "'bertscore': BERTScore's roberta-large; 'bertscore++': BERT-S++'s bert-base-uncased "
                         "and stop-word list; ORG/NAME: a judge's local model from the Hugging Face hub "
                         "(e.g. llava-hf/llava-1.5-13b-hf for fleur and visce2), into the Hugging Face cache")
     p.add_argument("--dir", help="target folder (checkpoints: default $CAPEVAL_CHECKPOINTS or <cache>/clip; "
                    "benchmarks: default $CAPEVAL_DATA or <cache>/data)")
-    p.add_argument("--all", action="store_true", help="every registered benchmark's data")
+    p.add_argument("--all", action="store_true", help="every registered benchmark's data (and AMBER's annotations)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress")
     p.add_argument("--list", action="store_true", help="show the checkpoint table and which files are present")
     p.add_argument("--json", action="store_true", help="with --list: the table as JSON")
@@ -63,10 +63,10 @@ def format_benchmarks(root: str | None) -> str:
     """The benchmark data table: name, present or not, source."""
     from capeval.bench.data_download import present
     from capeval.paths import data_home
-    from capeval.bench.sources import SOURCES
+    from capeval.bench.sources import METRIC_SOURCES, SOURCES
 
     rows = [("BENCHMARK", "STATUS", "SOURCE")]
-    for name, src in SOURCES.items():
+    for name, src in {**SOURCES, **METRIC_SOURCES}.items():
         by_hand = any(not f.urls and not f.optional for f in src.files)
         rows.append((name, "present" if present(name, root) else ("missing (part by hand)" if by_hand else "missing"),
                      src.source))
@@ -104,6 +104,7 @@ def _hub_model(name: str) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from capeval.bench.base import CATALOG
+    from capeval.bench.sources import METRIC_SOURCES
     from capeval.errors import InputError
     from capeval.models.clip.checkpoints import checkpoint_info
     from capeval.models.download import download
@@ -115,16 +116,17 @@ def run(args: argparse.Namespace) -> int:
             from capeval.bench.sources import SOURCES
 
             info["benchmarks"] = {n: {"present": present(n, args.dir), "source": s.source, "licence": s.licence}
-                                  for n, s in SOURCES.items()}
+                                  for n, s in {**SOURCES, **METRIC_SOURCES}.items()}
             print(json.dumps(info, indent=2))
         else:
             print(format_table(info) + "\n\n" + format_benchmarks(args.dir))
         return 0
     if args.json:
         raise InputError("--json goes with --list")
-    benches = [n for n in args.names if n.strip().lower() in CATALOG]
+    data = [*CATALOG, *METRIC_SOURCES]  # benchmarks and metrics' annotation data (amber)
+    benches = [n for n in args.names if n.strip().lower() in data]
     if args.all:
-        benches = list(CATALOG)
+        benches = data
     elif not args.names:
         raise InputError("name a benchmark or a checkpoint to download, or --all for every benchmark's data "
                          "(see `capeval download --list`)")
@@ -132,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     if benches:
         code = _download_benchmarks(benches, args.dir, args.force, False if args.quiet else None)
     for name in args.names:
-        if name.strip().lower() in CATALOG:
+        if name.strip().lower() in data:
             continue
         if name.lower() in ("spice", "corenlp"):  # CoreNLP 3.6.0 jars for spice-java, not a CLIP file
             from capeval.metrics.spice.java import download_corenlp

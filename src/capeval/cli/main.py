@@ -19,6 +19,7 @@ SUBCOMMANDS = (
     "capeval.cli.compare",
     "capeval.cli.bench",
     "capeval.cli.reproduce",
+    "capeval.cli.caparena_auto",
     "capeval.cli.report",
     "capeval.cli.listing",
     "capeval.cli.info",

@@ -18,7 +18,7 @@ from capeval.io.reading import iter_lines, max_line_bytes, read_json_text
 # ``image_id``/``video_id`` come before ``id``: in COCO files ``id`` numbers the annotation
 # (the caption), not the image it describes.
 _ID_KEYS = ("image_id", "video_id", "id", "image", "video", "seg_id")
-_CAND_KEYS = ("caption", "candidate", "hyp", "text")
+_CAND_KEYS = ("caption", "candidate", "hyp", "text", "response")
 _REF_KEYS = ("references", "refs", "captions", "reference", "caption")
 
 
@@ -179,6 +179,9 @@ def read_captions(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
       several records with one id are collected into a reference list;
     - a COCO annotations file ``{"images": [...], "annotations": [{"id": 7, "image_id": 1,
       "caption": "..."}]}`` (references): items are keyed by ``image_id``;
+    - the evaluation output of ruotianluo/self-critical.pytorch ``{"overall": {...}, "imgToEval":
+      {id: {"image_id": 1, "caption": "...", ...}}}`` (candidates), the layout of the generated
+      sentences the CHAIR paper's ``setup.sh`` downloads: items keyed by ``image_id``;
     - JSONL: one record per line, as above;
     - CSV/TSV with a header: an id column (``image_id``/``id``/...) and a caption column
       (``caption``/``reference``/...); references may span several rows per id.
@@ -201,6 +204,9 @@ def read_caption_file(path: str | os.PathLike[str], kind: str) -> CaptionFile:
     if isinstance(obj, dict) and isinstance(obj.get("annotations"), list):
         return _from_records(list(enumerate(obj["annotations"], 1)), kind, path, "COCO annotations file",
                              "annotation")
+    if kind == "candidates" and isinstance(obj, dict) and isinstance(obj.get("imgToEval"), dict):
+        return _from_records(list(enumerate(obj["imgToEval"].values(), 1)), kind, path,
+                             "self-critical.pytorch results (imgToEval)", "imgToEval entry")
     if isinstance(obj, list):
         coco = bool(obj) and all(isinstance(r, dict) and "image_id" in r and "caption" in r for r in obj)
         layout = "COCO results list" if coco else "JSON list of records"

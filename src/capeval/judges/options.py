@@ -166,3 +166,36 @@ def lookup(cache: Any, kind: str, key: str, want_logprobs: bool) -> dict[str, An
     if hit is not None and (not want_logprobs or hit.get("logprobs_requested")):
         return hit
     return None
+
+
+def text_inputs(label: str, candidates: Any, references: Any, skip_bad_items: bool,
+                more_bad: Callable[[list[str]], Mapping[str, str]] | None = None
+                ) -> tuple[dict[str, str], dict[str, list[str]], list[str], list[str]]:
+    """The text judges' inputs (CLAIR, ALOHa): ``(candidates, references, ids, usable ids)``;
+    an empty caption (or what ``more_bad(ids)`` names) is a bad item: a one-line error unless
+    ``skip_bad_items``."""
+    from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references, raise_bad_items
+
+    if references is None:
+        raise InputError(f"{label} needs references")
+    cands = normalize_candidates(candidates, allow_empty=True)
+    refs = normalize_references(references)
+    check_same_ids(cands, refs)
+    ids = list(cands)
+    bad = {i: f"item {i!r}: caption is empty" for i in ids if not cands[i].strip()}
+    if more_bad is not None:
+        bad = {**dict(more_bad(ids)), **bad}
+    raise_bad_items(ids, bad, skip_bad_items)
+    good = [i for i in ids if i not in bad]
+    if not good:
+        raise InputError("no usable items: every item was skipped")
+    return cands, refs, ids, good
+
+
+def nrefs(refs: Mapping[str, list[str]] | None) -> str | None:
+    """The signature's ``nrefs``: ``"5"``, or ``"1-5"`` when items differ (None without references)."""
+    if not refs:
+        return None
+    n = [len(r) for r in refs.values()]
+    return str(min(n)) if min(n) == max(n) else f"{min(n)}-{max(n)}"
+

@@ -24,8 +24,6 @@ import math
 import os
 from typing import Any, ClassVar, Mapping, Sequence
 
-from capeval.errors import InputError
-from capeval.io.inputs import check_same_ids, normalize_candidates, normalize_references, raise_bad_items
 from capeval.judges import answers as ans
 from capeval.judges import options as jopt
 from capeval.judges.backends import Request
@@ -94,17 +92,7 @@ class CLAIR(ScorerBase):
     def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
               *, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
         """Score ``{id: caption}`` against ``{id: [reference, ...]}``."""
-        if references is None:
-            raise InputError("clair needs references")
-        cands = normalize_candidates(candidates, allow_empty=True)
-        refs = normalize_references(references)
-        check_same_ids(cands, refs)
-        ids = list(cands)
-        bad = {i: f"item {i!r}: caption is empty" for i in ids if not cands[i].strip()}
-        raise_bad_items(ids, bad, skip_bad_items)
-        good = [i for i in ids if i not in bad]
-        if not good:
-            raise InputError("no usable items: every item was skipped")
+        cands, refs, ids, good = jopt.text_inputs("clair", candidates, references, skip_bad_items)
         ident, dec = self.backend.identity(), self.backend.decoding()
         prompts = {i: render([cands[i]], refs[i]) for i in good}
         parsed: dict[str, ans.ClairAnswer] = {}
@@ -149,7 +137,7 @@ class CLAIR(ScorerBase):
             "errors": errors, "n_errors": len(errors),
             "generated": generated, "cached": cached,
         }
-        skipped = [i for i in ids if i in bad] + [i for i in good if i not in items]
+        skipped = [i for i in ids if i not in good] + [i for i in good if i not in items]
         system = float(sum(items.values()) / len(items)) if items else math.nan
         return Report([MetricResult(metric="clair", system=system, items=items, signature=self.signature(refs),
                                     extras=extras, skipped=tuple(skipped))])
@@ -161,9 +149,7 @@ class CLAIR(ScorerBase):
         sig.pop("pad_to_square", None)  # no image
         params: dict[str, Any] = {**sig, **self.backend.decoding(), "prompt": f"{SOURCE}@{PROMPT_SHA256[:16]}",
                                   "tries": self.tries, "parse": "clair-json,first-number,finite", "unparsed": self.unparsed}
-        if refs:
-            n = [len(r) for r in refs.values()]
-            params["nrefs"] = str(min(n)) if min(n) == max(n) else f"{min(n)}-{max(n)}"
+        params["nrefs"] = jopt.nrefs(refs)
         if versions:
             params["versions"] = versions
         return Signature.build("clair", **params)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from capeval.errors import InputError
-from capeval.hashing import file_digest
+from capeval.hashing import files_digest
 
 FILES = ("instances_train2014.json", "instances_val2014.json", "captions_train2014.json", "captions_val2014.json")
 #: bump when the compact layout changes
@@ -111,7 +111,7 @@ def load_annotations(folder: str | os.PathLike[str], cache: bool = True) -> Coco
     from capeval.paths import cache_dir, make_cache_folder
 
     paths = annotation_files(folder)
-    digest = _combined_digest(paths)
+    digest = files_digest(paths)
     cached = cache_dir() / "chair" / f"coco2014-{digest[:32]}.json"
     data = None
     if cache and cached.is_file():
@@ -130,12 +130,3 @@ def load_annotations(folder: str | os.PathLike[str], cache: bool = True) -> Coco
     return CocoAnnotations({int(k): v for k, v in data["categories"].items()},
                            {int(k): v for k, v in data["captions"].items()},
                            {k: int(v) for k, v in data["files"].items()}, digest)
-
-
-def _combined_digest(paths: list[Path]) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for path in paths:
-        h.update(f"{path.name}:{file_digest(path)}\n".encode())
-    return h.hexdigest()

@@ -13,8 +13,12 @@ mentions of caption ``i`` (see :mod:`capeval.metrics.chair.objects` for how ment
   pooled over the corpus, not a mean of items; undefined, NaN, when no caption mentions an
   object). Range [0, 1], lower is better.
 
-Candidate ids are COCO image ids (``391895``) or COCO file names. Per item, the extras list
-the hallucinated ``(word, object)`` pairs and the mentioned objects.
+Candidate ids are COCO image ids (``391895``) or COCO file names. ``images={id: path}``
+(optional) names each candidate's image instead, by its COCO file name (the file is not read:
+benchmarks whose item ids are not COCO ids pass their image names, e.g. FOIL's
+``COCO_val2014_000000391895.jpg``); an image folder (a string or path) names nothing per
+candidate, so the candidate ids are used. Per item, the extras list the hallucinated
+``(word, object)`` pairs and the mentioned objects.
 """
 
 from __future__ import annotations
@@ -68,11 +72,19 @@ class Chair(ScorerBase):
         return self._truth[image_id]
 
     def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
-              *, progress: bool | None = False, **_: Any) -> Report:
-        """CHAIR of ``{COCO image id or file name: caption}``."""
+              *, images: Any = None, progress: bool | None = False, **_: Any) -> Report:
+        """CHAIR of ``{COCO image id or file name: caption}``, or of ``{id: caption}`` with
+        ``images={id: COCO image file}``."""
         cands = normalize_candidates(candidates)
         ids = list(cands)
-        image_ids = [self.coco.image_id(i) for i in ids]
+        if isinstance(images, Mapping):
+            missing = [i for i in ids if i not in images]
+            if missing:
+                raise InputError(f"chair: candidate {missing[0]!r} has no entry in images (the mapping names each "
+                                 f"candidate's COCO image; {len(missing)} missing)")
+            image_ids = [self.coco.image_id(str(images[i])) for i in ids]
+        else:
+            image_ids = [self.coco.image_id(i) for i in ids]
         sentence, instance, hallucinated, mentioned = [], [], {}, {}
         total_h = total_m = 0
         for item, image_id in zip(ids, image_ids):

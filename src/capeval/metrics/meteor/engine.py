@@ -22,7 +22,7 @@ from capeval.metrics.meteor.fast_match import chain_bound, match, mirrored, tran
 from capeval.metrics.meteor.normalize import java_hash, java_lower, java_tokens, java_trim, normalize_line
 from capeval.metrics.meteor.parallel import resolve_workers, run_forked
 from capeval.metrics.meteor.reference_align import SentenceInfo, align
-from capeval.metrics.meteor.resources import load
+from capeval.metrics.meteor.partial_index import load
 from capeval.metrics.meteor.sentences import LRU, Sentence, SentencePreparer
 from capeval.metrics.meteor.stats import MeteorStats, compute, corpus_score, segment_score
 from capeval.metrics.meteor.stemmer import stem
@@ -66,6 +66,7 @@ class Meteor15:
     max_norm_cache = 32_768
 
     def __init__(self, cache_dir: str | os.PathLike[str] | None = None, auto_prepare: bool = True):
+        # partial: with no index yet, a first small run scans the paraphrase table instead (_cover)
         self.resources = load(cache_dir, auto_prepare=auto_prepare)
         self._synonyms = SynonymDictionary(self.resources)
         self._norm_cache: dict[str, str] = {}
@@ -84,9 +85,20 @@ class Meteor15:
             self._norm_cache[text] = out
         return out
 
+    def _cover(self, texts: Iterable[str], scan: bool = True) -> None:
+        """Let a partial index (no full index yet, :mod:`.partial_index`) answer the normalised
+        ``texts`` (``scan``: by a scan if it has none yet); when it became the full index,
+        sentence data made before is dropped."""
+        if not self.resources.complete and self.resources.cover(texts, scan):
+            self._sent_cache.clear()
+            self._prepared = SentencePreparer(self.resources, self._synonyms)
+
     # ----------------------------------------------------------------- fast path data
     def fast_sentences(self, texts: Iterable[str]) -> dict[str, Sentence]:
         """Fast-path sentence data of distinct normalised texts (cached, new ones batched)."""
+        if not self.resources.complete:  # texts a scoring call did not cover: the full index
+            texts = list(texts)
+            self._cover(texts, scan=False)
         return self._prepared.sentences(texts, self.max_words)
 
     # ----------------------------------------------------------------- reference path data
@@ -99,6 +111,7 @@ class Meteor15:
 
     def sentence(self, normalized: str) -> SentenceInfo:
         """Reference-path matcher data for an already normalised sentence (cached)."""
+        self._cover([normalized])
         info = self._sent_cache.get(normalized)
         if info is not None:
             self._sent_cache.move_to_end(normalized)
@@ -167,6 +180,7 @@ class Meteor15:
     def reference_segment_stats(self, hypothesis: str, references: Sequence[str]) -> MeteorStats:
         """:meth:`segment_stats` computed with the reference implementation (slow)."""
         _check_refs(references)
+        self._cover([self.normalize(java_trim(x)) for x in (hypothesis, *references)])
         hyp = self.sentence(self.normalize(java_trim(hypothesis)))
         best: MeteorStats | None = None
         best_score = -1.0
@@ -271,6 +285,8 @@ class Meteor15:
     def _run(self, hyps: Sequence[str], refs: Sequence[Sequence[str]], workers: int | None) -> list[tuple[tuple, float]]:
         hyps = list(hyps)
         refs = [list(r) for r in refs]
+        if not self.resources.complete:  # before any fork: the workers inherit what it read
+            self._cover(self.normalize(java_trim(x)) for rs in ([hyps], refs) for r in rs for x in r)
         n_workers = resolve_workers(workers, len(hyps))
         # The fast path allocates many small acyclic objects; the cyclic garbage collector
         # would re-scan them over and over (a third of the run time), so pause it.

@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from capeval.errors import ResourceError
+
 _JAVA_DELIMS_B = re.compile(rb"[ \t\n\r\f]+")  # StringTokenizer defaults
 # little-endian byte pairs that make a line non-canonical: "  ", " \n", "\n "
 _MESSY_PAIRS = np.array([0x2020, 0x0A20, 0x200A], dtype=np.uint16)
@@ -119,16 +121,34 @@ class TripleBlock(NamedTuple):
     lengths: np.ndarray
 
 
+try:  # ISA-L's inflate (the optional ``isal`` package, in the meteor extra): half zlib's CPU time
+    from isal import isal_zlib as _inflate_lib
+
+    _INFLATE_ERRORS: tuple[type[BaseException], ...] = (zlib.error, _inflate_lib.error)
+except ImportError:  # pragma: no cover - zlib gives the same bytes
+    _inflate_lib = zlib  # type: ignore[assignment]
+    _INFLATE_ERRORS = (zlib.error,)
+
+
 def _decompressed(gz_path: Path, block: int) -> Iterator[bytes]:
-    """The decompressed bytes of a (possibly multi-member) gzip file in pieces of ``block``."""
-    inflate = zlib.decompressobj(wbits=31)
+    """The decompressed bytes of a (possibly multi-member) gzip file in pieces of ``block``;
+    a damaged stream (bad data or CRC-32) is a one-line :class:`~capeval.errors.ResourceError`."""
+    try:
+        yield from _inflated(gz_path, block)
+    except _INFLATE_ERRORS as exc:
+        raise ResourceError(f"{gz_path} is damaged ({exc}); reinstall it: pip install --force-reinstall "
+                            "pycocoevalcap==1.2") from None
+
+
+def _inflated(gz_path: Path, block: int) -> Iterator[bytes]:
+    inflate = _inflate_lib.decompressobj(wbits=31)
     out: list[bytes] = []
     size = 0
     with open(gz_path, "rb") as f:
         while chunk := f.read(1 << 20):
             while chunk:
                 if inflate.eof:  # a further gzip member follows
-                    inflate = zlib.decompressobj(wbits=31)
+                    inflate = _inflate_lib.decompressobj(wbits=31)
                 piece = inflate.decompress(chunk)
                 chunk = inflate.unused_data
                 out.append(piece)
@@ -145,7 +165,8 @@ def _decompressed(gz_path: Path, block: int) -> Iterator[bytes]:
                     out, size = [data[cut:]], len(data) - cut
                 del data
     if not inflate.eof:
-        raise EOFError(f"{gz_path} ended before the end of its gzip stream")
+        raise ResourceError(f"{gz_path} ended before the end of its gzip stream; reinstall it: pip install "
+                            "--force-reinstall pycocoevalcap==1.2")
     if size:
         yield b"".join(out)
 

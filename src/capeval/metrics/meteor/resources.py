@@ -100,6 +100,9 @@ class Resources:
     the manifest.
     """
 
+    #: whether the paraphrase table is the whole one (see :class:`.partial_index.PartialResources`)
+    complete = True
+
     def __init__(self, index_dir: Path, manifest: dict[str, Any] | None = None):
         self.index_dir = index_dir
         from capeval.metrics.meteor.normalize import parse_nonbreaking_prefixes
@@ -119,6 +122,11 @@ class Resources:
         self.exc_sets = arr["exc_sets"]
         self.function_words = frozenset(LINE_BREAK.split(words))
         self.nonbreaking = parse_nonbreaking_prefixes(prefixes)
+
+    def jar_sha256(self) -> str:
+        """sha256 of the ``meteor-1.5.jar`` the index was built from (recorded in its manifest)."""
+        rec = (read_manifest(self.index_dir) or {}).get("sources", {}).get("jar", {})
+        return rec.get("sha256") or sha256_of(source_paths()["jar"])
 
     @cached_property
     def max_phrase(self) -> int:

@@ -25,14 +25,12 @@ class WordNetSynsets:
 
     def __init__(self, cache_dir: str | os.PathLike[str] | None = None):
         require("pycocoevalcap", extra="meteor", purpose="the WordNet synonym tables SPICE uses (no Java is run)")
-        from capeval.metrics.meteor.resources import load, read_manifest
+        from capeval.metrics.meteor.partial_index import load
         from capeval.metrics.meteor.synonyms import SynonymDictionary
 
-        resources = load(cache_dir)
+        resources = load(cache_dir)  # with no index yet, the jar's tables only (no paraphrase table)
         self._dictionary = SynonymDictionary(resources)
-        manifest = read_manifest(resources.index_dir) or {}
-        sha = manifest.get("sources", {}).get("jar", {}).get("sha256") or "unknown"
-        self.fingerprint = f"meteor-1.5-wordnet:{sha[:12]}"
+        self.fingerprint = f"meteor-1.5-wordnet:{resources.jar_sha256()[:12]}"
 
     def __call__(self, key: str) -> frozenset:
         return self._dictionary.synsets_of(key)
