@@ -145,6 +145,26 @@ def test_uncovered_sentences_switch_to_the_full_index(full: Meteor15, tmp_path: 
     assert not partial_index.scans(other) and partial_index.scans(tmp_path / "new" / "meteor-1.5")
 
 
+def test_scans_are_counted_and_the_build_comes_once_they_cost_one(tmp_path: Path) -> None:
+    """The marker counts the runs that scanned (ski rental): SCANS_BEFORE_BUILD of them, then
+    the next run builds; a marker whose text is not a count means build, a missing one scan."""
+    index_dir = tmp_path / "c" / "meteor-1.5"
+    assert partial_index.scan_count(index_dir) == 0 and partial_index.scans(index_dir)
+    for n in range(1, partial_index.SCANS_BEFORE_BUILD + 1):
+        partial_index._count_scan(index_dir)
+        assert partial_index.scan_count(index_dir) == n
+        assert partial_index.scans(index_dir) is (n < partial_index.SCANS_BEFORE_BUILD)
+    assert sorted(p.name for p in index_dir.parent.iterdir()) == [".meteor-1.5.scanned"]  # no temp file left
+    for text in ("", "x\n", "-1", "9" * 12, "\xff"):
+        partial_index.marker(index_dir).write_text(text, encoding="latin-1")
+        assert not partial_index.scans(index_dir), text
+    partial_index.marker(index_dir).unlink()
+    (tmp_path / "file").write_text("")
+    assert partial_index.scan_count(tmp_path / "file" / "c" / "meteor-1.5") == 0  # an unusable cache scans
+    index_dir.mkdir()  # an index there: never a scan, whatever the count
+    assert not partial_index.scans(index_dir)
+
+
 def test_over_the_scan_limit_builds_the_index(full: Meteor15, tmp_path: Path, monkeypatch) -> None:
     hyps, refs = _edge_cases(full.resources, 3)
     monkeypatch.setattr(partial_index, "SCAN_LIMIT", 50)

@@ -11,8 +11,11 @@ when the scorer first says which sentences it will look up (:meth:`PartialResour
 The full index is still built, once, the first time it pays: when the sentences of one
 call have more than :data:`SCAN_LIMIT` distinct n-grams, when a later call in the same
 process brings sentences the scan did not cover, in the forked workers of a large input,
-or on the next run after a scan (a marker file ``.meteor-1.5.scanned`` beside the index
-says that one was done). Nothing is
+or once the scans of earlier runs have cost as much as one build: a marker file
+``.meteor-1.5.scanned`` beside the index counts them, and the run after
+:data:`SCANS_BEFORE_BUILD` scans builds (the ski-rental rule: never more than twice the
+CPU of knowing the future; a run of small jobs pays ~1.2 s each for three runs, then ~5 s
+once, then ~0.05 s). A marker that cannot be read as a count means "build". Nothing is
 written by a scan but that marker (best effort: an unwritable cache still scores small
 inputs); the build keeps its lock, checks and one-line errors.
 """
@@ -43,15 +46,34 @@ from capeval.metrics.meteor.string_table import StringTable
 SCAN_LIMIT = 100_000
 #: longest table string the index format allows (``para_ntok`` is uint8)
 MAX_TOKENS = 255
+#: scans (~1.2 s of CPU each, measured with :data:`SCAN_LIMIT`) before a run builds the full
+#: index (~4.7 s): the build is paid once the scans have cost about as much (ski rental)
+SCANS_BEFORE_BUILD = 3
+
 
 def marker(index_dir: Path) -> Path:
     """The file saying that a run scanned the table for lack of an index (see module docstring)."""
     return index_dir.parent / f".{index_dir.name}.scanned"
 
 
+def scan_count(index_dir: Path) -> int:
+    """How many runs scanned the table for lack of an index: the marker's count, 0 without a
+    readable marker (an unusable cache scans), :data:`SCANS_BEFORE_BUILD` for a marker whose
+    text is not a count (build)."""
+    try:
+        text = marker(index_dir).read_text(encoding="ascii")
+    except OSError:
+        return 0
+    except UnicodeDecodeError:
+        return SCANS_BEFORE_BUILD
+    text = text.strip()
+    return int(text) if text.isdigit() and len(text) < 6 else SCANS_BEFORE_BUILD
+
+
 def scans(index_dir: Path) -> bool:
-    """Whether :func:`load` scans rather than builds: no index there yet, and no run scanned before."""
-    return not index_dir.exists() and not marker(index_dir).exists()
+    """Whether :func:`load` scans rather than builds: no index there yet, and fewer than
+    :data:`SCANS_BEFORE_BUILD` runs scanned before."""
+    return not index_dir.exists() and scan_count(index_dir) < SCANS_BEFORE_BUILD
 
 
 def load(cache_dir: str | os.PathLike[str] | None = None, auto_prepare: bool = True) -> Resources:
@@ -158,8 +180,8 @@ class PartialResources(Resources):
             if all(t in covered for t in texts):
                 return False
             got = None
-        elif not scan or marker(self.index_dir).exists() or _in_pool_worker():
-            got = None  # a run scanned before, or a pool's share of a large input: build
+        elif not scan or scan_count(self.index_dir) >= SCANS_BEFORE_BUILD or _in_pool_worker():
+            got = None  # earlier scans cost a build already, or a pool's share of a large input: build
         else:
             got = ngrams(texts, SCAN_LIMIT)
         if got is None:
@@ -188,7 +210,7 @@ class PartialResources(Resources):
             raise syn["error"]
         if "arrays" in syn:
             self._install_synonyms(syn["arrays"])
-        _touch(marker(self.index_dir))
+        _count_scan(self.index_dir)
         return False
 
     def _become_full(self) -> None:
@@ -208,10 +230,17 @@ def _in_pool_worker() -> bool:
     return multiprocessing.current_process().daemon
 
 
-def _touch(path: Path) -> None:
-    """Create ``path`` if possible (a read-only or missing cache is fine: the next run scans again)."""
+def _count_scan(index_dir: Path) -> None:
+    """Add one to the marker's count, atomically (a read-only or missing cache is fine: the
+    next run scans again; two runs at once may count one scan: the build comes a run later)."""
+    path = marker(index_dir)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+        tmp.write_text(f"{scan_count(index_dir) + 1}\n", encoding="ascii")
+        os.replace(tmp, path)
     except OSError:
-        pass
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
