@@ -19,6 +19,11 @@ from capeval.result import MetricResult, Signature
 BETA = 1.2
 
 
+#: a candidate of at most this many tokens keeps its masks for all its references (bits
+#: per distinct word: the masks of a caption of n distinct words take n * n bits)
+SHARED_MASKS_MAX = 512
+
+
 def lcs_length(a: list[str], b: list[str]) -> int:
     """Length of the longest common subsequence, bit-parallel (Allison & Dix 1986; Hyyro 2004).
 
@@ -29,28 +34,44 @@ def lcs_length(a: list[str], b: list[str]) -> int:
     """
     if len(a) > len(b):
         a, b = b, a
+    return _lcs_with(token_masks(a), len(a), b)
+
+
+def token_masks(a: list[str]) -> dict[str, int]:
+    """Bit i of ``masks[w]`` set where ``a[i] == w`` (what :func:`lcs_length` builds for ``a``)."""
     masks: dict[str, int] = {}
     for i, tok in enumerate(a):
         masks[tok] = masks.get(tok, 0) | (1 << i)
-    full = (1 << len(a)) - 1
+    return masks
+
+
+def _lcs_with(masks: dict[str, int], n: int, b: list[str]) -> int:
+    """LCS length of the ``n`` tokens behind ``masks`` (:func:`token_masks`) and ``b``."""
+    full = (1 << n) - 1
     v = full
+    get = masks.get
     for tok in b:
-        m = masks.get(tok)
+        m = get(tok)
         if m:
             u = v & m
             v = ((v + u) | (v - u)) & full
-    return len(a) - v.bit_count()
+    return n - v.bit_count()
 
 
 def rouge_l(candidate: str, references: list[str], beta: float = BETA) -> float:
-    """ROUGE-L F of one tokenised candidate against its tokenised references."""
+    """ROUGE-L F of one tokenised candidate against its tokenised references.
+
+    A short candidate's masks are made once and used against every reference (LCS is
+    symmetric, so either sequence may carry the bits; same integers)."""
     tok_c = candidate.split(" ")
+    nc = len(tok_c)
+    cmasks = token_masks(tok_c) if nc <= SHARED_MASKS_MAX else None
     prec_max = 0.0
     rec_max = 0.0
     for ref in references:
         tok_r = ref.split(" ")
-        lcs = lcs_length(tok_r, tok_c)
-        prec_max = max(prec_max, lcs / float(len(tok_c)))
+        lcs = _lcs_with(cmasks, nc, tok_r) if cmasks is not None else lcs_length(tok_r, tok_c)
+        prec_max = max(prec_max, lcs / float(nc))
         rec_max = max(rec_max, lcs / float(len(tok_r)))
     if prec_max != 0 and rec_max != 0:
         return ((1 + beta**2) * prec_max * rec_max) / float(rec_max + beta**2 * prec_max)

@@ -27,6 +27,9 @@ from capeval.scorer import ScorerBase
 
 #: items per chunk unless ``chunk_size`` says otherwise
 DEFAULT_CHUNK = 2048
+#: characters of tokenised references the corpus pass keeps for the scoring pass (about
+#: the inputs' size in memory; beyond, the scoring pass tokenises them again)
+KEEP_TOKENS_CHARS = 16 << 20
 #: a worker process is replaced after about this many items (bounds memory, see
 #: :func:`capeval.metrics.workers.map_tasks`)
 RECYCLE_ITEMS = 16384
@@ -314,6 +317,7 @@ def _score_spans(
     label = "/".join(m for s in scorers for m in s.metrics)[:24]
 
     corpus = None
+    kept: list[list[list[str]] | None] = []  # per span: its tokenised references, or None
     orders = [o for o in (s.corpus_order() for s in scorers) if o]
     if orders:
         from capeval.metrics.ngrams import GramIndex
@@ -322,21 +326,40 @@ def _score_spans(
 
         def count(task: tuple) -> Any:
             _, rs = tokenize_texts(tokenizer, *task)
-            return corpus.part(rs)
+            return corpus.part(rs), rs
 
+        # the tokenised references are kept for the scoring pass, up to a budget (beyond,
+        # they are tokenised again there): tokenising is the costlier of the two
+        budget = KEEP_TOKENS_CHARS
         with make_progress(n_items, "references", progress) as bar:
-            for part in map_tasks(count, tasks(False, work), workers, recycle):
+            for part, rs in map_tasks(count, tasks(False, work), workers, recycle):
                 corpus.add_part(part)
+                if budget > 0:
+                    budget -= sum(len(r) for x in rs for r in x)
+                    kept.append(rs if budget >= 0 else None)
                 bar.update(part.n_items)
 
     def job(task: tuple) -> tuple[int, list[Any]]:
-        hyps, rs = tokenize_texts(tokenizer, *task)
+        if len(task) == 2:  # candidates to tokenise, with tokenised references
+            (hyps, next_hyps), rs = task
+            hyps = tokenize_texts(tokenizer, hyps, [], next_hyps, [])[0]
+        else:
+            hyps, rs = tokenize_texts(tokenizer, *task)
         piece = TextChunk(hyps, rs)
         return len(piece), [s.score_chunk(piece, corpus) for s in scorers]
 
+    def scoring_tasks() -> Iterator[tuple]:
+        for k, task in enumerate(tasks(True, work)):
+            rs = kept[k] if k < len(kept) else None
+            if rs is None:
+                yield task
+            else:
+                kept[k] = None  # handed on: held by the task only
+                yield (task[0], task[2]), rs
+
     parts: list[list[Any]] = [[] for _ in scorers]
     with make_progress(n_items, label, progress) as bar:
-        for done, outs in map_tasks(job, tasks(True, work), workers, recycle):
+        for done, outs in map_tasks(job, scoring_tasks(), workers, recycle):
             for k, out in enumerate(outs):
                 parts[k].append(out)
             bar.update(done)

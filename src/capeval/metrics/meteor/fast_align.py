@@ -18,7 +18,9 @@ line-by-line port of ``edu.cmu.meteor.aligner.Aligner``) computes, with less wor
   change every partial alignment the same way except for one chunk increment that
   depends on the partial's last matched hypothesis position; their effect is applied
   in one go (the comment above :func:`.fast_beam._resolve` says why the beam order, hence every
-  tie, is the same);
+  tie, is the same); the last free position's extensions are not made as partials, only
+  ranked (:func:`.fast_beam._last_step`); pairs of up to 256 words in all keep each
+  partial's used positions as one int (``EAGER_BITS``);
 * per item, the references are aligned in order of decreasing score upper bound
   (:func:`.fast_match.upper_bound`, from the candidate matches) and the beam search is
   skipped for references whose bound, or tighter :func:`.fast_match.chain_bound`, is
@@ -35,7 +37,7 @@ import math
 from collections.abc import Iterable
 
 from capeval.metrics.meteor.fast_beam import (  # the candidate-match fields, the beam search
-    _END, _MEND, _MODULE, _MSTART, _ONE_ONE, _START, _pack, _resolve, _unpack,
+    _END, _MEND, _MODULE, _MSTART, _ONE_ONE, _START, EAGER_BITS, _pack, _resolve, _unpack,
 )
 from capeval.metrics.meteor.fast_match import match
 from capeval.metrics.meteor.sentences import PARAPHRASE, Sentence
@@ -63,18 +65,25 @@ def finish(matched: tuple) -> tuple:
     # key field width: chunk counts and distances stay below 2**width
     width = ((n_matches + n2 + 1) * (max(n1, n2) + 1) * (n2 + 2)).bit_length() + 1
     w2 = 2 * width
+    eager = n1 + n2 <= EAGER_BITS  # masks as ints of the positions covered (see fast_beam)
     rows: list = [None] * n2
     for i, cands, _ in singles:
-        if len(cands) == 1:
-            j, mod, g = cands[0]
-            rows[i] = [(_ONE_ONE, g << w2, abs(i - j), j, i + 1, j + 1, i, mod)]
+        if eager:
+            bi = 1 << (n1 + i)
+            if len(cands) == 1:
+                j, mod, g = cands[0]
+                row = [((1 << j) | bi, g << w2, abs(i - j), j, i + 1, j + 1, i, mod)]
+            else:
+                row = [((1 << j) | bi, g << w2, abs(i - j), j, i + 1, j + 1, i, mod) for j, mod, g in cands]
         else:
-            rows[i] = [(_ONE_ONE, g << w2, abs(i - j), j, i + 1, j + 1, i, mod) for j, mod, g in cands]
+            row = [(_ONE_ONE, g << w2, abs(i - j), j, i + 1, j + 1, i, mod) for j, mod, g in cands]
+        rows[i] = row
     multi = False  # some candidate covers several reference words
     if paras:
         for k, length, ms, mlength in paras:
+            hm, rm = (1 << mlength) - 1, (1 << length) - 1
             m = (
-                ((1 << mlength) - 1, (1 << length) - 1),
+                (hm << ms) | (rm << (n1 + k)) if eager else (hm, rm),
                 (int(mlength * 0.5) + int(length * 0.5)) << w2,  # BEAM_WEIGHTS[PARAPHRASE] = 0.5
                 abs(k - ms), ms, k + length, ms + mlength, k, PARAPHRASE,
             )  # fmt: skip
@@ -91,26 +100,37 @@ def finish(matched: tuple) -> tuple:
 
     fixed: list = [None] * n2
     free = []
-    # dup and used as one byte per position: O(1) tests, O(n1 + n2) memory
-    dupb = _unpack(dup, n1 + n2)
-    usedb = bytearray(n1 + n2)
-    for i in occ:
-        row = rows[i]
-        if len(row) == 1:
-            m = row[0]
-            ms, mend, k, end = m[_MSTART], m[_MEND], n1 + m[_START], n1 + m[_END]
-            if not (any(dupb[ms:mend]) or any(dupb[k:end])):
-                fixed[i] = m
-                usedb[ms:mend] = b"\x01" * (mend - ms)
-                usedb[k:end] = b"\x01" * (end - k)
-                continue
-        free.append(i)
-    if free:
-        used = _pack(usedb)
+    if eager:
+        used = 0
+        for i in occ:
+            row = rows[i]
+            if len(row) == 1 and not dup & row[0][0]:
+                fixed[i] = row[0]
+                used |= row[0][0]
+            else:
+                free.append(i)
+    else:
+        # dup and used as one byte per position: O(1) tests, O(n1 + n2) memory
+        dupb = _unpack(dup, n1 + n2)
+        usedb = bytearray(n1 + n2)
+        for i in occ:
+            row = rows[i]
+            if len(row) == 1:
+                m = row[0]
+                ms, mend, k, end = m[_MSTART], m[_MEND], n1 + m[_START], n1 + m[_END]
+                if not (any(dupb[ms:mend]) or any(dupb[k:end])):
+                    fixed[i] = m
+                    usedb[ms:mend] = b"\x01" * (mend - ms)
+                    usedb[k:end] = b"\x01" * (end - k)
+                    continue
+            free.append(i)
+        del dupb
+        used = _pack(usedb) if free else 0
         del usedb
+    if free:
         free.append(n2)
         one = 1 << width
-        node = _resolve(rows, fixed, free, used, n1, one, multi)
+        node = _resolve(rows, fixed, free, used, n1, one, multi, eager)
         while node is not None:  # the partial's chosen matches: its own, then its parent's
             m = node[-2]
             if m is not None:
@@ -120,8 +140,6 @@ def finish(matched: tuple) -> tuple:
     # statistics of the final alignment (Aligner.getCountAndChunks and the module counts);
     # the alignment's matches cover disjoint positions, so the words of each module are
     # counted match by match
-    f1 = _unpack(h.fmask, n1)
-    f2 = _unpack(r.fmask, n2)
     n1m = [0, 0, 0, 0]
     n2m = [0, 0, 0, 0]
     fn1 = [0, 0, 0, 0]
@@ -129,6 +147,12 @@ def finish(matched: tuple) -> tuple:
     chunks = 0
     last_end = -1
     prev_end = -1
+    if eager:
+        f1 = h.fmask
+        f2 = r.fmask
+    else:
+        b1 = _unpack(h.fmask, n1)
+        b2 = _unpack(r.fmask, n2)
     for m in fixed:
         if m is None:
             continue
@@ -136,8 +160,12 @@ def finish(matched: tuple) -> tuple:
         ms, mend, k, end = m[_MSTART], m[_MEND], m[_START], m[_END]
         n1m[mod] += mend - ms
         n2m[mod] += end - k
-        fn1[mod] += sum(f1[ms:mend])
-        fn2[mod] += sum(f2[k:end])
+        if eager:
+            fn1[mod] += ((f1 >> ms) & ((1 << (mend - ms)) - 1)).bit_count()
+            fn2[mod] += ((f2 >> k) & ((1 << (end - k)) - 1)).bit_count()
+        else:
+            fn1[mod] += sum(b1[ms:mend])
+            fn2[mod] += sum(b2[k:end])
         if last_end != -1 and (k != prev_end or ms != last_end):
             chunks += 1
         last_end = mend

@@ -1,7 +1,9 @@
 """The beam search of the fast METEOR 1.5 aligner (:mod:`.fast_align`): partial alignments
 over the reference positions that have a choice to make, with Java's beam order and ties
-(see the comment above :func:`_resolve`). Masks of used hypothesis positions are Python
-ints made only for the partials that survive each cut to the beam size."""
+(see the comment above :func:`_resolve`). Masks of used positions are Python ints: for
+short pairs (``EAGER_BITS``) made with each partial, otherwise only for the partials that
+survive each cut to the beam size. The extension at the last free position picks the final
+alignment without making its partials (:func:`_last_step`)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,14 @@ import numpy as np
 BEAM_SIZE = 40
 
 _by_key = itemgetter(0)
+_by_key_order = itemgetter(1, 2)
 
 # A candidate match here is a tuple (masks, gain << 2 * width, dist, match_start, end,
-# match_end, start, module): ``masks`` is (hypothesis run, reference run) as low-bit masks
+# match_end, start, module). For short pairs (n1 + n2 <= EAGER_BITS, nearly all captions)
+# ``masks`` is the int of the positions covered (hypothesis position j is bit j, reference
+# position i bit n1 + i) and every partial carries its used-position mask from its
+# creation ("eager"): cheaper than the lazy scheme below, and small. Otherwise ``masks`` is
+# (hypothesis run, reference run) as low-bit masks
 # ((1 << match_length) - 1, (1 << length) - 1); shifted to match_start and n1 + start they
 # give the positions covered (hypothesis position j is bit j, reference position i bit
 # n1 + i). Masks are not stored shifted: one per candidate would take O(n1 + n2) bits,
@@ -24,7 +31,11 @@ _by_key = itemgetter(0)
 _MASK, _GAIN, _DIST, _MSTART, _END, _MEND, _START, _MODULE = range(8)
 
 
-_ONE_ONE = (1, 1)  # the masks of a one-word match
+_ONE_ONE = (1, 1)  # the masks of a one-word match (lazy scheme)
+
+#: pairs with at most this many words in all take the eager scheme: a candidate's mask and a
+#: partial's take at most this many bits, so memory stays linear in the length (issue 25)
+EAGER_BITS = 256
 
 
 def _unpack(bits: int, n: int) -> bytes:
@@ -91,13 +102,16 @@ def _settle(beam: list, parents: list | None, n1: int) -> None:
 # parent never change, and following parents gives the reference implementation's chain.
 
 
-def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, multi_rows: bool):
+def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, multi_rows: bool,
+             eager: bool = False):
     """``Aligner.resolve`` (beam search), equal to :func:`.reference_align._resolve`; returns the best partial.
 
     ``free`` ends with n2; ``one`` is one chunk in the key (see the comment above);
-    ``multi_rows``: some candidate covers several reference words.
+    ``multi_rows``: some candidate covers several reference words; ``eager``: the
+    candidates' masks are ints of the positions covered (see ``EAGER_BITS``).
     """
     n2 = free[-1]
+    last_free = free[-2]
     beam = [[0, 0, -1, used, None, None]]
     parents = None  # the beam the current one was extended from (see _settle)
     pos = 0
@@ -130,8 +144,9 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
                     p[1] = f
                     p[2] = last
             else:
-                _settle(beam, parents, n1)
-                parents = None
+                if not eager:
+                    _settle(beam, parents, n1)
+                    parents = None
                 for i in range(pos, f):
                     if i > pos and len(beam) > 1:
                         beam.sort(key=_by_key)
@@ -158,11 +173,14 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
             beam.sort(key=_by_key)
             if len(beam) > BEAM_SIZE:
                 del beam[BEAM_SIZE:]
-        _settle(beam, parents, n1)
+        if not eager:
+            _settle(beam, parents, n1)
         row = rows[f]
         if multi_rows and not multi:
             nxt = f + 1
             multi = any(x[_END] > nxt for x in row)
+        if f == last_free and not multi:
+            return _last_step(beam, row, f, fixed, n2, n1, one, eager)
         new = []
         append = new.append
         for p in beam:
@@ -170,26 +188,87 @@ def _resolve(rows: list, fixed: list, free: list, used: int, n1: int, one: int, 
             if idx > f:  # inside a multi-word match this partial chose
                 append(p)
                 continue
-            for m in row:
-                (hm, rm), gain, dist, ms, end, mend, start, _ = m
-                if (u >> ms) & hm or (u >> (n1 + start)) & rm:
-                    continue
-                # the used mask is made by _settle if the partial survives
-                if last != -1 and ms != last:
-                    append([key - gain + one, end, mend, None, m, p])
+            if eager:
+                if last == -1:  # no open chunk: no chunk increment
+                    for m in row:
+                        cm = m[0]
+                        if not u & cm:
+                            append([key - m[1], m[4], m[5], u | cm, m, p])
+                            key += m[2]  # sic: Java adds the new match's distance to the parent
                 else:
-                    append([key - gain, end, mend, None, m, p])
-                key += dist  # sic: Java adds the new match's distance to the parent
+                    for m in row:
+                        cm = m[0]
+                        if u & cm:
+                            continue
+                        _, gain, dist, ms, end, mend, _, _ = m
+                        if ms != last:
+                            append([key - gain + one, end, mend, u | cm, m, p])
+                        else:
+                            append([key - gain, end, mend, u | cm, m, p])
+                        key += dist
+            else:
+                for m in row:
+                    (hm, rm), gain, dist, ms, end, mend, start, _ = m
+                    if (u >> ms) & hm or (u >> (n1 + start)) & rm:
+                        continue
+                    # the used mask is made by _settle if the partial survives
+                    if last != -1 and ms != last:
+                        append([key - gain + one, end, mend, None, m, p])
+                    else:
+                        append([key - gain, end, mend, None, m, p])
+                    key += dist  # sic: Java adds the new match's distance to the parent
             if last != -1:
                 key += one
                 p[2] = -1
             p[0] = key
             p[1] = idx + 1
             append(p)
-        parents = beam
+        if not eager:
+            parents = beam
         beam = new
         pos = f + 1
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _last_step(beam: list, row: list, f: int, fixed: list, n2: int, n1: int, one: int, eager: bool) -> list:
+    """The extension at the last free position ``f`` and the final choice, without making
+    the new partials (no partial sits inside a multi-word match: see ``_resolve``).
+
+    What follows is the last run (if ``f + 1 < n2``: :func:`_first_least`) or nothing
+    (:func:`_final`). Either way the beam is cut to its first ``BEAM_SIZE`` partials by
+    (key, order of creation) and the choice is the first partial of that order with the
+    least key after closing the chunks: the least (closed key, key, order of creation),
+    where closing adds one chunk to a partial whose last match does not continue into the
+    run (always, with no run). Each new partial is here just that triple.
+    """
+    m = fixed[f + 1] if f + 1 < n2 else None
+    first_ms = None if m is None else m[_MSTART]
+    out = []
+    append = out.append
+    order = 0
+    for p in beam:
+        key, _, last, u, _, _ = p
+        for m in row:
+            if eager:
+                if u & m[0]:
+                    continue
+            else:
+                hm, rm = m[0]
+                if (u >> m[_MSTART]) & hm or (u >> (n1 + m[_START])) & rm:
+                    continue
+            k = key - m[_GAIN] + one if last != -1 and m[_MSTART] != last else key - m[_GAIN]
+            append((k + one if m[_MEND] != first_ms else k, k, order, m, p))
+            order += 1
+            key += m[_DIST]  # sic, as in _resolve
+        if last != -1:
+            key += one
+        append((key, key, order, None, p))  # p itself, unmatched here: no open chunk
+        order += 1
+    if len(out) > BEAM_SIZE:
+        out.sort(key=_by_key_order)
+        del out[BEAM_SIZE:]
+    _, k, _, m, p = min(out)  # orders differ: the matches are never compared
+    return p if m is None else [k, m[_END], m[_MEND], None, m, p]
 
 
 def _first_least(beam: list, first_ms, one: int) -> list:
