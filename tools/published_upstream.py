@@ -10,18 +10,25 @@ not there either: its LongCap-Arena values for VELA come from the same kit's
 ``benchmarks/expected/vela/longcaparena-test{a,b}-{desc,rel,flu}.json``. A file whose ``source`` names no paper table
 ("Polaris benchmark table, ...") is left out and listed on stderr.
 tests/test_published_registry.py re-reads every stored value from the same commit's file.
+The file also holds rows this tool does not write (the CAPTURE README's and CapArena's, read
+by hand from other repositories): they are kept where they are; the kit's rows are replaced
+in place (matched by file and key), rows the kit no longer has are dropped and new ones
+appended, so a rerun on the same commit rewrites the file byte for byte.
 Run: python tools/published_upstream.py /path/to/mirror/of/CaptionEvalKit-for-VLMs.git \\
-     > src/capeval/data/published/upstream.csv
+     [src/capeval/data/published/upstream.csv]
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
+UPSTREAM_CSV = Path(__file__).resolve().parents[1] / "src" / "capeval" / "data" / "published" / "upstream.csv"
 REPO = "YuigaWada/CaptionEvalKit-for-VLMs"
 COMMIT = "23f154b924618cc257458291434c4b44e5bf7410"
 
@@ -70,9 +77,33 @@ def _bench(name: str) -> tuple[str, str] | None:
     return ("longcap-arena", f"split=test-{m['split']};perspective={m['perspective']}") if m else None
 
 
-def main(mirror: str) -> None:
-    out = csv.DictWriter(sys.stdout, FIELDS, lineterminator="\n")
-    out.writeheader()
+def main(mirror: str, target: Path = UPSTREAM_CSV) -> None:
+    fresh = {_row_id(r): r for r in _kit_rows(mirror)}
+    with target.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    merged = []
+    for row in rows:
+        if not row["upstream"].startswith(f"github:{REPO}@"):
+            merged.append(row)  # another repository's row: not this tool's
+        elif _row_id(row) in fresh:
+            merged.append(fresh.pop(_row_id(row)))
+    merged += fresh.values()
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8", newline="") as f:
+        out = csv.DictWriter(f, FIELDS, lineterminator="\n")
+        out.writeheader()
+        out.writerows(merged)
+    os.replace(tmp, target)
+
+
+def _row_id(row: dict) -> tuple[str, str]:
+    """A kit row's identity across kit commits: the file's path and the value's key."""
+    return row["upstream"].split(":", 2)[2], row["key"]
+
+
+def _kit_rows(mirror: str) -> list[dict]:
+    """The rows the kit's expected-value files at :data:`COMMIT` give, in the files' order."""
+    out: list[dict] = []
     paths = _git(mirror, "ls-tree", "-r", "--name-only", COMMIT, "benchmarks/expected").split()
     for path in paths:
         _, _, kit_metric, name = path.split("/")
@@ -87,14 +118,15 @@ def main(mirror: str) -> None:
             continue
         paper, table = hit
         for stat, value in sorted(data["correlations"].items()):
-            out.writerow({"paper": paper, "table": table, "benchmark": bench, "metric": METRICS[kit_metric],
+            out.append({"paper": paper, "table": table, "benchmark": bench, "metric": METRICS[kit_metric],
                           "variant": "", "statistic": stat, "value": value, "scale": 1, "main": 1,
                           "protocol": PROTOCOL.get((paper, bench), "mean of five runs; the released checkpoint is one"
                                                    if paper == "vela" else ""),
                           "options": OPTIONS.get((paper, bench), bench_options), "caption": CAPTIONS[(paper, table)],
                           "upstream": f"github:{REPO}@{COMMIT}:{path}", "key": f"correlations.{stat}",
                           "note": data["source"]})
+    return out
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *(Path(a) for a in sys.argv[2:3]))
