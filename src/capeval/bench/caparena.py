@@ -41,7 +41,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from capeval.bench import statistics as stats
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, malformed
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, check_loader_options, malformed
 from capeval.errors import InputError
 
 CAPARENA_COMMIT = "c251cdd14a3a4a33c6934e53feebb8d4862d655d"
@@ -132,10 +132,7 @@ class CapArena(Benchmark):
     loader_options = {"human_ranking": ("paper", "elo")}
 
     def load(self, root: Path, seed: int = 0, human_ranking: str = "paper", **options: Any) -> Loaded:
-        if options:
-            raise InputError(f"caparena: unknown option(s) {', '.join(sorted(options))} (known: human_ranking)")
-        if human_ranking not in ("paper", "elo"):
-            raise InputError(f"caparena: human_ranking must be 'paper' or 'elo', got {human_ranking!r}")
+        check_loader_options([self], {self.name: {"human_ranking": human_ranking, **options}})
         path = self.path(root, ANNOTATIONS)
         rows, skipped = read_battles(path)
         items: dict[str, ScoreItem] = {}

@@ -52,8 +52,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from capeval.bench import statistics as stats
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, judgment, malformed
-from capeval.errors import InputError
+from capeval.bench.base import (Benchmark, Loaded, ScoreItem, Setting, StatSpec, check_loader_options, judgment,
+                                malformed)
 
 DETAILCAPS_REVISION = "fb4e2ea348e5c3fb61bd1c327af39b0ed515bb3f"  # main, "fix CogVLM score mismatch"
 MODELS = ("CogVLM", "ShareCaptioner", "LLaVA_v15")
@@ -112,10 +112,7 @@ class DetailCaps(Benchmark):
     loader_options = {"release": ("4870", "100")}
 
     def load(self, root: Path, seed: int = 0, release: str = "4870", **options: Any) -> Loaded:
-        if options:
-            raise InputError(f"detailcaps: unknown option(s) {', '.join(sorted(options))} (known: release)")
-        if str(release) not in ("4870", "100"):
-            raise InputError(f"detailcaps: release must be '4870' or '100', got {release!r}")
+        check_loader_options([self], {self.name: {"release": str(release), **options}})
         rel = f"detailcaps/DetailCaps-{release}.parquet"
         path = self.path(root, rel)
         from capeval._optional import require
