@@ -108,11 +108,17 @@ def _no_space(exc: OSError) -> bool:
     return exc.errno is None and "requested and" in text and "written" in text
 
 
+def jar_texts(jar_path: Path) -> dict[str, str]:
+    """The texts of ``meteor-1.5.jar`` the index is made of (synsets, exceptions, function
+    words, non-breaking prefixes), by the keys of ``_JAR_MEMBERS``."""
+    with zipfile.ZipFile(jar_path) as jar:
+        return {k: jar.read(m).decode("utf-8", errors="replace") for k, m in _JAR_MEMBERS.items()}
+
+
 def _build_into(tmp: Path, sources: dict[str, Path], log: Any) -> None:
     """Write every index file and, last, ``manifest.json`` into the folder ``tmp``."""
     t0 = time.perf_counter()
-    with zipfile.ZipFile(sources["jar"]) as jar:
-        texts = {k: jar.read(m).decode("utf-8", errors="replace") for k, m in _JAR_MEMBERS.items()}
+    texts = jar_texts(sources["jar"])
     meta: dict[str, dict[str, Any]] = {}
 
     def emit(name: str, arr: np.ndarray) -> None:

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import os
 import threading
-import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from capeval.metrics.meteor.index_build import _JAR_MEMBERS
+from capeval.metrics.meteor.index_build import jar_texts
 from capeval.metrics.meteor.index_format import LINE_BREAK, sha256_of, source_paths
 from capeval.metrics.meteor.normalize import java_tokens
 from capeval.metrics.meteor import resources
@@ -117,12 +116,10 @@ class PartialResources(Resources):
 
     def __init__(self, index_dir: Path):
         from capeval.metrics.meteor.normalize import parse_nonbreaking_prefixes
-        from capeval.metrics.meteor.synonym_build import build_synonyms
 
         self.index_dir = index_dir
         self._sources = source_paths()
-        with zipfile.ZipFile(self._sources["jar"]) as jar:
-            texts = {k: jar.read(m).decode("utf-8", errors="replace") for k, m in _JAR_MEMBERS.items()}
+        texts = jar_texts(self._sources["jar"])
         self.function_words = frozenset(LINE_BREAK.split(texts["function_words"]))
         self.nonbreaking = parse_nonbreaking_prefixes(texts["nonbreaking"])
         self._install_para(None)
