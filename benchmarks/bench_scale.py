@@ -220,10 +220,11 @@ def env_with(**extra: str) -> dict[str, str]:
     return env
 
 
-def build_index(cache: Path) -> None:
-    """METEOR's full index in ``cache`` (what a warm run loads)."""
+def build_index(env: dict[str, str]) -> None:
+    """METEOR's full index in the ``CAPEVAL_CACHE`` of ``env`` (what a warm run loads; a small
+    first run only scans the paraphrase table)."""
     subprocess.run([sys.executable, "-c", "from capeval.metrics.meteor import prepare; prepare()"],
-                   env=env_with(CAPEVAL_CACHE=str(cache)), check=True, capture_output=True)
+                   env=env, check=True, capture_output=True)
 
 
 def repeat(cmd: list[str], env: dict[str, str], n: int, memory: bool = True) -> dict:
@@ -308,7 +309,7 @@ def main() -> int:
         parts = {int(x) for x in args.parts.split(",") if x.strip()}
         warm_cache = folder / "cache"
         if parts - {1}:  # a warm cache for parts 2 and 3 (part 1 makes its own from a cold run)
-            build_index(warm_cache)
+            build_index(env_with(CAPEVAL_CACHE=str(warm_cache)))
         for name, (c, r) in (("README example", readme), (f"Flickr8k-Expert ({len(ec)} x 5)", expert)):
             if 1 not in parts:
                 break
@@ -318,7 +319,7 @@ def main() -> int:
                 cache = folder / f"cold{k}"
                 cold_runs.append(measure(capeval_cmd(c, r), env_with(CAPEVAL_CACHE=str(cache))))
                 if not warm_cache.exists():  # a small cold run only scans (partial_index): build the index
-                    build_index(warm_cache)
+                    build_index(env_with(CAPEVAL_CACHE=str(warm_cache)))
                 shutil.rmtree(cache)
             cold = {"wall": statistics.median(x["wall"] for x in cold_runs), "min": min(x["wall"] for x in cold_runs),
                     "rss": max(x["rss"] for x in cold_runs), "pss": max(x["pss"] for x in cold_runs),

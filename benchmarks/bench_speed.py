@@ -33,7 +33,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -42,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _peers import flickr8k_data, missing, skipped  # noqa: E402
-from bench_scale import PYCOCO_RUNNER, leave_one_out, measure, write_set  # noqa: E402
+from bench_scale import PYCOCO_RUNNER, build_index, leave_one_out, measure, write_set  # noqa: E402
 
 ROOT = HERE.parent
 
@@ -118,9 +117,7 @@ def main() -> int:
         warm = {name: folder / f"warm-{name}" for name in trees}
         for name, src in trees.items():  # the warm caches: METEOR's index built once per tree
             run_capeval(src, *readme, warm[name], folder / "warmup.json", False)
-            # a small first run only scans the paraphrase table now (partial_index): build the index
-            subprocess.run([sys.executable, "-c", "from capeval.metrics.meteor import prepare; prepare()"],
-                           env=env_for(src, warm[name]), check=True, capture_output=True)
+            build_index(env_for(src, warm[name]))
         head = (f"{'row':<36} {'pycoco':>8}" + "".join(f" {n:>8} {'ratio':>6}" for n in trees)
                 + "  cpu (user+sys of the process tree, " + " / ".join(trees) + ")  per-item sha256")
         print(head)
