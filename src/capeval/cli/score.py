@@ -329,6 +329,7 @@ def _finish(args: argparse.Namespace, report: Any, inputs: dict[str, Any]) -> in
     """Print the JSON summary; write --per-item / --per-item-extras / --out atomically."""
     from capeval import truncation
     from capeval.io.atomic import atomic_write_many
+    from capeval.io.json_text import dumps_indented
 
     _report_error_items(report)
     truncation.announce(report, force=True)
@@ -337,10 +338,10 @@ def _finish(args: argparse.Namespace, report: Any, inputs: dict[str, Any]) -> in
     text = json.dumps(payload, indent=2, ensure_ascii=False)
     outputs: list[tuple[str, str]] = []
     if args.per_item:
-        outputs.append((args.per_item, json.dumps(report.per_item(), indent=2, ensure_ascii=False) + "\n"))
+        outputs.append((args.per_item, dumps_indented(report.per_item()) + "\n"))
     if args.per_item_extras:
         outputs.append((args.per_item_extras,
-                        json.dumps(report.per_item_extras(), indent=2, ensure_ascii=False) + "\n"))
+                        dumps_indented(report.per_item_extras()) + "\n"))
     if args.out:
         outputs.append((args.out, text + "\n"))
     if outputs:

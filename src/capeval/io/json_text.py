@@ -1,0 +1,58 @@
+"""``json.dumps(obj, indent=2, ensure_ascii=False)``, byte for byte, faster for score tables.
+
+With ``indent`` set, the standard library encodes in pure Python: for the per-item file of
+a large job (``{metric: {id: score}}``, 283,220 scores at Flickr8k leave-one-out) that is
+about 0.33 s of the parent alone. A dict whose values are all scalars is written here by
+the C encoder with the indented layout given as its separators (one call per such dict),
+which yields the same text; anything else falls back to ``json.dumps``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+_INDENT = "  "
+
+
+def _scalar(value: Any) -> bool:
+    # str / int / float subclasses (numpy's float64 among them) are written alike by both
+    # encoders: the C one calls the same float and int repr as the Python one
+    return value is None or isinstance(value, (str, int, float))
+
+
+def _tree(obj: Any) -> bool:
+    """Is ``obj`` dicts with str keys down to dicts of scalars (what the fast path writes)?"""
+    if not isinstance(obj, dict):
+        return False
+    for key, value in obj.items():
+        if not isinstance(key, str):
+            return False
+        if isinstance(value, dict):
+            if not _tree(value):
+                return False
+        elif not _scalar(value):
+            return False
+    return True
+
+
+def _write(obj: dict, level: int) -> str:
+    if not obj:
+        return "{}"
+    inner = _INDENT * (level + 1)
+    if not any(isinstance(v, dict) for v in obj.values()):
+        text = json.dumps(obj, ensure_ascii=False, separators=(",\n" + inner, ": "))
+        return "{\n" + inner + text[1:-1] + "\n" + _INDENT * level + "}"
+    parts = []
+    for key, value in obj.items():
+        body = _write(value, level + 1) if isinstance(value, dict) else json.dumps(value, ensure_ascii=False)
+        parts.append(inner + json.dumps(key, ensure_ascii=False) + ": " + body)
+    return "{\n" + ",\n".join(parts) + "\n" + _INDENT * level + "}"
+
+
+def dumps_indented(obj: Any) -> str:
+    """Exactly ``json.dumps(obj, indent=2, ensure_ascii=False)`` (NaN and infinities as
+    ``NaN`` / ``Infinity``, as it writes them)."""
+    if not _tree(obj):
+        return json.dumps(obj, indent=2, ensure_ascii=False)
+    return _write(obj, 0)
