@@ -97,6 +97,27 @@ def test_rouge_l_with_shared_candidate_masks_equals_the_dynamic_programme(shared
         assert rouge.rouge_l(cand, refs) == _rouge_dp(cand, refs)
 
 
+@pytest.mark.parametrize("shared_max", [rouge.SHARED_MASKS_MAX, 0])
+def test_rouge_l_reusing_mirrored_pairs_equals_the_dynamic_programme(shared_max: int, monkeypatch) -> None:
+    """A chunk in leave-one-out order (each pair both ways), with repeated captions and
+    references: every item as pycocoevalcap's formula with the dynamic programme."""
+    from capeval.metrics.text import TextChunk
+
+    monkeypatch.setattr(rouge, "SHARED_MASKS_MAX", shared_max)
+    rng = random.Random(11)
+    hyps, refs = [], []
+    for _ in range(60):
+        group = [" ".join(rng.choice("abcde") for _ in range(rng.choice([0, 1, 2, 6, 15]))) for _ in range(5)]
+        if rng.random() < 0.3:
+            group[rng.randrange(5)] = group[rng.randrange(5)]  # the same caption twice in a group
+        for k, cand in enumerate(group):
+            others = group[:k] + group[k + 1 :]
+            hyps.append(cand)
+            refs.append(others + [rng.choice(others)] if rng.random() < 0.2 else others)
+    got = rouge.RougeL().score_chunk(TextChunk(hyps, refs), None).tolist()
+    assert got == [_rouge_dp(h, rs) for h, rs in zip(hyps, refs)]
+
+
 def test_references_are_tokenised_once_with_the_same_results(monkeypatch: pytest.MonkeyPatch) -> None:
     import capeval
     from capeval import tokenize

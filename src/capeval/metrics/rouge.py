@@ -58,21 +58,33 @@ def _lcs_with(masks: dict[str, int], n: int, b: list[str]) -> int:
     return n - v.bit_count()
 
 
-def rouge_l(candidate: str, references: list[str], beta: float = BETA) -> float:
+def rouge_l(candidate: str, references: list[str], beta: float = BETA, seen: dict | None = None) -> float:
     """ROUGE-L F of one tokenised candidate against its tokenised references.
 
     A short candidate's masks are made once and used against every reference (LCS is
-    symmetric, so either sequence may carry the bits; same integers)."""
+    symmetric, so either sequence may carry the bits; same integers). ``seen``: LCS
+    lengths of (candidate, reference) pairs met before, looked up for this pair and its
+    mirror (in leave-one-out jobs each pair comes once each way) and added to."""
     tok_c = candidate.split(" ")
     nc = len(tok_c)
-    cmasks = token_masks(tok_c) if nc <= SHARED_MASKS_MAX else None
+    cmasks = None
     prec_max = 0.0
     rec_max = 0.0
     for ref in references:
-        tok_r = ref.split(" ")
-        lcs = _lcs_with(cmasks, nc, tok_r) if cmasks is not None else lcs_length(tok_r, tok_c)
-        prec_max = max(prec_max, lcs / float(nc))
-        rec_max = max(rec_max, lcs / float(len(tok_r)))
+        lcs = None if seen is None else seen.get((ref, candidate))
+        if lcs is None:
+            tok_r = ref.split(" ")
+            if cmasks is None and nc <= SHARED_MASKS_MAX:
+                cmasks = token_masks(tok_c)
+            lcs = _lcs_with(cmasks, nc, tok_r) if cmasks is not None else lcs_length(tok_r, tok_c)
+            if seen is not None:
+                seen[(candidate, ref)] = lcs
+        p = lcs / float(nc)
+        if p > prec_max:
+            prec_max = p
+        r = lcs / float(ref.count(" ") + 1)  # len(ref.split(" "))
+        if r > rec_max:
+            rec_max = r
     if prec_max != 0 and rec_max != 0:
         return ((1 + beta**2) * prec_max * rec_max) / float(rec_max + beta**2 * prec_max)
     return 0.0
@@ -93,7 +105,8 @@ class RougeL(TextScorer):
     def score_chunk(self, chunk: TextChunk, corpus: Any) -> np.ndarray:
         """Per-item ROUGE-L of one chunk."""
         beta = self.beta
-        return np.array([rouge_l(h, rs, beta) for h, rs in zip(chunk.hyps, chunk.refs)], dtype=np.float64)
+        seen: dict = {}  # the chunk's pairs: a chunk holds an image's captions together
+        return np.array([rouge_l(h, rs, beta, seen) for h, rs in zip(chunk.hyps, chunk.refs)], dtype=np.float64)
 
     def merge(self, ids: list[str], parts: list[Any], nrefs: str) -> list[MetricResult]:
         scores = np.concatenate(parts) if parts else np.zeros(0)
