@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from capeval.errors import ResourceError
+from capeval.errors import InputError, ResourceError
 
 
 def cache_dir() -> Path:
@@ -52,3 +52,19 @@ def data_mirror() -> str | None:
     ``<mirror>/<benchmark>/<file name>`` instead of their sources."""
     url = os.environ.get("CAPEVAL_DATA_MIRROR", "").strip()
     return url.rstrip("/") or None
+
+
+def folder_files(option: str, folder: str | os.PathLike[str], names: tuple[str, ...], what: str,
+                 missing_hint: str) -> list[Path]:
+    """``folder / name`` for each of ``names``, or a one-line :class:`~capeval.errors.InputError`
+    naming the option ``option`` when the folder or a file is missing (``what``: the folder
+    expected; ``missing_hint``: where the files come from)."""
+    from capeval.errors import InputError
+
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        raise InputError(f"option {option}={str(folder)!r}: not a folder ({what})")
+    missing = [name for name in names if not (root / name).is_file()]
+    if missing:
+        raise InputError(f"option {option}={str(folder)!r}: missing {', '.join(missing)} ({missing_hint})")
+    return [root / name for name in names]

@@ -28,6 +28,7 @@ from typing import Any
 
 from capeval.errors import InputError
 from capeval.hashing import files_digest
+from capeval.paths import folder_files
 
 FILES = ("annotations.json", "relation.json", "safe_words.txt")
 #: the release read by the paper's script: junyangwang0410/AMBER data/ at this commit, sha256 of each file
@@ -124,15 +125,9 @@ def label(digest: str) -> str:
 
 def annotation_files(folder: str | os.PathLike[str]) -> list[Path]:
     """The three files of the folder, or a one-line error naming what is missing."""
-    root = Path(folder).expanduser()
-    if not root.is_dir():
-        raise InputError(f"option amber.annotations={str(folder)!r}: not a folder (AMBER's data/ folder: "
-                         "annotations.json, relation.json, safe_words.txt)")
-    missing = [name for name in FILES if not (root / name).is_file()]
-    if missing:
-        raise InputError(f"option amber.annotations={str(folder)!r}: missing {', '.join(missing)} (AMBER's data/ "
-                         "folder of junyangwang0410/AMBER)")
-    return [root / name for name in FILES]
+    return folder_files("amber.annotations", folder, FILES,
+                        "AMBER's data/ folder: annotations.json, relation.json, safe_words.txt",
+                        "AMBER's data/ folder of junyangwang0410/AMBER")
 
 
 def read_safe_words(path: Path) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from capeval.errors import InputError
 from capeval.hashing import files_digest
+from capeval.paths import folder_files
 
 FILES = ("instances_train2014.json", "instances_val2014.json", "captions_train2014.json", "captions_val2014.json")
 #: bump when the compact layout changes
@@ -50,15 +51,9 @@ class CocoAnnotations:
 
 def annotation_files(folder: str | os.PathLike[str]) -> list[Path]:
     """The four COCO 2014 files CHAIR reads, or a one-line error naming what is missing."""
-    root = Path(folder).expanduser()
-    if not root.is_dir():
-        raise InputError(f"option chair.annotations={str(folder)!r}: not a folder (the COCO 2014 annotation folder "
-                         "of annotations_trainval2014.zip)")
-    missing = [name for name in FILES if not (root / name).is_file()]
-    if missing:
-        raise InputError(f"option chair.annotations={str(folder)!r}: missing {', '.join(missing)} (CHAIR needs the "
-                         "COCO 2014 instance and caption files of annotations_trainval2014.zip)")
-    return [root / name for name in FILES]
+    return folder_files("chair.annotations", folder, FILES,
+                        "the COCO 2014 annotation folder of annotations_trainval2014.zip",
+                        "CHAIR needs the COCO 2014 instance and caption files of annotations_trainval2014.zip")
 
 
 def _stream(path: Path, prefix: str) -> Iterator[dict[str, Any]]:
