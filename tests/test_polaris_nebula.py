@@ -76,7 +76,7 @@ def test_polaris_errors_are_one_line(tmp_path: Path) -> None:
     (tmp_path / "polaris" / "polaris_test.csv").write_text("mt,refs,score,imgid\nx,not a list,0.5,1.jpg\n")
     with pytest.raises(CapevalError, match=r"row 2.*refs must be a list") as e:
         b.load(tmp_path)
-    with pytest.raises(CapevalError, match="split must be"):
+    with pytest.raises(CapevalError, match=r"polaris\.split='train': use one of test, val"):
         b.load(tmp_path, split="train")
 
 
@@ -206,7 +206,7 @@ def test_nebula_option_errors_are_one_line(tmp_path: Path) -> None:
     _nebula(tmp_path)
     b = get_benchmark("nebula")
     for kwargs, pattern in (({"scores": "corrected"}, r"scores=corrected needs spica/spica_train.csv"),
-                            ({"scores": "fixed"}, r"scores must be 'original' or 'corrected'"),
+                            ({"scores": "fixed"}, r"nebula\.scores='fixed': use one of original, corrected"),
                             ({"scores": "corrected", "split": "valid"}, r"test split only")):
         with pytest.raises(CapevalError, match=pattern) as e:
             b.load(tmp_path, **kwargs)

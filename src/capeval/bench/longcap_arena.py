@@ -33,8 +33,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from capeval.bench._common import kendall_specs
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, judgment, malformed
-from capeval.errors import InputError, ResourceError
+from capeval.bench.base import (Benchmark, Loaded, ScoreItem, Setting, StatSpec, check_loader_options, judgment,
+                                malformed)
+from capeval.errors import ResourceError
 
 REPO = "Ka2ukiMatsuda/LongCap-Arena"
 #: no commit of the dataset could be read here: the download follows ``main`` and the files'
@@ -68,13 +69,7 @@ class LongCapArena(Benchmark):
 
     def load(self, root: Path, seed: int = 0, split: str = "test-a", perspective: str = "desc",
              **options: Any) -> Loaded:
-        if options:
-            raise InputError(f"longcap-arena: unknown option(s) {', '.join(sorted(options))} "
-                             "(known: split, perspective)")
-        if split not in SPLITS:
-            raise InputError(f"longcap-arena: split must be one of {', '.join(SPLITS)}, got {split!r}")
-        if perspective not in PERSPECTIVES:
-            raise InputError(f"longcap-arena: perspective must be one of {', '.join(PERSPECTIVES)}, got {perspective!r}")
+        check_loader_options([self], {self.name: {"split": split, "perspective": perspective, **options}})
         prefix = shard_prefix(split, perspective)
         folder = root / self.name / "data"
         shards = sorted(folder.glob(f"{Path(prefix).name}*.parquet"))

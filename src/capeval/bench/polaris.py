@@ -53,7 +53,8 @@ import numpy as np
 
 from capeval.bench import spica
 from capeval.bench._common import kendall_specs
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, judgment, malformed, sha256_file
+from capeval.bench.base import (Benchmark, Loaded, ScoreItem, Setting, StatSpec, check_loader_options, judgment,
+                                malformed, sha256_file)
 from capeval.errors import InputError, ResourceError
 
 POLARIS_REVISION = "c3a34f70ac797e64d2d5096c34add3507f7ce10c"
@@ -111,10 +112,7 @@ class Polaris(_HumanScoreBenchmark):
     loader_options = {"split": ("test", "val")}
 
     def load(self, root: Path, seed: int = 0, split: str = "test", **options: Any) -> Loaded:
-        if options:
-            raise InputError(f"polaris: unknown option(s) {', '.join(sorted(options))} (known: split)")
-        if split not in ("test", "val"):
-            raise InputError(f"polaris: split must be 'test' or 'val', got {split!r}")
+        check_loader_options([self], {self.name: {"split": split, **options}})
         rel = f"polaris/polaris_{split}.csv"
         path = self.path(root, rel)
         items: dict[str, ScoreItem] = {}
@@ -162,12 +160,7 @@ class Nebula(_HumanScoreBenchmark):
 
     def load(self, root: Path, seed: int = 0, split: str = "test", scores: str = "original",
              **options: Any) -> Loaded:
-        if options:
-            raise InputError(f"nebula: unknown option(s) {', '.join(sorted(options))} (known: split, scores)")
-        if split not in ("test", "valid"):
-            raise InputError(f"nebula: split must be 'test' or 'valid', got {split!r}")
-        if scores not in ("original", "corrected"):
-            raise InputError(f"nebula: scores must be 'original' or 'corrected', got {scores!r}")
+        check_loader_options([self], {self.name: {"split": split, "scores": scores, **options}})
         if scores == "corrected" and split != "test":
             raise InputError("nebula: scores=corrected applies to the test split only (the corrections are "
                              "of test scores)")
