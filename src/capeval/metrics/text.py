@@ -121,6 +121,10 @@ class TextScorer(ScorerBase):
         return {"tok": "ptb-corenlp-3.4.1" if self.tokenizer == "ptb" else "none", "nrefs": nrefs}
 
     # -- streaming steps, for subclasses -------------------------------------------
+    def before_chunks(self, n_items: int) -> None:
+        """Called once in this process before the chunks of ``n_items`` items are scored (before
+        any worker is forked, so that they inherit what it loads). Default: nothing."""
+
     def corpus_order(self) -> int | None:
         """Order of the document frequencies over the whole set this metric needs, or None."""
         return None
@@ -311,6 +315,8 @@ def _score_spans(
         from capeval.tokenize import warm_up
 
         warm_up()  # once here rather than in every worker
+    for s in scorers:
+        s.before_chunks(n_items)
     work = spans(n_items, chunk)
     recycle = max(1, RECYCLE_ITEMS // chunk)
     nrefs = "0" if not counts else str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"

@@ -16,8 +16,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from capeval.errors import InputError
-from capeval.metrics.meteor.fast_align import finish, pair_stats, score_of, to_stats
+from capeval.errors import InputError, ResourceError
+from capeval.metrics.meteor import jit_align
+from capeval.metrics.meteor.fast_align import finish, score_of, to_stats
 from capeval.metrics.meteor.fast_match import chain_bound, match, mirrored, transposed
 from capeval.metrics.meteor.normalize import java_hash, java_lower, java_tokens, java_trim, normalize_line
 from capeval.metrics.meteor.parallel import resolve_workers, run_forked
@@ -65,7 +66,12 @@ class Meteor15:
     #: normalised texts kept (the cache is started afresh beyond)
     max_norm_cache = 32_768
 
-    def __init__(self, cache_dir: str | os.PathLike[str] | None = None, auto_prepare: bool = True):
+    def __init__(self, cache_dir: str | os.PathLike[str] | None = None, auto_prepare: bool = True,
+                 compiled: bool | None = None):
+        if compiled is not None and not isinstance(compiled, bool):
+            raise InputError(f"meteor option compiled must be true, false or null (automatic), got {compiled!r}")
+        self.compiled = compiled
+        self._finish = finish  # jit_align.finish once the compiled kernel is used (use_compiled)
         # partial: with no index yet, a first small run scans the paraphrase table instead (_cover)
         self.resources = load(cache_dir, auto_prepare=auto_prepare)
         self._synonyms = SynonymDictionary(self.resources)
@@ -73,6 +79,20 @@ class Meteor15:
         self._sent_cache = LRU(4096)  # normalised sentence -> SentenceInfo (reference path)
         self._stem_hash: dict[str, int] = {}
         self._prepared = SentencePreparer(self.resources, self._synonyms)  # fast path
+
+    def use_compiled(self, n_items: int) -> bool:
+        """Use the compiled resolution (:mod:`.jit_align`, numba: the ``fast`` extra) for a
+        job of ``n_items`` items: with ``compiled=None`` from :data:`.jit_align.JIT_MIN_ITEMS`
+        items on if numba is installed, always with True (an error without numba), never
+        with False. Call it before forking workers (they inherit it). Same results either way."""
+        if self.compiled is False or (self.compiled is None and n_items < jit_align.JIT_MIN_ITEMS):
+            return False
+        if jit_align.load():
+            self._finish = jit_align.finish
+            return True
+        if self.compiled:
+            raise ResourceError("meteor option compiled=true needs numba: pip install 'capeval[fast]'")
+        return False
 
     # ----------------------------------------------------------------- text → words
     def normalize(self, text: str) -> str:
@@ -206,6 +226,7 @@ class Meteor15:
     def _best_many(self, hyps: list[str], refs: list[list[str]]) -> list[tuple[tuple, float]]:
         """(best statistics tuple, its score) per item; inputs already trimmed fields."""
         norm = self.normalize
+        finish_pair = self._finish
         out: list[tuple[tuple, float]] = []
         step = max(int(self.batch_items), 1)
         for a in range(0, len(hyps), step):
@@ -220,7 +241,7 @@ class Meteor15:
             for h, rs in zip(hn, rn):
                 hs = sents[h]
                 if len(rs) == 1:
-                    st = pair_stats(hs, sents[rs[0]])
+                    st = finish_pair(match(hs, sents[rs[0]]))
                     out.append((st, score_of(st)))
                     continue
                 # Java keeps the first reference with the highest score. Finish the
@@ -250,7 +271,7 @@ class Meteor15:
                         p = transposed(p[2])
                     if best_k >= 0 and chain_bound(p) < best_score - 1e-9:
                         continue
-                    st = finish(p)
+                    st = finish_pair(p)
                     sc = score_of(st)
                     if sc > best_score or (sc == best_score and k < best_k):
                         best, best_score, best_k = st, sc, k
@@ -288,6 +309,7 @@ class Meteor15:
         if not self.resources.complete:  # before any fork: the workers inherit what it read
             self._cover(self.normalize(java_trim(x)) for rs in ([hyps], refs) for r in rs for x in r)
         n_workers = resolve_workers(workers, len(hyps))
+        self.use_compiled(len(hyps))
         # The fast path allocates many small acyclic objects; the cyclic garbage collector
         # would re-scan them over and over (a third of the run time), so pause it.
         gc_was_enabled = gc.isenabled()

@@ -23,19 +23,28 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Meteor(TextScorer):
-    """METEOR 1.5 (en, -norm), numerically as pycocoevalcap's Java wrapper."""
+    """METEOR 1.5 (en, -norm), numerically as pycocoevalcap's Java wrapper.
+
+    ``compiled``: the alignment's beam search compiled with numba (the ``fast`` extra):
+    None (default) from 20,000 items on when numba is installed, True always, False never;
+    the results are the same (see :mod:`capeval.metrics.meteor.jit_align`).
+    """
 
     produces: ClassVar[tuple[str, ...]] = ("meteor",)
 
     def __init__(
         self, metrics=None, tokenizer: str = "ptb", cache_dir: str | None = None, workers: int | None = None,
-        chunk_size: int | None = None,
+        chunk_size: int | None = None, compiled: bool | None = None,
     ):
         super().__init__(metrics, tokenizer, chunk_size, workers)
         require("pycocoevalcap", extra="meteor", purpose="METEOR 1.5 resources (no Java is run)")
         from capeval.metrics.meteor import Meteor15
 
-        self._meteor = Meteor15(cache_dir=cache_dir)
+        self._meteor = Meteor15(cache_dir=cache_dir, compiled=compiled)
+
+    def before_chunks(self, n_items: int) -> None:
+        """Load the compiled beam search for a large job, before any worker is forked."""
+        self._meteor.use_compiled(n_items)
 
     def score_chunk(self, chunk: TextChunk, corpus: Any) -> tuple[np.ndarray, MeteorStats]:
         """(per-item METEOR, summed statistics) of one chunk."""

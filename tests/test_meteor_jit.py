@@ -1,0 +1,89 @@
+"""METEOR's compiled resolution (numba, the ``fast`` extra) against the Python one and the
+reference implementation, item by item, and the option that chooses it."""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import pytest
+
+import capeval
+from capeval.errors import CapevalError
+from capeval.metrics.meteor import Meteor15, fast_align, jit_align, pycocoevalcap_fields
+from capeval.metrics.meteor.fast_match import match, transposed
+from capeval.metrics.meteor.normalize import java_trim
+
+from _reference import require_module
+from test_speed_paths import _caption
+
+
+@pytest.fixture(scope="module")
+def meteor() -> Meteor15:
+    require_module("pycocoevalcap", "pycocoevalcap==1.2 holds the METEOR 1.5 resources (test extra)")
+    require_module("numba", "numba compiles METEOR's beam search (the fast extra)")
+    assert jit_align.load()
+    return Meteor15()
+
+
+def _pairs(meteor: Meteor15, seed: int, n: int) -> tuple[dict, list[tuple[str, str]]]:
+    rng = random.Random(seed)
+    texts = [meteor.normalize(java_trim(pycocoevalcap_fields(_caption(rng), ["r"])[0])) for _ in range(n)]
+    sents = meteor.fast_sentences(texts)
+    pairs = [(texts[k], texts[rng.randrange(len(texts))]) for k in range(len(texts))]
+    pairs += [(t, t) for t in texts[:20]]  # identical sentences: the exact module only
+    # short pairs, the ones the kernel takes: one-word captions, repeats, shared words
+    short = [t for t in texts if sents[t].n <= 20]
+    pairs += [(rng.choice(short), rng.choice(short)) for _ in range(6 * n)]
+    # few distinct words, many of them: beams far over the beam size of 40
+    crowded = [" ".join(rng.choice(["a", "the", "dog", "dogs", "man", "men", "run"]) for _ in range(rng.randint(8, 31)))
+               for _ in range(60)]
+    sents.update(meteor.fast_sentences(crowded))
+    pairs += [(rng.choice(crowded), rng.choice(crowded)) for _ in range(200)]
+    return sents, pairs
+
+
+def test_compiled_resolution_equals_the_python_one_and_the_reference(meteor: Meteor15) -> None:
+    sents, pairs = _pairs(meteor, 36, 300)
+    taken = 0
+    for a, b in pairs:
+        m = match(sents[a], sents[b])
+        want = fast_align.finish(m)
+        assert jit_align.finish(m) == want, (a, b)
+        assert jit_align.finish(transposed(match(sents[b], sents[a]))) == want, (a, b)
+        taken += bool(m[1][4]) and sents[a].n + sents[b].n <= jit_align.MAX_WORDS
+    assert taken > 800  # many pairs went through the kernel (the others: no match, or too long)
+    for a, b in pairs[::7]:
+        ref = meteor._pair_stats(meteor.sentence(a), meteor.sentence(b))
+        assert fast_align.to_stats(jit_align.finish(match(sents[a], sents[b]))).to_string() == ref.to_string()
+
+
+def test_compiled_and_python_runs_give_the_same_items(meteor: Meteor15) -> None:
+    rng = random.Random(5)
+    hyps = [_caption(rng) for _ in range(400)]
+    refs = [[_caption(rng) for _ in range(rng.randint(1, 5))] for _ in hyps]
+    fast = Meteor15(compiled=True).best_many(hyps, refs)
+    slow = Meteor15(compiled=False).best_many(hyps, refs)
+    assert fast == slow
+    cands = {str(k): h or "x" for k, h in enumerate(hyps)}
+    refd = {str(k): [r or "y" for r in rs] for k, rs in enumerate(refs)}
+    on = capeval.score(cands, refd, metrics="meteor", options={"meteor": {"compiled": True}})["meteor"]
+    off = capeval.score(cands, refd, metrics="meteor", options={"meteor": {"compiled": False}})["meteor"]
+    assert dict(on.items) == dict(off.items) and on.system == off.system
+
+
+def test_the_option_is_checked_and_a_missing_numba_is_one_line(meteor: Meteor15, monkeypatch) -> None:
+    with pytest.raises(CapevalError, match="compiled must be true, false or null"):
+        Meteor15(compiled="yes")  # type: ignore[arg-type]
+    small = Meteor15()
+    assert not small.use_compiled(10)  # automatic: small jobs stay in Python
+    assert small._finish is fast_align.finish
+    assert small.use_compiled(jit_align.JIT_MIN_ITEMS) and small._finish is jit_align.finish
+    monkeypatch.setattr(jit_align, "_kernel", None)
+    monkeypatch.setitem(sys.modules, "numba", None)  # numba not installed
+    monkeypatch.delitem(sys.modules, "capeval.metrics.meteor.jit_kernel", raising=False)
+    assert not jit_align.load()
+    assert not Meteor15().use_compiled(10**6)  # automatic: Python, same results
+    with pytest.raises(CapevalError, match=r"compiled=true needs numba: pip install 'capeval\[fast\]'") as e:
+        Meteor15(compiled=True).use_compiled(1)
+    assert "\n" not in str(e.value)
