@@ -222,9 +222,11 @@ def env_with(**extra: str) -> dict[str, str]:
 
 def build_index(env: dict[str, str]) -> None:
     """METEOR's full index in the ``CAPEVAL_CACHE`` of ``env`` (what a warm run loads; a small
-    first run only scans the paraphrase table)."""
-    subprocess.run([sys.executable, "-c", "from capeval.metrics.meteor import prepare; prepare()"],
-                   env=env, check=True, capture_output=True)
+    first run only scans the paraphrase table), and its compiled beam search where numba is
+    installed (compiled once, then loaded from numba's cache by large jobs)."""
+    code = ("from capeval.metrics.meteor import prepare; prepare()\n"
+            "try:\n    from capeval.metrics.meteor import jit_align; jit_align.load()\nexcept ImportError:\n    pass")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
 
 
 def repeat(cmd: list[str], env: dict[str, str], n: int, memory: bool = True) -> dict:

@@ -85,5 +85,5 @@ def test_the_option_is_checked_and_a_missing_numba_is_one_line(meteor: Meteor15,
     assert not jit_align.load()
     assert not Meteor15().use_compiled(10**6)  # automatic: Python, same results
     with pytest.raises(CapevalError, match=r"compiled=true needs numba: pip install 'capeval\[fast\]'") as e:
-        Meteor15(compiled=True).use_compiled(1)
+        Meteor15(compiled=True)  # before any work
     assert "\n" not in str(e.value)

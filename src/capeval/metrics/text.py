@@ -123,7 +123,8 @@ class TextScorer(ScorerBase):
     # -- streaming steps, for subclasses -------------------------------------------
     def before_chunks(self, n_items: int) -> None:
         """Called once in this process before the chunks of ``n_items`` items are scored (before
-        any worker is forked, so that they inherit what it loads). Default: nothing."""
+        the scoring pass's workers are forked, so that they inherit what it loads; with a
+        corpus pass, while its workers count). Default: nothing."""
 
     def corpus_order(self) -> int | None:
         """Order of the document frequencies over the whole set this metric needs, or None."""
@@ -315,8 +316,6 @@ def _score_spans(
         from capeval.tokenize import warm_up
 
         warm_up()  # once here rather than in every worker
-    for s in scorers:
-        s.before_chunks(n_items)
     work = spans(n_items, chunk)
     recycle = max(1, RECYCLE_ITEMS // chunk)
     nrefs = "0" if not counts else str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
@@ -324,6 +323,7 @@ def _score_spans(
 
     corpus = None
     kept: list[list[list[str]] | None] = []  # per span: its tokenised references, or None
+    prepared = False  # before_chunks called
     orders = [o for o in (s.corpus_order() for s in scorers) if o]
     if orders:
         from capeval.metrics.ngrams import GramIndex
@@ -339,11 +339,19 @@ def _score_spans(
         budget = KEEP_TOKENS_CHARS
         with make_progress(n_items, "references", progress) as bar:
             for part, rs in map_tasks(count, tasks(False, work), workers, recycle):
+                if not prepared:  # here the corpus pass's workers go on counting meanwhile
+                    prepared = True
+                    for s in scorers:
+                        s.before_chunks(n_items)
                 corpus.add_part(part)
                 if budget > 0:
                     budget -= sum(len(r) for x in rs for r in x)
                     kept.append(rs if budget >= 0 else None)
                 bar.update(part.n_items)
+
+    if not prepared:
+        for s in scorers:
+            s.before_chunks(n_items)
 
     def job(task: tuple) -> tuple[int, list[Any]]:
         if len(task) == 2:  # candidates to tokenise, with tokenised references

@@ -46,6 +46,9 @@ def pycocoevalcap_fields(hypothesis: str, references: Sequence[str]) -> tuple[st
     return java_trim(parts[-1]), [java_trim(p) for p in parts[1:-1]]
 
 
+_NO_NUMBA = "meteor option compiled=true needs numba: pip install 'capeval[fast]'"
+
+
 class Meteor15:
     """METEOR 1.5 (English, default task, ``-norm``) without Java.
 
@@ -70,6 +73,8 @@ class Meteor15:
                  compiled: bool | None = None):
         if compiled is not None and not isinstance(compiled, bool):
             raise InputError(f"meteor option compiled must be true, false or null (automatic), got {compiled!r}")
+        if compiled and not jit_align.available():
+            raise ResourceError(_NO_NUMBA)
         self.compiled = compiled
         self._finish = finish  # jit_align.finish once the compiled kernel is used (use_compiled)
         # partial: with no index yet, a first small run scans the paraphrase table instead (_cover)
@@ -91,7 +96,7 @@ class Meteor15:
             self._finish = jit_align.finish
             return True
         if self.compiled:
-            raise ResourceError("meteor option compiled=true needs numba: pip install 'capeval[fast]'")
+            raise ResourceError(_NO_NUMBA)
         return False
 
     # ----------------------------------------------------------------- text → words

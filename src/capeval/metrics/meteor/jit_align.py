@@ -35,15 +35,27 @@ def available() -> bool:
 
 
 def load() -> bool:
-    """Load the compiled kernel in this process (compiling it on the first use after install);
-    False when numba is not installed."""
+    """Load the compiled kernel in this process (compiling it on the first use after install,
+    then from numba's on-disk cache); False when numba is not installed or cannot compile
+    here (a one-line warning says why; the Python code gives the same results).
+
+    Ahead of a first large run: ``python -c "from capeval.metrics.meteor import jit_align; jit_align.load()"``.
+    """
     global _kernel
     if _kernel is None:
         try:
             from capeval.metrics.meteor.jit_kernel import finish_kernel
+
+            finish_kernel(np.array([0, 0, 0, 1], dtype=np.int64), _EMPTY, 1, 1, 1, 0, 0, 0)  # load or compile now
         except ImportError:
             return False
-        finish_kernel(np.array([0, 0, 0, 1], dtype=np.int64), _EMPTY, 1, 1, 1, 0, 0, 0)  # load or compile now
+        except Exception as exc:  # numba installed but unusable here (no cache folder, LLVM, ...)
+            import warnings
+
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+            warnings.warn(f"METEOR: the compiled beam search (numba) could not be loaded ({first}); "
+                          "the Python one is used (same results)", RuntimeWarning, stacklevel=2)
+            return False
         _kernel = finish_kernel
     return True
 
