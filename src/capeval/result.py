@@ -51,6 +51,10 @@ class ItemScores(Mapping[str, float]):
     def __reduce__(self) -> tuple:
         return ItemScores, (dict(self._index), self._values)
 
+    def to_dict(self) -> dict[str, float]:
+        """A plain dict, in input order (``dict(self)`` looks every id up; this zips)."""
+        return dict(zip(self._index, self._values))
+
 
 class _IdIndex(dict):
     """id -> position; weakly referable, so the cache below does not keep it alive."""
@@ -241,7 +245,8 @@ class Report(Mapping[str, MetricResult]):
 
     def per_item(self) -> dict[str, dict[str, float]]:
         """``{metric: {id: score}}``, the layout the CLI's ``--per-item`` writes."""
-        return {k: dict(r.items) for k, r in self._results.items()}
+        return {k: r.items.to_dict() if isinstance(r.items, ItemScores) else dict(r.items)
+                for k, r in self._results.items()}
 
     def per_item_extras(self) -> dict[str, dict[str, Any]]:
         """``{metric: {extra: {id: value}}}`` for the metrics that have per-item extras

@@ -15,37 +15,37 @@ from typing import Any
 _INDENT = "  "
 
 
+_PLAIN = frozenset({float, int, str, bool, type(None)})
+
+
 def _scalar(value: Any) -> bool:
     # str / int / float subclasses (numpy's float64 among them) are written alike by both
     # encoders: the C one calls the same float and int repr as the Python one
     return value is None or isinstance(value, (str, int, float))
 
 
-def _tree(obj: Any) -> bool:
-    """Is ``obj`` dicts with str keys down to dicts of scalars (what the fast path writes)?"""
-    if not isinstance(obj, dict):
-        return False
-    for key, value in obj.items():
-        if not isinstance(key, str):
-            return False
-        if isinstance(value, dict):
-            if not _tree(value):
-                return False
-        elif not _scalar(value):
-            return False
-    return True
-
-
-def _write(obj: dict, level: int) -> str:
+def _write(obj: dict, level: int) -> str | None:
+    """The indented text of ``obj``, or None when it is not dicts with str keys down to
+    dicts of scalars (then ``json.dumps`` writes it)."""
     if not obj:
         return "{}"
+    if not all(isinstance(k, str) for k in obj):
+        return None
     inner = _INDENT * (level + 1)
-    if not any(isinstance(v, dict) for v in obj.values()):
+    types = set(map(type, obj.values()))
+    if types <= _PLAIN or all(issubclass(t, (str, int, float)) for t in types - _PLAIN):
         text = json.dumps(obj, ensure_ascii=False, separators=(",\n" + inner, ": "))
         return "{\n" + inner + text[1:-1] + "\n" + _INDENT * level + "}"
     parts = []
     for key, value in obj.items():
-        body = _write(value, level + 1) if isinstance(value, dict) else json.dumps(value, ensure_ascii=False)
+        if isinstance(value, dict):
+            body = _write(value, level + 1)
+            if body is None:
+                return None
+        elif _scalar(value):
+            body = json.dumps(value, ensure_ascii=False)
+        else:
+            return None
         parts.append(inner + json.dumps(key, ensure_ascii=False) + ": " + body)
     return "{\n" + ",\n".join(parts) + "\n" + _INDENT * level + "}"
 
@@ -53,6 +53,5 @@ def _write(obj: dict, level: int) -> str:
 def dumps_indented(obj: Any) -> str:
     """Exactly ``json.dumps(obj, indent=2, ensure_ascii=False)`` (NaN and infinities as
     ``NaN`` / ``Infinity``, as it writes them)."""
-    if not _tree(obj):
-        return json.dumps(obj, indent=2, ensure_ascii=False)
-    return _write(obj, 0)
+    text = _write(obj, 0) if isinstance(obj, dict) else None
+    return json.dumps(obj, indent=2, ensure_ascii=False) if text is None else text
