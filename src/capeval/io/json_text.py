@@ -9,6 +9,7 @@ which yields the same text; anything else falls back to ``json.dumps``.
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any
 
@@ -53,5 +54,14 @@ def _write(obj: dict, level: int) -> str | None:
 def dumps_indented(obj: Any) -> str:
     """Exactly ``json.dumps(obj, indent=2, ensure_ascii=False)`` (NaN and infinities as
     ``NaN`` / ``Infinity``, as it writes them)."""
-    text = _write(obj, 0) if isinstance(obj, dict) else None
-    return json.dumps(obj, indent=2, ensure_ascii=False) if text is None else text
+    # the encoders make many small lists and strings, none of them cyclic: the collector
+    # would scan the process's live objects again and again (0.2 s of the 0.4 s at 283,220
+    # scores beside a large job's data)
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        text = _write(obj, 0) if isinstance(obj, dict) else None
+        return json.dumps(obj, indent=2, ensure_ascii=False) if text is None else text
+    finally:
+        if paused:
+            gc.enable()

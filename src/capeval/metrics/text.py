@@ -27,7 +27,7 @@ from capeval.scorer import ScorerBase
 
 #: items per chunk unless ``chunk_size`` says otherwise
 DEFAULT_CHUNK = 2048
-#: characters of tokenised references the corpus pass keeps for the scoring pass (about
+#: characters of tokenised captions the corpus pass keeps for the scoring pass (about
 #: the inputs' size in memory; beyond, the scoring pass tokenises them again)
 KEEP_TOKENS_CHARS = 16 << 20
 #: a worker process is replaced after about this many items (bounds memory, see
@@ -322,7 +322,7 @@ def _score_spans(
     label = "/".join(m for s in scorers for m in s.metrics)[:24]
 
     corpus = None
-    kept: list[list[list[str]] | None] = []  # per span: its tokenised references, or None
+    kept: list[tuple[list[str], list[list[str]]] | None] = []  # per span: its tokenised texts, or None
     prepared = False  # before_chunks called
     orders = [o for o in (s.corpus_order() for s in scorers) if o]
     if orders:
@@ -331,22 +331,24 @@ def _score_spans(
         corpus = GramIndex(max(orders))
 
         def count(task: tuple) -> Any:
-            _, rs = tokenize_texts(tokenizer, *task)
-            return corpus.part(rs), rs
+            hyps, rs = tokenize_texts(tokenizer, *task)
+            return corpus.part(rs), hyps, rs
 
-        # the tokenised references are kept for the scoring pass, up to a budget (beyond,
-        # they are tokenised again there): tokenising is the costlier of the two
+        # the tokenised candidates and references are kept for the scoring pass, up to a
+        # budget (beyond, they are tokenised again there): tokenising is the costlier of the
+        # two, and a worker tokenising both meets a candidate that is also a reference (as
+        # in leave-one-out jobs) in its tokeniser's cache
         budget = KEEP_TOKENS_CHARS
         with make_progress(n_items, "references", progress) as bar:
-            for part, rs in map_tasks(count, tasks(False, work), workers, recycle):
+            for part, hs, rs in map_tasks(count, tasks(True, work), workers, recycle):
                 if not prepared:  # here the corpus pass's workers go on counting meanwhile
                     prepared = True
                     for s in scorers:
                         s.before_chunks(n_items)
                 corpus.add_part(part)
                 if budget > 0:
-                    budget -= sum(len(r) for x in rs for r in x)
-                    kept.append(rs if budget >= 0 else None)
+                    budget -= sum(len(r) for x in rs for r in x) + sum(map(len, hs))
+                    kept.append((hs, rs) if budget >= 0 else None)
                 bar.update(part.n_items)
 
     if not prepared:
@@ -354,9 +356,8 @@ def _score_spans(
             s.before_chunks(n_items)
 
     def job(task: tuple) -> tuple[int, list[Any]]:
-        if len(task) == 2:  # candidates to tokenise, with tokenised references
-            (hyps, next_hyps), rs = task
-            hyps = tokenize_texts(tokenizer, hyps, [], next_hyps, [])[0]
+        if len(task) == 2:  # tokenised by the corpus pass
+            hyps, rs = task
         else:
             hyps, rs = tokenize_texts(tokenizer, *task)
         piece = TextChunk(hyps, rs)
@@ -364,12 +365,12 @@ def _score_spans(
 
     def scoring_tasks() -> Iterator[tuple]:
         for k, task in enumerate(tasks(True, work)):
-            rs = kept[k] if k < len(kept) else None
-            if rs is None:
+            tokens = kept[k] if k < len(kept) else None
+            if tokens is None:
                 yield task
             else:
                 kept[k] = None  # handed on: held by the task only
-                yield (task[0], task[2]), rs
+                yield tokens
 
     parts: list[list[Any]] = [[] for _ in scorers]
     with make_progress(n_items, label, progress) as bar:
