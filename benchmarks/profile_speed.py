@@ -56,8 +56,9 @@ PHASES = [
     ("METEOR (all items)", "meteor/engine.py:_best_many"),
     ("  sentence building", "meteor/engine.py:fast_sentences"),
     ("  matching (match)", "meteor/fast_match.py:match"),
-    ("  resolution + statistics (finish)", "meteor/fast_align.py:finish"),
+    ("  resolution + statistics, Python (finish)", "meteor/fast_align.py:finish"),
     ("    beam search (_resolve)", "meteor/fast_beam.py:_resolve"),
+    ("  the same, compiled (jit_align.finish)", "meteor/jit_align.py:finish"),
     ("PTB tokenisation", "tokenize/ptb.py:ptb_tokenize_batch"),
     ("corpus pass: n-gram counts", "metrics/ngrams.py:part"),
     ("BLEU", "metrics/bleu.py:score_chunk"),
@@ -118,10 +119,10 @@ def main() -> int:
             build_index(dict(os.environ, PYTHONPATH=str(src), CAPEVAL_CACHE=str(cache)))
             results[name] = profile(src, cands, refs, cache, folder / f"{name}.prof")
         print(f"{args.row} row, one process, cProfile, cumulative seconds under the profiler")
-        print(f"{'phase':<38}" + "".join(f" {n:>9}" for n in trees))
+        print(f"{'phase':<44}" + "".join(f" {n:>9}" for n in trees))
         times = {n: phase_times(s) for n, s in results.items()}
         for label, _ in PHASES:
-            print(f"{label:<38}" + "".join(f" {times[n][label]:>8.2f}s" for n in trees))
+            print(f"{label:<44}" + "".join(f" {times[n][label]:>8.2f}s" for n in trees))
         for name, stats in results.items():
             print(f"\n== {name}: top {args.top} functions by cumulative time ({trees[name]})")
             stats.sort_stats("cumulative").print_stats(args.top)
