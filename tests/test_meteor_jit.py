@@ -11,7 +11,7 @@ import pytest
 import capeval
 from capeval.errors import CapevalError
 from capeval.metrics.meteor import Meteor15, fast_align, jit_align, pycocoevalcap_fields
-from capeval.metrics.meteor.fast_match import match, transposed
+from capeval.metrics.meteor.fast_match import chain_bound, match, mirrored, transposed
 from capeval.metrics.meteor.normalize import java_trim
 
 from _reference import require_module
@@ -50,7 +50,12 @@ def test_compiled_resolution_equals_the_python_one_and_the_reference(meteor: Met
         m = match(sents[a], sents[b])
         want = fast_align.finish(m)
         assert jit_align.finish(m) == want, (a, b)
-        assert jit_align.finish(transposed(match(sents[b], sents[a]))) == want, (a, b)
+        reverse = match(sents[b], sents[a])
+        assert jit_align.finish(transposed(reverse)) == want, (a, b)
+        # the mirrored form: the kernel transposes the reverse candidates itself, and the
+        # chain bound takes the reverse pair's chains
+        assert jit_align.finish(mirrored(reverse)) == want, (a, b)
+        assert chain_bound(mirrored(reverse)) == chain_bound(transposed(reverse)) == chain_bound(m), (a, b)
         taken += bool(m[1][4]) and sents[a].n + sents[b].n <= jit_align.MAX_WORDS
     assert taken > 800  # many pairs went through the kernel (the others: no match, or too long)
     for a, b in pairs[::7]:

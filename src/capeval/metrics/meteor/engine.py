@@ -232,6 +232,7 @@ class Meteor15:
         """(best statistics tuple, its score) per item; inputs already trimmed fields."""
         norm = self.normalize
         finish_pair = self._finish
+        compiled = finish_pair is jit_align.finish  # takes mirrored pairs as they are
         out: list[tuple[tuple, float]] = []
         step = max(int(self.batch_items), 1)
         for a in range(0, len(hyps), step):
@@ -272,7 +273,7 @@ class Meteor15:
                     p = pending[k]
                     if p[0] < best_score - 1e-9:
                         break
-                    if p[1] is None:  # a mirrored bound: transpose the reverse matches now
+                    if p[1] is None and not compiled:  # a mirrored bound: transpose the reverse matches now
                         p = transposed(p[2])
                     if best_k >= 0 and chain_bound(p) < best_score - 1e-9:
                         continue

@@ -131,7 +131,8 @@ def match(h: Sentence, r: Sentence) -> tuple:
 
 def mirrored(reverse: tuple) -> tuple:
     """``match(h, r)``'s bound from ``reverse = match(r, h)``: ``(upper bound, None,
-    reverse)``; :func:`transposed` makes the state, once it is needed.
+    reverse, Fmean bound)``; :func:`transposed` makes the state, once it is needed
+    (:func:`chain_bound` and the compiled resolution take this form as it is).
 
     Every matcher relation is symmetric (equal hashes; equal stems and different hashes;
     a shared synset and different hashes; the paraphrase matcher looks both ways, and
@@ -140,9 +141,10 @@ def mirrored(reverse: tuple) -> tuple:
     """
     _, (r, h, _, _, _, _, _, masks, _) = reverse
     if masks is None:
-        return 0.0, None, reverse
+        return 0.0, None, reverse, 0.0
     c2, xy2, ex2, c1, xy1, ex1 = masks
-    return upper_bound(h, r, c1, xy1, ex1, c2, xy2, ex2)[0], None, reverse
+    ub, fm = upper_bound(h, r, c1, xy1, ex1, c2, xy2, ex2)
+    return ub, None, reverse, fm
 
 
 def transposed(reverse: tuple) -> tuple:
@@ -241,10 +243,27 @@ def chain_bound(matched: tuple) -> float:
     so the fragmentation T / ((m1 + m2) / 2) is at least 2 / C, unless the alignment is
     perfect (one chunk covering all n1 + n2 words, which needs C = n1 + n2). The penalty
     grows with the fragmentation, and the Fmean is bounded as in :func:`upper_bound`.
+    A :func:`mirrored` pair takes C from the reverse pair: a chain read the other way
+    round is a chain of the transposed candidates, so C is the same.
     """
-    ub, (h, r, singles, paras, _, _, fm, _, _) = matched
+    if matched[1] is None:
+        ub, _, reverse, fm = matched
+        state = reverse[1]
+    else:
+        ub, state = matched
+        fm = state[6]
     if ub == 0.0:
         return 0.0
+    c = chain_words(state)
+    if c >= state[0].n + state[1].n:
+        return fm
+    return fm * (_PEN[c] if c < 257 else _penalty_factor(c))
+
+
+def chain_words(state: tuple) -> int:
+    """C of :func:`chain_bound`: the most words (both sentences) a chain of the pair's
+    candidates covers (``state``: a :func:`match` result's second field)."""
+    h, _, singles, paras = state[:4]
     if not paras:
         # one-word candidates only: chains are diagonal runs; prev[k] holds the
         # hypothesis positions (at the previous reference position) ending a run of k + 1
@@ -288,9 +307,7 @@ def chain_bound(matched: tuple) -> float:
         while a < len(ps):
             c = _chain_step(best, ps[a], width, c)
             a += 1
-    if c >= h.n + r.n:
-        return fm
-    return fm * (_PEN[c] if c < 257 else _penalty_factor(c))
+    return c
 
 
 def _chain_step(best: dict, para: tuple, width: int, c: int) -> int:

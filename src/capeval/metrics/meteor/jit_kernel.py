@@ -325,10 +325,33 @@ def _resolve(cand, row_start, row_len, fixed, free, n_free, used, n1, one, multi
 
 
 @_jit
-def finish_kernel(single, para, n1, n2, n_matches, dup, f1, f2):
+def _transpose(single, n1):
+    """The one-word candidates of the reverse pair, (i, j, module, gain) with i in the
+    hypothesis and j in the reference, as this pair's in :func:`.fast_match.transposed`'s
+    order: by reference position, then module, then hypothesis position."""
+    n = single.shape[0] // 4
+    order_key = np.empty(n, dtype=np.int64)
+    for s in range(n):
+        order_key[s] = (single[4 * s + 1] * 4 + single[4 * s + 2]) * (n1 + 1) + single[4 * s]
+    order = np.argsort(order_key, kind="mergesort")
+    out = np.empty_like(single)
+    for a in range(n):
+        s = order[a]
+        out[4 * a] = single[4 * s + 1]
+        out[4 * a + 1] = single[4 * s]
+        out[4 * a + 2] = single[4 * s + 2]
+        out[4 * a + 3] = single[4 * s + 3]
+    return out
+
+
+@_jit
+def finish_kernel(single, para, n1, n2, n_matches, dup, f1, f2, flip):
     """:func:`.fast_align.finish` of one pair as 17 ints: content1[4], content2[4],
     function1[4], function2[4], chunks (``single``: (i, j, module, gain) per one-word
-    candidate in order; ``para``: (k, length, ms, mlength) per paraphrase candidate)."""
+    candidate in order; ``para``: (k, length, ms, mlength) per paraphrase candidate;
+    ``flip``: ``single`` holds the reverse pair's candidates, see :func:`_transpose`)."""
+    if flip:
+        single = _transpose(single, n1)
     width = _bit_length((n_matches + n2 + 1) * (max(n1, n2) + 1) * (n2 + 2)) + 1
     w2 = 2 * width
     cand, row_start, row_len = _candidates(single, para, n1, n2, w2)
