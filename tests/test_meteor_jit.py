@@ -92,3 +92,21 @@ def test_the_option_is_checked_and_a_missing_numba_is_one_line(meteor: Meteor15,
     with pytest.raises(CapevalError, match=r"compiled=true needs numba: pip install 'capeval\[fast\]'") as e:
         Meteor15(compiled=True)  # before any work
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("metrics", ["meteor", "meteor,cider-d"])  # without and with a corpus pass
+def test_forked_workers_inherit_the_compiled_kernel(meteor: Meteor15, metrics: str) -> None:
+    """The text pipeline loads the kernel in the parent (before the scoring pass's workers
+    fork, during the corpus pass when there is one); per-item scores equal the Python run's."""
+    rng = random.Random(9)
+    cands = {f"i{k}": _caption(rng) or "x" for k in range(600)}
+    refs = {k: [_caption(rng) or "y" for _ in range(rng.randint(1, 4))] for k in cands}
+    runs = {}
+    for compiled in (True, False):
+        opts = {"meteor": {"compiled": compiled, "workers": 2}}
+        if "cider-d" in metrics:
+            opts["cider-d"] = {"workers": 2}
+        runs[compiled] = capeval.score(cands, refs, metrics=metrics, options=opts)
+    for name in runs[True].scores:
+        assert dict(runs[True][name].items) == dict(runs[False][name].items), name
+        assert runs[True][name].system == runs[False][name].system
