@@ -6,7 +6,6 @@ with ``ray.remote``, and the tests can drive it in-process.
 
 from __future__ import annotations
 
-import gc
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,7 @@ import numpy as np
 from capeval import truncation
 from capeval.engines.shards import encode, write_shard
 from capeval.engines.storage import ShardDir
+from capeval.gc_pause import gc_paused
 from capeval.io.uris import fetch_media
 
 
@@ -125,13 +125,8 @@ class ShardWorker:
         parts: dict[str, Any] = {}
         if self.groups:
             assert text_task is not None
-            was = gc.isenabled()
-            gc.disable()  # as score_text: many small acyclic objects
-            try:
+            with gc_paused():  # as score_text: many small acyclic objects
                 self._score_text(ids, text_task, columns, parts)
-            finally:
-                if was:
-                    gc.enable()
         other: dict[str, Any] = {}
         if self.other is not None:
             with tempfile.TemporaryDirectory(prefix="capeval-fetch-") as tmp:

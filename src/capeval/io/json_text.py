@@ -9,9 +9,10 @@ which yields the same text; anything else falls back to ``json.dumps``.
 
 from __future__ import annotations
 
-import gc
 import json
 from typing import Any
+
+from capeval.gc_pause import gc_paused
 
 _INDENT = "  "
 
@@ -57,11 +58,6 @@ def dumps_indented(obj: Any) -> str:
     # the encoders make many small lists and strings, none of them cyclic: the collector
     # would scan the process's live objects again and again (0.2 s of the 0.4 s at 283,220
     # scores beside a large job's data)
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         text = _write(obj, 0) if isinstance(obj, dict) else None
         return json.dumps(obj, indent=2, ensure_ascii=False) if text is None else text
-    finally:
-        if paused:
-            gc.enable()

@@ -12,7 +12,6 @@ scores.
 
 from __future__ import annotations
 
-import gc
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -20,6 +19,7 @@ from itertools import islice
 from typing import Any, ClassVar
 
 from capeval.errors import InputError
+from capeval.gc_pause import gc_paused
 from capeval.io.inputs import prepare_text_inputs
 from capeval.progress import make_progress
 from capeval.result import MetricResult, Report
@@ -205,13 +205,8 @@ def score_text(
     """
     # Scoring allocates many small acyclic objects (METEOR's sentence data above all); the
     # cyclic garbage collector would re-scan them over and over (a sixth of the run time)
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _score_text(scorers, candidates, references, progress)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _score_text(
@@ -260,13 +255,8 @@ def score_text_stream(
     def tasks(with_candidates: bool, work: list[tuple[int, int]]) -> Iterator[tuple]:
         return _stream_spans(ids, items(with_candidates), with_candidates, work)
 
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _score_spans(scorers, tokenizers.pop(), ids, sorted(set(ref_counts)), tasks, progress)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _stream_spans(ids: list[str], items: Iterable[tuple[str, str, list[str]]], with_candidates: bool,

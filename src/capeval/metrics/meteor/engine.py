@@ -10,13 +10,13 @@ paraphrase matches; beam search), keep the statistics of the best-scoring refere
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from capeval.errors import InputError, ResourceError
+from capeval.gc_pause import gc_paused
 from capeval.metrics.meteor import jit_align
 from capeval.metrics.meteor.fast_align import finish, score_of, to_stats
 from capeval.metrics.meteor.fast_match import chain_bound, match, mirrored, transposed
@@ -318,15 +318,10 @@ class Meteor15:
         self.use_compiled(len(hyps))
         # The fast path allocates many small acyclic objects; the cyclic garbage collector
         # would re-scan them over and over (a third of the run time), so pause it.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             if n_workers <= 1:
                 return self._best_many(hyps, refs)
             return run_forked(self._best_many, hyps, refs, n_workers)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
 
     @staticmethod
     def segment_score(stats: MeteorStats) -> float:
