@@ -56,14 +56,18 @@ def pair_stats(h: Sentence, r: Sentence) -> tuple:
 
 
 
+def key_width(n1: int, n2: int, n_matches: int) -> int:
+    """Bits of each field of a beam key (chunk counts and distances stay below 2**width)."""
+    return ((n_matches + n2 + 1) * (max(n1, n2) + 1) * (n2 + 2)).bit_length() + 1
+
+
 def finish(matched: tuple) -> tuple:
     """Resolution and statistics (see :func:`pair_stats`) of a :func:`.fast_match.match` result."""
     h, r, singles, paras, n_matches, dup, _, _, _ = matched[1]
     n1, n2 = h.n, r.n
     if not n_matches:
         return (n1, n2, h.nfunc, r.nfunc, [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], 0)
-    # key field width: chunk counts and distances stay below 2**width
-    width = ((n_matches + n2 + 1) * (max(n1, n2) + 1) * (n2 + 2)).bit_length() + 1
+    width = key_width(n1, n2, n_matches)
     w2 = 2 * width
     eager = n1 + n2 <= EAGER_BITS  # masks as ints of the positions covered (see fast_beam)
     rows: list = [None] * n2

@@ -179,13 +179,24 @@ def transposed(reverse: tuple) -> tuple:
             tmask |= 1 << i
             cands.append((i, mod, g))
         singles.append((j, tuple(cands), tmask))
-    paras = [(m, mlen, k, length) for k, length, m, mlen in rparas[rfirst:]]
-    paras += [(m, mlen, k, length) for k, length, m, mlen in rparas[:rfirst]]
+    paras = transposed_paras(rparas, rfirst)
     c2, xy2, ex2, c1, xy1, ex1 = masks
     ub, fm = upper_bound(h, r, c1, xy1, ex1, c2, xy2, ex2)
-    n2 = r.n
-    dup = (rdup >> n2) | ((rdup & ((1 << n2) - 1)) << n1)
+    dup = transposed_dup(rdup, n1, r.n)
     return ub, (h, r, singles, paras, n_matches, dup, fm, (c1, xy1, ex1, c2, xy2, ex2), len(rparas) - rfirst)
+
+
+def transposed_paras(rparas: list, rfirst: int) -> list:
+    """The paraphrase candidates of the reverse pair as this pair's, in the Java order: the
+    paraphrase matcher's two halves (reference phrases, then hypothesis phrases) swap."""
+    return ([(m, mlen, k, length) for k, length, m, mlen in rparas[rfirst:]]
+            + [(m, mlen, k, length) for k, length, m, mlen in rparas[:rfirst]])
+
+
+def transposed_dup(rdup: int, n1: int, n2: int) -> int:
+    """The reverse pair's duplicate-position mask (its hypothesis, ``n2`` words, in the low
+    bits) as this pair's (hypothesis of ``n1`` words low, reference above)."""
+    return (rdup >> n2) | ((rdup & ((1 << n2) - 1)) << n1)
 
 
 # The bounds below use the English parameters: module weights exact 1.0, synonym 0.8,

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from capeval.metrics.meteor.fast_align import finish as python_finish
-from capeval.metrics.meteor.fast_match import transposed
+from capeval.metrics.meteor.fast_align import key_width
+from capeval.metrics.meteor.fast_match import transposed, transposed_dup, transposed_paras
 
 #: pairs of more words in all go to the Python code (masks are int64)
 MAX_WORDS = 63
@@ -47,7 +48,7 @@ def load() -> bool:
         try:
             from capeval.metrics.meteor.jit_kernel import finish_kernel
 
-            finish_kernel(np.array([0, 0, 0, 1], dtype=np.int64), _EMPTY, 1, 1, 1, 0, 0, 0, False)  # load or compile now
+            finish_kernel(np.array([0, 0, 0, 1], dtype=np.int64), _EMPTY, 1, 1, key_width(1, 1, 1), 0, 0, 0, False)  # load or compile now
         except ImportError:
             return False
         except Exception as exc:  # numba installed but unusable here (no cache folder, LLVM, ...)
@@ -61,27 +62,24 @@ def load() -> bool:
     return True
 
 
-def loaded() -> bool:
-    return _kernel is not None
-
-
 def finish(matched: tuple) -> tuple:
     """:func:`.fast_align.finish` (same tuple), compiled where the pair fits (see the module
     docs). ``matched`` may also be a :func:`.fast_match.mirrored` pair: the kernel then
     transposes the reverse pair's candidates itself, in :func:`.fast_match.transposed`'s order."""
     if matched[1] is None:
-        r, h, rsingles, rparas, n_matches, rdup, _, _, rfirst = matched[2][1]
+        r, h, singles, rparas, n_matches, rdup, _, _, rfirst = matched[2][1]
         n1, n2 = h.n, r.n
-        if not _fits(n1, n2, n_matches):
+        width = _width_if_fits(n1, n2, n_matches)
+        if not width:
             return python_finish(transposed(matched[2]))
-        singles = rsingles
-        paras = [(m, ml, k, ln) for k, ln, m, ml in rparas[rfirst:]] + [(m, ml, k, ln) for k, ln, m, ml in rparas[:rfirst]]
-        dup = (rdup >> n2) | ((rdup & ((1 << n2) - 1)) << n1)
+        paras = transposed_paras(rparas, rfirst)
+        dup = transposed_dup(rdup, n1, n2)
         flip = True
     else:
         h, r, singles, paras, n_matches, dup, _, _, _ = matched[1]
         n1, n2 = h.n, r.n
-        if not _fits(n1, n2, n_matches):
+        width = _width_if_fits(n1, n2, n_matches)
+        if not width:
             return python_finish(matched)
         flip = False
     flat: list[int] = []
@@ -90,14 +88,15 @@ def finish(matched: tuple) -> tuple:
             flat += (i, j, mod, g)
     single = np.array(flat, dtype=np.int64) if flat else _EMPTY
     para = np.array(paras, dtype=np.int64).ravel() if paras else _EMPTY
-    o = _kernel(single, para, n1, n2, n_matches, dup, h.fmask, r.fmask, flip).tolist()  # type: ignore[misc]
+    o = _kernel(single, para, n1, n2, width, dup, h.fmask, r.fmask, flip).tolist()  # type: ignore[misc]
     return (n1, n2, h.nfunc, r.nfunc, o[0:4], o[4:8], o[8:12], o[12:16], o[16])
 
 
-def _fits(n1: int, n2: int, n_matches: int) -> bool:
-    """Does the kernel take this pair (loaded, some candidate, int64 masks and keys)?"""
+def _width_if_fits(n1: int, n2: int, n_matches: int) -> int:
+    """The pair's key field width when the kernel takes it (loaded, some candidate, int64
+    masks and keys), else 0."""
     if _kernel is None or not n_matches or n1 + n2 > MAX_WORDS:
-        return False
-    width = ((n_matches + n2 + 1) * (max(n1, n2) + 1) * (n2 + 2)).bit_length() + 1
+        return 0
+    width = key_width(n1, n2, n_matches)
     # a key is at most (n1 + n2) gains shifted by 2 * width, plus chunks and distances below that
-    return 2 * width + (n1 + n2 + 2).bit_length() + 2 <= 62
+    return width if 2 * width + (n1 + n2 + 2).bit_length() + 2 <= 62 else 0

@@ -26,15 +26,6 @@ _jit = numba.njit(cache=True, nogil=True)
 
 
 @_jit
-def _bit_length(x: int) -> int:
-    n = 0
-    while x > 0:
-        x >>= 1
-        n += 1
-    return n
-
-
-@_jit
 def _popcount(x: int) -> int:
     n = 0
     while x:
@@ -345,14 +336,14 @@ def _transpose(single, n1):
 
 
 @_jit
-def finish_kernel(single, para, n1, n2, n_matches, dup, f1, f2, flip):
+def finish_kernel(single, para, n1, n2, width, dup, f1, f2, flip):
     """:func:`.fast_align.finish` of one pair as 17 ints: content1[4], content2[4],
     function1[4], function2[4], chunks (``single``: (i, j, module, gain) per one-word
     candidate in order; ``para``: (k, length, ms, mlength) per paraphrase candidate;
-    ``flip``: ``single`` holds the reverse pair's candidates, see :func:`_transpose`)."""
+    ``width``: :func:`.fast_align.key_width`; ``flip``: ``single`` holds the reverse
+    pair's candidates, see :func:`_transpose`)."""
     if flip:
         single = _transpose(single, n1)
-    width = _bit_length((n_matches + n2 + 1) * (max(n1, n2) + 1) * (n2 + 2)) + 1
     w2 = 2 * width
     cand, row_start, row_len = _candidates(single, para, n1, n2, w2)
     multi_rows = False
