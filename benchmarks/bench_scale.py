@@ -223,7 +223,7 @@ def env_with(**extra: str) -> dict[str, str]:
 def build_index(env: dict[str, str]) -> None:
     """METEOR's full index in the ``CAPEVAL_CACHE`` of ``env`` (what a warm run loads; a small
     first run only scans the paraphrase table), and its compiled beam search where numba is
-    installed (compiled once, then loaded from numba's cache by large jobs)."""
+    installed (built ahead of time into the cache, or numba's JIT cache where that build fails)."""
     code = ("from capeval.metrics.meteor import prepare; prepare()\n"
             "try:\n    from capeval.metrics.meteor import jit_align; jit_align.load()\nexcept ImportError:\n    pass")
     subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)

@@ -1,16 +1,21 @@
-"""METEOR's compiled resolution (numba, the ``fast`` extra) against the Python one and the
-reference implementation, item by item, and the option that chooses it."""
+"""METEOR's compiled resolution (numba, the ``fast`` extra), built ahead of time and through
+numba's JIT, against the Python one and the reference implementation, item by item, and the
+option that chooses it."""
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
+import subprocess
 import sys
+import warnings
 
 import pytest
 
 import capeval
 from capeval.errors import CapevalError
-from capeval.metrics.meteor import Meteor15, fast_align, jit_align, pycocoevalcap_fields
+from capeval.metrics.meteor import Meteor15, fast_align, jit_align, kernel_build, pycocoevalcap_fields
 from capeval.metrics.meteor.fast_match import chain_bound, match, mirrored, transposed
 from capeval.metrics.meteor.normalize import java_trim
 
@@ -22,8 +27,21 @@ from test_speed_paths import _caption
 def meteor() -> Meteor15:
     require_module("pycocoevalcap", "pycocoevalcap==1.2 holds the METEOR 1.5 resources (test extra)")
     require_module("numba", "numba compiles METEOR's beam search (the fast extra)")
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler: numba.pycc cannot build the kernel ahead of time")
     assert jit_align.load()
+    assert jit_align.kind == "built", kernel_build.failure()  # built into the session's cache
     return Meteor15()
+
+
+@pytest.fixture(params=["built", "jit"])
+def kernel(request, meteor: Meteor15, monkeypatch) -> str:
+    """Each test using it runs with the kernel built ahead of time, then with numba's JIT."""
+    monkeypatch.setattr(jit_align, "_kernel", None)
+    monkeypatch.setattr(jit_align, "kind", None)
+    assert (jit_align.load(build=False) if request.param == "built" else jit_align.load_jit())
+    assert jit_align.kind == request.param
+    return request.param
 
 
 def _pairs(meteor: Meteor15, seed: int, n: int) -> tuple[dict, list[tuple[str, str]]]:
@@ -43,7 +61,7 @@ def _pairs(meteor: Meteor15, seed: int, n: int) -> tuple[dict, list[tuple[str, s
     return sents, pairs
 
 
-def test_compiled_resolution_equals_the_python_one_and_the_reference(meteor: Meteor15) -> None:
+def test_compiled_resolution_equals_the_python_one_and_the_reference(meteor: Meteor15, kernel: str) -> None:
     sents, pairs = _pairs(meteor, 36, 300)
     taken = 0
     for a, b in pairs:
@@ -63,7 +81,7 @@ def test_compiled_resolution_equals_the_python_one_and_the_reference(meteor: Met
         assert fast_align.to_stats(jit_align.finish(match(sents[a], sents[b]))).to_string() == ref.to_string()
 
 
-def test_compiled_and_python_runs_give_the_same_items(meteor: Meteor15) -> None:
+def test_compiled_and_python_runs_give_the_same_items(meteor: Meteor15, kernel: str) -> None:
     rng = random.Random(5)
     hyps = [_caption(rng) for _ in range(400)]
     refs = [[_caption(rng) for _ in range(rng.randint(1, 5))] for _ in hyps]
@@ -77,14 +95,20 @@ def test_compiled_and_python_runs_give_the_same_items(meteor: Meteor15) -> None:
     assert dict(on.items) == dict(off.items) and on.system == off.system
 
 
-def test_the_option_is_checked_and_a_missing_numba_is_one_line(meteor: Meteor15, monkeypatch) -> None:
+def test_the_option_is_checked_and_a_missing_numba_is_one_line(meteor: Meteor15, monkeypatch, tmp_path) -> None:
     with pytest.raises(CapevalError, match="compiled must be true, false or null"):
         Meteor15(compiled="yes")  # type: ignore[arg-type]
     small = Meteor15()
-    assert not small.use_compiled(10)  # automatic: small jobs stay in Python
-    assert small._finish is fast_align.finish
-    assert small.use_compiled(jit_align.JIT_MIN_ITEMS) and small._finish is jit_align.finish
     monkeypatch.setattr(jit_align, "_kernel", None)
+    monkeypatch.setattr(kernel_build, "folder", lambda: tmp_path / "kernels")  # nothing built there
+    assert not small.use_compiled(10)  # automatic: a small job builds nothing, stays in Python
+    assert small._finish is fast_align.finish and not (tmp_path / "kernels").exists()
+    monkeypatch.undo()
+    monkeypatch.setattr(jit_align, "_kernel", None)
+    assert small.use_compiled(10) and small._finish is jit_align.finish  # already built: any job
+    assert jit_align.kind == "built"
+    monkeypatch.setattr(jit_align, "_kernel", None)
+    monkeypatch.setattr(kernel_build, "folder", lambda: tmp_path / "kernels")
     monkeypatch.setitem(sys.modules, "numba", None)  # numba not installed
     monkeypatch.delitem(sys.modules, "capeval.metrics.meteor.jit_kernel", raising=False)
     assert not jit_align.load()
@@ -92,6 +116,32 @@ def test_the_option_is_checked_and_a_missing_numba_is_one_line(meteor: Meteor15,
     with pytest.raises(CapevalError, match=r"compiled=true needs numba: pip install 'capeval\[fast\]'") as e:
         Meteor15(compiled=True)  # before any work
     assert "\n" not in str(e.value)
+
+
+def test_the_built_kernel_loads_without_numba(meteor: Meteor15) -> None:
+    """What a job loads: an extension module, with neither numba nor LLVM in the process."""
+    code = ("import sys\nfrom capeval.metrics.meteor import jit_align\n"
+            "assert jit_align.load(build=False), 'not loaded'\n"
+            "assert not {'numba', 'llvmlite'} & set(sys.modules), 'numba imported'\nprint(jit_align.kind)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+    assert out.returncode == 0 and out.stdout.strip() == "built", out.stderr
+
+
+def test_a_failed_build_falls_back_to_the_jit_once_warned(meteor: Meteor15, monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(jit_align, "_kernel", None)
+    monkeypatch.setattr(kernel_build, "folder", lambda: tmp_path)
+    monkeypatch.setenv("CC", "false")  # the C compiler setuptools calls fails
+    with pytest.warns(RuntimeWarning, match=r"building the compiled kernel ahead of time failed \(.+\); numba's JIT"):
+        assert jit_align.load()
+    assert jit_align.kind == "jit"
+    reason = kernel_build.failure()
+    assert reason and not list(tmp_path.glob("meteor_kernel_*.so")) and not list(tmp_path.glob(".build-*"))
+    monkeypatch.setattr(jit_align, "_kernel", None)
+    monkeypatch.delenv("CC")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert jit_align.load() and jit_align.kind == "jit"  # not tried again, no second warning
+    assert kernel_build.failure() == reason
 
 
 @pytest.mark.parametrize("metrics", ["meteor", "meteor,cider-d"])  # without and with a corpus pass

@@ -98,6 +98,10 @@ def collect() -> dict[str, Any]:
         info["meteor"] = {k: meteor[k] for k in ("index_dir", "prepared", "index_problem", "error") if k in meteor}
         if "sources" in meteor:
             info["meteor"]["sources"] = {name: s["path"] for name, s in meteor["sources"].items()}
+        if _version("numba") is not None:  # the compiled beam search (the fast extra)
+            from capeval.metrics.meteor.kernel_build import state
+
+            info["meteor"]["compiled_kernel"] = state()
     except Exception as exc:  # info must work even when a resource is broken
         info["meteor"] = {"error": str(exc)}
     try:

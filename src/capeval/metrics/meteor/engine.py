@@ -87,12 +87,14 @@ class Meteor15:
 
     def use_compiled(self, n_items: int) -> bool:
         """Use the compiled resolution (:mod:`.jit_align`, numba: the ``fast`` extra) for a
-        job of ``n_items`` items: with ``compiled=None`` from :data:`.jit_align.JIT_MIN_ITEMS`
-        items on if numba is installed, always with True (an error without numba), never
-        with False. Call it before forking workers (they inherit it). Same results either way."""
-        if self.compiled is False or (self.compiled is None and n_items < jit_align.JIT_MIN_ITEMS):
+        job of ``n_items`` items. With ``compiled=None``: a kernel already built ahead of
+        time for any job (it loads in a millisecond), and from :data:`.jit_align.JIT_MIN_ITEMS`
+        items on, one built now (once) or numba's JIT, if numba is installed. With True:
+        always (an error without numba); with False: never. Call it before forking workers
+        (they inherit it). Same results either way."""
+        if self.compiled is False:
             return False
-        if jit_align.load():
+        if jit_align.load(build=bool(self.compiled) or n_items >= jit_align.JIT_MIN_ITEMS):
             self._finish = jit_align.finish
             return True
         if self.compiled:

@@ -2,13 +2,16 @@
 
 :func:`finish` gives exactly :func:`.fast_align.finish`'s statistics: pairs of at most
 :data:`MAX_WORDS` words in all whose beam keys fit in 62 bits go to the compiled kernel
-(:mod:`.jit_kernel`, the same steps on int64), the others to the Python code. Loading costs
-about half a second once per process (importing numba, LLVM, the kernel from numba's
-on-disk cache; the first load after install compiles it, a few seconds more), which pays
-only on large jobs: :class:`.engine.Meteor15` loads it from :data:`JIT_MIN_ITEMS` items on,
-before any worker is forked (the workers inherit it). numba is chosen because it is a
-well-kept PyPI package that compiles this integer code without a C toolchain on the
-user's machine; without it everything runs in Python, with the same results.
+(:mod:`.jit_kernel`, the same steps on int64), the others to the Python code.
+
+The kernel comes built ahead of time into the capeval cache (:mod:`.kernel_build`, by
+``numba.pycc``: a plain extension module that loads in a millisecond without numba), or,
+where that build fails, from numba's JIT (about half a second and 50 MB per process, which
+forked workers inherit). :class:`.engine.Meteor15` uses a built kernel for every job, and
+builds it (once, about 5 s) or loads the JIT only for jobs of :data:`JIT_MIN_ITEMS` items
+and more, before any worker is forked (the workers inherit it). numba is chosen because it
+is a well-kept PyPI package that compiles this integer code on the user's machine; without
+it everything runs in Python, with the same results.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from capeval.metrics.meteor.fast_match import transposed, transposed_dup, transp
 #: pairs of more words in all go to the Python code (masks are int64)
 MAX_WORDS = 63
 
-#: items from which a job loads the compiled kernel (below, its load costs more than it saves)
+#: items from which a job builds the kernel or loads the JIT (below, they cost more than they save)
 JIT_MIN_ITEMS = 20_000
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _kernel = None
+#: which kernel :func:`load` loaded: "built" (:mod:`.kernel_build`), "jit" (numba's JIT) or None
+kind: str | None = None
 
 
 def available() -> bool:
@@ -36,30 +41,67 @@ def available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
-def load() -> bool:
-    """Load the compiled kernel in this process (compiling it on the first use after install,
-    then from numba's on-disk cache); False when numba is not installed or cannot compile
-    here (a one-line warning says why; the Python code gives the same results).
+def load(build: bool = True) -> bool:
+    """Load the compiled kernel in this process; False when there is none to load.
+
+    First the module built ahead of time (:mod:`.kernel_build`: no numba in this process,
+    about a millisecond). Without one, and with ``build``: build it once (a child process,
+    about 5 s; later runs just load it) and load it; where building fails (no C compiler,
+    say: a one-line warning says why, once), numba's JIT (:func:`load_jit`).
+    Without ``build``, only an already built module is loaded.
 
     Ahead of a first large run: ``python -c "from capeval.metrics.meteor import jit_align; jit_align.load()"``.
     """
-    global _kernel
-    if _kernel is None:
-        try:
-            from capeval.metrics.meteor.jit_kernel import finish_kernel
+    global _kernel, kind
+    if _kernel is not None:
+        return True
+    from capeval.errors import CapevalError
+    from capeval.metrics.meteor import kernel_build
 
-            finish_kernel(np.array([0, 0, 0, 1], dtype=np.int64), _EMPTY, 1, 1, key_width(1, 1, 1), 0, 0, 0, False)  # load or compile now
-        except ImportError:
-            return False
-        except Exception as exc:  # numba installed but unusable here (no cache folder, LLVM, ...)
-            import warnings
+    try:
+        built = kernel_build.load_built()
+        if built is None and build and available() and kernel_build.failure() is None:
+            reason = kernel_build.build()
+            if reason is None:
+                built = kernel_build.load_built()
+            else:
+                _warn(f"METEOR: building the compiled kernel ahead of time failed ({reason}); numba's JIT is "
+                      f"used instead (same results, about 0.5 s and 50 MB more per job; the reason is kept in "
+                      f"{kernel_build.folder()})")
+    except CapevalError:  # an unusable cache folder: the JIT needs none of it
+        built = None
+    if built is not None:
+        _kernel, kind = built, "built"
+        return True
+    return build and load_jit()
 
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-            warnings.warn(f"METEOR: the compiled beam search (numba) could not be loaded ({first}); "
-                          "the Python one is used (same results)", RuntimeWarning, stacklevel=2)
-            return False
-        _kernel = finish_kernel
+
+def load_jit() -> bool:
+    """Load :mod:`.jit_kernel` through numba's JIT (compiling it on the first use after
+    install, then from numba's on-disk cache); False when numba is not installed or cannot
+    compile here (a one-line warning says why)."""
+    global _kernel, kind
+    if _kernel is not None and kind == "jit":
+        return True
+    try:
+        from capeval.metrics.meteor.jit_kernel import finish_kernel
+
+        finish_kernel(np.array([0, 0, 0, 1], dtype=np.int64), _EMPTY, 1, 1, key_width(1, 1, 1), 0, 0, 0, False)  # load or compile now
+    except ImportError:
+        return False
+    except Exception as exc:  # numba installed but unusable here (no cache folder, LLVM, ...)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        _warn(f"METEOR: the compiled beam search (numba) could not be loaded ({first}); "
+              "the Python one is used (same results)")
+        return False
+    _kernel, kind = finish_kernel, "jit"
     return True
+
+
+def _warn(message: str) -> None:
+    import warnings
+
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def finish(matched: tuple) -> tuple:
