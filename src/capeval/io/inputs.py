@@ -75,6 +75,12 @@ def normalize_references(references: References) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     limit = max_references()
     for key, value in references.items():
+        # the common case checked at C speed (string id, a list of non-blank strings); the
+        # loop below finds and names what is wrong otherwise
+        if (type(key) is str and type(value) is list and 0 < len(value) <= limit and key not in out
+                and all(type(r) is str for r in value) and all(map(str.strip, value))):
+            out[key] = value.copy()
+            continue
         item = str(key)
         if item in out:
             raise InputError(f"reference id {item!r} appears twice (ids are compared as strings)", item)

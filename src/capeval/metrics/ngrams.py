@@ -175,16 +175,23 @@ class GramIndex:
         wid = np.array([vocab.setdefault(w, len(vocab)) for w in part.words], dtype=np.int64)
         prev_ids = None
         for k in range(1, self.n + 1):
-            q = self._query(part, k, wid, prev_ids)
+            q = self._query(part, k, wid, prev_ids)  # every word is in vocab: no -1 here
             keys, ids = self._keys[k], self._ids[k]
-            new = unique_sorted(q[~_contains(keys, q)])
-            if len(new):
-                at = np.searchsorted(keys, new)
+            at = np.searchsorted(keys, q)
+            found = _contains(keys, q, at)
+            # an n-gram's id never changes: known ones keep theirs, new ones are numbered
+            # from the end in key order (one search of the whole index per order, not two)
+            prev_ids = np.empty(len(q), dtype=np.int64)
+            prev_ids[found] = ids[at[found]]
+            if not found.all():
+                missing = q[~found]
+                new = unique_sorted(missing)
                 start = len(self._df[k])
-                self._keys[k] = keys = np.insert(keys, at, new)
-                self._ids[k] = ids = np.insert(ids, at, np.arange(start, start + len(new), dtype=np.int64))
+                prev_ids[~found] = start + np.searchsorted(new, missing)
+                where = np.searchsorted(keys, new)
+                self._keys[k] = np.insert(keys, where, new)
+                self._ids[k] = np.insert(ids, where, np.arange(start, start + len(new), dtype=np.int64))
                 self._df[k] = np.concatenate([self._df[k], np.zeros(len(new), dtype=np.int64)])
-            prev_ids = ids[np.searchsorted(keys, q)]
             lo, hi = part.gram_offset[k - 1], part.gram_offset[k]
             self._df[k][prev_ids] += part.counts[lo:hi]
 
