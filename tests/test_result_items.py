@@ -68,3 +68,31 @@ def test_per_item_extras_stay_out_of_the_summary():
     from capeval.result import Report
 
     assert Report([r]).per_item_extras() == {"m": {"precision": {"a": 1.0, "b": 0.5}}}
+
+
+def test_item_scores_from_an_array_equal_the_dict_path_bit_for_bit():
+    """What the text metrics' merges build (no dict in between) equals what a dict of the
+    same floats gives, with the id index shared with the call's other results."""
+    import numpy as np
+
+    from capeval.result import item_scores
+
+    rng = np.random.default_rng(3)
+    values = np.concatenate([rng.standard_normal(500), [np.nan, -0.0, 0.0, np.inf, -np.inf, 5e-324, 1e308]])
+    ids = [f"i{k}" for k in range(len(values))]
+    fast = _result(item_scores(ids, values), "a")
+    slow = _result(dict(zip(ids, values.tolist())), "b")
+    assert isinstance(fast.items, ItemScores) and list(fast.items) == ids
+    assert [struct_bits(x) for x in fast.items.values()] == [struct_bits(x) for x in slow.items.values()]
+    assert fast.items._index is slow.items._index  # one index for the call's metrics
+    strided = np.stack([values, values[::-1]], axis=1)[:, 1]  # a column: not contiguous
+    assert [struct_bits(x) for x in item_scores(ids, strided).values()] == [struct_bits(x) for x in values[::-1]]
+    assert dict(item_scores([], np.zeros(0))) == {}
+    with pytest.raises(ValueError, match="2 ids but 3 scores"):
+        item_scores(["a", "b"], np.zeros(3))
+
+
+def struct_bits(x: float) -> bytes:
+    import struct
+
+    return struct.pack("<d", x)

@@ -74,12 +74,29 @@ def _freeze_items(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     values = list(mapping.values())
     if not values or not all(type(v) is float for v in values):
         return _freeze(mapping)
+    return ItemScores(_shared_index(mapping), array("d", values))
+
+
+def _shared_index(ids: Sequence[str] | Mapping[str, Any]) -> Mapping[str, int]:
+    """The id index of the last compacted result when ``ids`` are its ids, else a new one."""
     index = _LAST_INDEX[0]() if _LAST_INDEX[0] is not None else None
     # usually the same string objects in the same order: a pointer comparison per id
-    if index is None or len(index) != len(mapping) or not all(a is b or a == b for a, b in zip(index, mapping)):
-        index = _IdIndex((k, i) for i, k in enumerate(mapping))
+    if index is None or len(index) != len(ids) or not all(a is b or a == b for a, b in zip(index, ids)):
+        index = _IdIndex((k, i) for i, k in enumerate(ids))
         _LAST_INDEX[0] = weakref.ref(index)
-    return ItemScores(index, array("d", values))
+    return index
+
+
+def item_scores(ids: Sequence[str], values: Any) -> Mapping[str, float]:
+    """Per-item scores ``{ids[i]: values[i]}`` (``values``: a float64 numpy array, or floats)
+    as :class:`ItemScores`, without a dict in between; ids must be distinct strings."""
+    if len(ids) != len(values):
+        raise ValueError(f"{len(ids)} ids but {len(values)} scores")
+    if not hasattr(values, "dtype") or not len(ids):
+        return _freeze_items(dict(zip(ids, values)))
+    data = array("d")
+    data.frombytes(values.astype("=f8").tobytes())  # native float64, the array's own layout: same bits
+    return ItemScores(_shared_index(ids), data)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from capeval.functional import BLEU_TINY as _TINY
 from capeval.functional import bleu_from_stats as _bleu_from_counts
 from capeval.metrics.ngrams import NgramTable
 from capeval.metrics.text import TextChunk, TextScorer
-from capeval.result import MetricResult, Signature
+from capeval.result import MetricResult, Signature, item_scores
 
 
 def ngram_counts(words: list[str], n: int) -> Counter:
@@ -136,7 +136,7 @@ class Bleu(TextScorer):
                     MetricResult(
                         metric=name,
                         system=system[k],
-                        items=dict(zip(ids, per_item[:, k].tolist())),
+                        items=item_scores(ids, per_item[:, k]),
                         signature=Signature.build(name, **params),
                         extras=extras,
                     )

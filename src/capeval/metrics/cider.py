@@ -27,7 +27,7 @@ import numpy as np
 
 from capeval.io.inputs import normalize_references
 from capeval.progress import Progress
-from capeval.result import MetricResult, Signature
+from capeval.result import MetricResult, Signature, item_scores
 from capeval.metrics.ngrams import GramIndex, NgramTable
 from capeval.metrics.text import TextChunk, TextScorer
 
@@ -80,7 +80,7 @@ class CiderD(TextScorer):
         system = float(np.mean(scores))
         df = "corpus" if self.corpus is None else f"fitted(n={self.corpus.n_docs},sha={self.corpus.digest[:12]})"
         sig = Signature.build("cider-d", **self.signature_params(nrefs), n=self.n, sigma=self.sigma, df=df)
-        return [MetricResult("cider-d", system, dict(zip(ids, scores.tolist())), sig)]
+        return [MetricResult("cider-d", system, item_scores(ids, scores), sig)]
 
 
 @dataclass(frozen=True)

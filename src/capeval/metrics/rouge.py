@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from capeval.metrics.text import TextChunk, TextScorer
-from capeval.result import MetricResult, Signature
+from capeval.result import MetricResult, Signature, item_scores
 
 BETA = 1.2
 
@@ -112,4 +112,4 @@ class RougeL(TextScorer):
         scores = np.concatenate(parts) if parts else np.zeros(0)
         system = float(np.mean(scores))
         sig = Signature.build("rouge-l", **self.signature_params(nrefs), beta=self.beta)
-        return [MetricResult("rouge-l", system, dict(zip(ids, scores.tolist())), sig)]
+        return [MetricResult("rouge-l", system, item_scores(ids, scores), sig)]

@@ -16,7 +16,7 @@ import numpy as np
 
 from capeval._optional import require
 from capeval.metrics.text import TextChunk, TextScorer
-from capeval.result import MetricResult, Signature
+from capeval.result import MetricResult, Signature, item_scores
 
 if TYPE_CHECKING:  # pragma: no cover
     from capeval.metrics.meteor.stats import MeteorStats
@@ -70,4 +70,4 @@ class Meteor(TextScorer):
             "meteor", **self.signature_params(nrefs), version_meteor="1.5", lang="en", norm="yes",
             modules="exact,stem,synonym,paraphrase",
         )
-        return [MetricResult("meteor", float(system), dict(zip(ids, items.tolist())), sig)]
+        return [MetricResult("meteor", float(system), item_scores(ids, items), sig)]
