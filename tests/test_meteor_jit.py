@@ -19,7 +19,7 @@ from capeval.metrics.meteor import Meteor15, fast_align, jit_align, kernel_build
 from capeval.metrics.meteor.fast_match import chain_bound, match, mirrored, transposed
 from capeval.metrics.meteor.normalize import java_trim
 
-from _reference import require_module
+from _reference import require_module, unavailable
 from test_speed_paths import _caption
 
 
@@ -28,7 +28,7 @@ def meteor() -> Meteor15:
     require_module("pycocoevalcap", "pycocoevalcap==1.2 holds the METEOR 1.5 resources (test extra)")
     require_module("numba", "numba compiles METEOR's beam search (the fast extra)")
     if not (shutil.which("cc") or shutil.which("gcc")):
-        pytest.skip("no C compiler: numba.pycc cannot build the kernel ahead of time")
+        unavailable("no C compiler: numba.pycc cannot build the kernel ahead of time")
     assert jit_align.load()
     assert jit_align.kind == "built", kernel_build.failure()  # built into the session's cache
     return Meteor15()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import islice
+from itertools import chain, islice
 from typing import Any, ClassVar
 
 from capeval.errors import InputError
@@ -337,7 +337,7 @@ def _score_spans(
                         s.before_chunks(n_items)
                 corpus.add_part(part)
                 if budget > 0:
-                    budget -= sum(len(r) for x in rs for r in x) + sum(map(len, hs))
+                    budget -= sum(map(len, chain.from_iterable(rs))) + sum(map(len, hs))
                     kept.append((hs, rs) if budget >= 0 else None)
                 bar.update(part.n_items)
 
