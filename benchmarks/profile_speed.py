@@ -59,7 +59,7 @@ PHASES = [
     ("  resolution + statistics, Python (finish)", "meteor/fast_align.py:finish"),
     ("    beam search (_resolve)", "meteor/fast_beam.py:_resolve"),
     ("  the same, compiled (jit_align.finish)", "meteor/jit_align.py:finish"),
-    ("  loading the compiled kernel (jit_align.load)", "meteor/jit_align.py:load"),
+    ("  loading the kernel (jit_align.load)", "meteor/jit_align.py:load"),
     ("PTB tokenisation", "tokenize/ptb.py:ptb_tokenize_batch"),
     ("corpus pass: n-gram counts", "metrics/ngrams.py:part"),
     ("BLEU", "metrics/bleu.py:score_chunk"),
