@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -97,6 +98,9 @@ def test_list_and_info(capsys):
     info = json.loads(out)
     assert code == 0 and "capeval" in info and "cache_dir" in info
     assert "CAPEVAL_CACHE" in info["cache_dir_variable"] and "CAPEVAL_DATA" in info["data_root_variable"]
+    if importlib.util.find_spec("numba") is not None:  # the fast extra: whether METEOR's kernel is built
+        assert set(info["meteor"]["compiled_kernel"]) == {"path", "built", "build_failed"}
+        assert info["meteor"]["compiled_kernel"]["path"].startswith(info["cache_dir"])
     assert len(out.splitlines()) < 80  # a summary; the checkpoint table is behind --checkpoints
     assert set(info["checkpoints"]) >= {"dir", "present", "known"}
     code, out, _ = run(capsys, "info", "--checkpoints")

@@ -160,3 +160,13 @@ def test_forked_workers_inherit_the_compiled_kernel(meteor: Meteor15, metrics: s
     for name in runs[True].scores:
         assert dict(runs[True][name].items) == dict(runs[False][name].items), name
         assert runs[True][name].system == runs[False][name].system
+
+
+def test_an_unusable_cache_folder_means_the_jit(meteor: Meteor15, monkeypatch, tmp_path) -> None:
+    """No place to build in (the cache is a file): the JIT, no error, nothing written."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x", encoding="utf-8")
+    monkeypatch.setattr(jit_align, "_kernel", None)
+    monkeypatch.setattr(kernel_build, "folder", lambda: blocker / "kernels")
+    assert jit_align.load() and jit_align.kind == "jit"
+    assert kernel_build.state() == {"path": str(kernel_build.built_path()), "built": False, "build_failed": None}
