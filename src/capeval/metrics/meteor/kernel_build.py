@@ -48,9 +48,10 @@ def folder() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def module_name() -> str:
-    """``meteor_kernel_<tag>``: the tag hashes the kernel's source, numba's version, the
-    Python ABI and the platform, so a change of any of them means another build."""
-    source = (Path(__file__).with_name("jit_kernel.py")).read_bytes()
+    """``meteor_kernel_<tag>``: the tag hashes the kernel's source (and this module's, which
+    says how it is built), numba's version, the Python ABI and the platform, so a change of
+    any of them means another build."""
+    source = Path(__file__).with_name("jit_kernel.py").read_bytes() + Path(__file__).read_bytes()
     try:
         numba_version = importlib.metadata.version("numba")
     except importlib.metadata.PackageNotFoundError:
