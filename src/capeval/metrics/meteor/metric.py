@@ -26,7 +26,8 @@ class Meteor(TextScorer):
     """METEOR 1.5 (en, -norm), numerically as pycocoevalcap's Java wrapper.
 
     ``compiled``: the alignment's beam search compiled with numba (the ``fast`` extra):
-    None (default) from 20,000 items on when numba is installed, True always, False never;
+    None (default): when numba is installed, a kernel already built ahead of time for any job,
+    and from 20,000 items on one built now (once) or numba's JIT; True always, False never;
     the results are the same (see :mod:`capeval.metrics.meteor.jit_align`).
     """
 
