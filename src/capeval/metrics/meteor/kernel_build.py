@@ -66,9 +66,14 @@ def built_path(where: Path | None = None) -> Path:
     return (where or folder()) / (module_name() + importlib.machinery.EXTENSION_SUFFIXES[0])
 
 
+def _failed_path(where: Path | None = None) -> Path:
+    """Where a failed build's reason is kept: ``<name>.failed`` beside the module."""
+    return built_path(where).with_name(module_name() + ".failed")
+
+
 def failure(where: Path | None = None) -> str | None:
     """Why the last build in ``where`` failed (first line), or None if none failed."""
-    path = built_path(where).with_name(module_name() + ".failed")
+    path = _failed_path(where)
     try:
         return path.read_text(encoding="utf-8").strip().splitlines()[0] if path.is_file() else None
     except (OSError, IndexError):
@@ -104,6 +109,8 @@ def build(where: Path | None = None) -> str | None:
     """Build the module into ``where`` (default :func:`folder`) in a child process; None on
     success, else the reason (first line), also kept in ``<name>.failed``. Concurrent builds
     are safe: each builds in its own folder and moves its file in place atomically."""
+    from capeval.errors import CapevalError
+    from capeval.io.atomic import atomic_write_text
     from capeval.paths import make_cache_folder
 
     where = make_cache_folder(where or folder())
@@ -119,7 +126,10 @@ def build(where: Path | None = None) -> str | None:
     except OSError as exc:
         reason = str(exc)
     if reason is not None:
-        _write_atomic(where / (name + ".failed"), reason + "\n")
+        try:  # best effort: without the note the next large job just tries again
+            atomic_write_text(_failed_path(where), reason + "\n")
+        except (OSError, CapevalError):
+            pass
     return reason
 
 
@@ -130,15 +140,6 @@ _CHILD = ("import sys\nif sys.argv[1] not in sys.path: sys.path.insert(0, sys.ar
 def _last_line(text: str) -> str:
     lines = [x.strip() for x in (text or "").splitlines() if x.strip()]
     return lines[-1][:300] if lines else "the build failed without a message"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
 
 
 def child_main(where: str, name: str) -> None:
