@@ -70,7 +70,7 @@ class AnswerCache:
     def get(self, kind: str, key: str) -> dict[str, Any] | None:
         """The stored record (``{"answer": ..., ...}``) or None."""
         record = None
-        if self.root is not None:
+        if self.root is not None and not self.refresh:
             try:
                 data = json.loads(self._path(kind, key).read_text(encoding="utf-8"))
                 if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("answer"), str):
@@ -132,14 +132,16 @@ def _why(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
-def open_cache(cache: bool | str | os.PathLike[str] | None, name: str = "visce2") -> AnswerCache:
-    """``True``: ``<capeval cache>/<name>``; a path: that folder; ``None``/``False``: no disk cache."""
+def open_cache(cache: bool | str | os.PathLike[str] | None, name: str = "visce2", *,
+               refresh: bool = False) -> AnswerCache:
+    """``True``: ``<capeval cache>/<name>``; a path: that folder; ``None``/``False``: no disk cache.
+    ``refresh``: read nothing from it, ask again and overwrite (see :class:`AnswerCache`)."""
     if cache is None or cache is False:
         return AnswerCache(None)
     if cache is True:
         from capeval.paths import cache_dir
 
-        return AnswerCache(cache_dir() / name)
+        return AnswerCache(cache_dir() / name, refresh=refresh)
     if isinstance(cache, (str, os.PathLike)):
-        return AnswerCache(cache)
+        return AnswerCache(cache, refresh=refresh)
     raise TypeError(f"cache must be True/False/None or a folder, got {type(cache).__name__}")
