@@ -48,8 +48,10 @@ class AnswerCache:
     JSON, other format) counts as a miss and is overwritten by the next store.
     """
 
-    def __init__(self, root: str | os.PathLike[str] | None):
+    def __init__(self, root: str | os.PathLike[str] | None, *, refresh: bool = False):
         self.root = Path(root).expanduser() if root is not None else None
+        #: read nothing (every lookup a miss), so answers are asked again and their entries replaced
+        self.refresh = refresh
         self._lock = threading.Lock()
         self.hits: dict[str, int] = {}
         self.misses: dict[str, int] = {}
