@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(Kendall tau, accuracy, Pearson; x100) with bootstrap confidence intervals and paired tests.",
     )
     p.add_argument("benchmarks", nargs="*", metavar="BENCH", help="benchmark names (see --list)")
-    p.add_argument("--metrics", "-m", nargs="+", default=None, help="metric names/presets (space or comma separated)")
+    p.add_argument("--metrics", "-m", nargs="+", default=None, help="metric names/presets (space or comma separated, or repeated)")
     p.add_argument("--data-root", help="folder with the benchmark files (default: $CAPEVAL_DATA)")
     p.add_argument("--images", help="folder with the benchmark images (image-conditioned metrics)")
     p.add_argument("--videos", help="folder with the benchmark videos (video metrics)")

@@ -11,6 +11,7 @@ import warnings
 from typing import Any, Callable, Sequence
 
 from capeval._version import __version__
+from capeval.cli.repeats import enforce
 from capeval.errors import CapevalError
 
 # Each module defines ``add_parser(subparsers)`` and sets ``func`` on its parser.
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.add_parser(sub)
-    return parser
+    return enforce(parser)
 
 
 class Terminated(KeyboardInterrupt):

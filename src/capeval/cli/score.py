@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from capeval.cli.repeats import CommaList
 from capeval.errors import InputError
 from capeval.io.nesting import json_loads
 
@@ -19,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Score candidates against references (and images/videos for the learned metrics). "
         "Prints JSON with system scores and signatures.",
     )
-    p.add_argument("--metrics", "-m", default="coco", help="metric names/presets, comma separated (default: coco)")
+    p.add_argument("--metrics", "-m", default="coco", action=CommaList,
+                   help="metric names/presets, comma separated or repeated (default: coco)")
     p.add_argument("--candidates", "-c", help="candidates file (.json, .jsonl, .csv, .tsv)")
     p.add_argument("--references", "-r", help="references file (.json, .jsonl, .csv, .tsv)")
     p.add_argument("--images", help="folder of images named <id>.<ext> (image metrics)")
