@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from capeval.cli.repeats import CommaList
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -17,8 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidates", "-c", nargs="+", required=True, metavar="[NAME=]FILE",
                    help="candidate files, the baseline first; NAME= names a system (default: the file name)")
     p.add_argument("--references", "-r", required=True, help="references file (.json, .jsonl, .csv, .tsv)")
-    p.add_argument("--metrics", "-m", default="bleu-4,cider-d", help="metrics/presets, comma separated "
-                   "(default: bleu-4,cider-d)")
+    p.add_argument("--metrics", "-m", default="bleu-4,cider-d", action=CommaList,
+                   help="metrics/presets, comma separated or repeated (default: bleu-4,cider-d)")
     p.add_argument("--method", choices=("bs", "ar"), default="bs",
                    help="bs: paired bootstrap (default); ar: approximate randomisation")
     p.add_argument("--samples", type=int, help="bootstrap resamples or randomisation trials, 1 to 1000000 "
