@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import textwrap
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -47,14 +49,33 @@ def run(args: argparse.Namespace) -> int:
 
     spans = {n: f"[{bound(s.range[0])}, {bound(s.range[1])}]" for n, s in metrics.items()}
     span_width = max(len(v) for v in spans.values())  # the widest range (mid's [-inf, inf]) sets the column
-    print("metrics:")
+    needs_width = max(len("+".join(sorted(s.needs)) or "-") for s in metrics.values())
+    print("metrics (name, inputs, range, better side, extra to install; then what it computes):")
     for name, spec in metrics.items():
         needs = "+".join(sorted(spec.needs)) or "-"
-        extra = f" [extra: {spec.extra}]" if spec.extra else ""
+        extra = f"extra: {spec.extra}" if spec.extra else ""
         # better side: the registry's direction; "-" for diagnostics with none (length, vocab)
         arrow = {"higher": "higher", "lower": "lower"}.get(spec.direction, "-")
-        print(f"  {name:<{width}}  needs {needs:<18} {spans[name]:<{span_width}} {arrow:<6} {spec.description}{extra}")
+        head = f"  {name:<{width}}  {needs:<{needs_width}}  {spans[name]:<{span_width}}  {arrow:<6}  {extra}"
+        print(head.rstrip())
+        for line in textwrap.wrap(_described(spec.description, spans[name]), LINE_WIDTH - 6, break_on_hyphens=False):
+            print(f"      {line}")
     print("presets:")
     for name, members in presets.items():
-        print(f"  {name:<{width}}  {', '.join(members)}")
+        lines = textwrap.wrap(", ".join(members), LINE_WIDTH - width - 4, break_on_hyphens=False)
+        for k, line in enumerate(lines):
+            print(f"  {name if k == 0 else '':<{width}}  {line}")
     return 0
+
+
+#: ``capeval list`` fits a terminal of this many columns
+LINE_WIDTH = 100
+
+
+def _described(description: str, span: str) -> str:
+    """The registry's description without what the columns already say: its better side
+    ("higher is better") and a closing range equal to the range column."""
+    text = re.sub(r";?\s*(higher|lower) is better", "", description).strip()
+    if text.endswith(span):
+        text = text[: -len(span)].rstrip().rstrip(";").rstrip()
+    return text

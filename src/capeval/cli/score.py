@@ -34,7 +34,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--per-item-extras", metavar="FILE",
                    help="write per-item extras {metric: {name: {id: value}}} as JSON (SPICE's precision/recall and "
                    "categories, HICE-S's explanations, VisCE2's answers); the printed JSON only names them")
-    p.add_argument("--out", "-o", metavar="FILE", help="also write the printed JSON to FILE")
+    p.add_argument("--out", "-o", metavar="FILE", help="also write the JSON summary to FILE (JSON whatever --format)")
+    p.add_argument("--format", "-f", choices=("json", "text"),
+                   help="what is printed: json (the summary with signatures and extras) or text (one aligned line "
+                   "per metric: name, score, items, signature); default: text on a terminal, json otherwise")
     p.add_argument(
         "--option",
         "-O",
@@ -264,7 +267,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     for flag, value in (("--images", args.images), ("--videos", args.videos), ("--items", args.items),
                         ("--per-item", args.per_item), ("--per-item-extras", args.per_item_extras),
-                        ("--explain", args.explain)):
+                        ("--explain", args.explain), ("--format", args.format)):
         if value:
             raise InputError(f"--compare takes text metrics on -c/-r files; {flag} is not used with it")
     if not args.candidates or not args.references:
@@ -351,5 +354,22 @@ def _finish(args: argparse.Namespace, report: Any, inputs: dict[str, Any]) -> in
             atomic_write_many(outputs)
         except OSError as exc:
             raise InputError(f"cannot write {exc.filename or 'the output files'}: {exc.strerror or exc}") from None
-    sys.stdout.write(text + "\n")
+    fmt = args.format or ("text" if sys.stdout.isatty() else "json")
+    sys.stdout.write((text_table(payload) if fmt == "text" else text) + "\n")
     return 0
+
+
+def text_table(payload: dict[str, Any]) -> str:
+    """``--format text``: one aligned line per metric (name, system score to 4 decimals, items,
+    signature without the metric's name and capeval's version, which the header carries)."""
+    from capeval._version import __version__
+
+    rows = [("metric", "score", "n", f"signature (capeval {__version__})")]
+    for result in payload.get("results", []):
+        system = result.get("system")
+        score = "n/a" if system is None else f"{system:.4f}" if isinstance(system, (int, float)) else str(system)
+        fields = [f for f in str(result.get("signature", "")).split("|")
+                  if f != f"metric:{result.get('metric')}" and f != f"version:{__version__}"]
+        rows.append((str(result.get("metric")), score, str(result.get("n", "")), "|".join(fields)))
+    widths = [max(len(row[k]) for row in rows) for k in range(3)]
+    return "\n".join(f"{m:<{widths[0]}}  {s:>{widths[1]}}  {n:>{widths[2]}}  {sig}".rstrip() for m, s, n, sig in rows)
