@@ -26,6 +26,30 @@ def test_ci_runs_the_readme_test_command():
     assert _readme_commands()[1] in ci.splitlines()
 
 
+def test_ci_installs_the_built_wheel():
+    """.ci/run builds the sdist and wheel and runs the README's first job from the installed wheel."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert ".ci/wheel-check" in ci
+    assert ci.index(".ci/wheel-check") < ci.index(_readme_commands()[1])
+
+
+def test_pip_check_complains_only_of_the_no_deps_packages():
+    """After the README's test install, `pip check` names only the packages its second half installs
+    with --no-deps (docs/install.md says why each), and only requirements the docs name."""
+    out = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True).stdout
+    no_deps = re.search(r"--no-deps (.*?) &&", _readme_commands()[1]).group(1).split()
+    names = {spec.split("==")[0].lower() for spec in no_deps}
+    install = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+    for line in out.splitlines():
+        if line.startswith("No broken requirements"):
+            continue
+        match = re.match(r"(\S+) \S+ requires (\S+), which is not installed", line)
+        assert match, line
+        package, missing = match.group(1).lower().replace("_", "-"), match.group(2).rstrip(",").lower()
+        assert package in names, line
+        assert f"`{missing}`" in install, f"docs/install.md does not say why {missing} is left out: {line}"
+
+
 def test_readme_main_job_runs(tmp_path):
     main = _readme_commands()[0]
     job = main.split("&&", 1)[1].strip()
