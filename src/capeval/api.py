@@ -27,8 +27,8 @@ def load(name: str, **options: Any) -> Any:
             checked against the metric's declared options and ranges before anything is loaded.
 
     Returns:
-        The metric's scorer (a :class:`~capeval.scorer.Scorer`): ``.score(candidates,
-        references, images=..., ...)`` returns a :class:`Report`.
+        The metric's scorer, a :class:`~capeval.scorer.Scorer`; its
+        ``.score(candidates, references, images=...)`` returns a :class:`Report`.
 
     Raises:
         UnknownNameError: ``name`` is not a registered metric (the message lists the known ones).
