@@ -57,7 +57,14 @@ def test_average_precision_is_sklearns():
 
 
 @pytest.mark.parametrize("obj,word,right", [("cat", "cats.", True), ("puppy", "puppies", True), ("bus", "buses", True),
-                                            ("red bus", "bus", True), ("tree", "street", False), ("", "cats", False)])
+                                            ("red bus", "bus", True), ("tree", "street", False), ("", "cats", False),
+                                            # irregular plurals (issue 47 item 8): the LLM's singular names them
+                                            ("man", "men", True), ("person", "people", True),
+                                            ("child", "children,", True), ("tooth", "teeth", True),
+                                            ("knife", "knives", True), ("woman", "Women", True), ("mouse", "mice", True),
+                                            ("wolf", "wolves", True), ("cookie", "cookies", True),
+                                            ("man", "woman", False), ("men", "man", True), ("ox", "box", False),
+                                            ("glass", "glasses", True), ("sheep", "sheep", True)])
 def test_word_rule(obj, word, right):
     assert localized_right(obj, [(word, True)]) is right
     assert not localized_right(obj, [(word, False)])

@@ -22,9 +22,12 @@ details below are ours and named as such):
 - ``la``: localization accuracy x100 over the captions with a hallucination: the share whose
   localized object (the metric's per-item ``localized`` extra: ALOHa's lowest-ALOHa_o object)
   names a hallucinated word of the grounding. Our rule: an object word matches a caption word
-  (lower-cased, stripped of punctuation) when equal, or when the caption word is its plural
-  (``+s``, ``+es``, ``y`` -> ``ies``): the LLM gives singular objects. Only for metrics that
-  localize; a caption without a localized object counts as wrong.
+  (lower-cased, stripped of punctuation) when equal, when the caption word is its regular
+  plural (``+s``, ``+es``, ``y`` -> ``ies``), or when both have the same singular under
+  CHAIR's singulariser (Pattern's ``singularize``, :mod:`capeval.metrics.chair.singular`), so
+  irregular plurals match too (men/man, people/person, children/child, teeth/tooth,
+  knives/knife): the LLM gives singular objects. Only for metrics that localize; a caption
+  without a localized object counts as wrong.
 
 nocaps-FOIL (``nocaps-foil/nocaps-val-foil.json``, the repository's ``data/nocaps-val-foil.json``,
 2,500 nocaps val images): per image a ``baseline`` caption and its ``foil`` (one object word
@@ -90,11 +93,16 @@ def _norm(word: str) -> str:
 
 
 def names_word(obj: str, word: str) -> bool:
-    """Whether an object word names a caption word: equal, or the caption word is its plural."""
+    """Whether an object word names a caption word: equal, a regular plural of it, or the same
+    singular (irregular plurals: ``man`` names ``men``)."""
     o, w = _norm(obj), _norm(word)
     if not o or not w:
         return False
-    return w in (o, o + "s", o + "es") or (o.endswith("y") and w == o[:-1] + "ies")
+    if w in (o, o + "s", o + "es") or (o.endswith("y") and w == o[:-1] + "ies"):
+        return True
+    from capeval.metrics.chair.singular import singularize
+
+    return singularize(w) == singularize(o)
 
 
 def localized_right(obj: str | None, grounding: list[tuple[str, bool]]) -> bool:
