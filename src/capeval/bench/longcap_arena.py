@@ -120,9 +120,26 @@ def _item(row: Mapping[str, Any], shard: Path, where: str) -> ScoreItem:
         raise malformed(shard, where, "refs must be a non-empty list of non-empty strings")
     if not isinstance(cand, str) or not cand.strip():
         raise malformed(shard, where, "empty candidate (cand)")
+    _image_name(name, shard, where)
+    return ScoreItem(cand, tuple(refs), image=f"longcap-arena/images/{name}")
+
+
+def _image_name(name: object, shard: Path, where: str, folder: Path | None = None) -> str:
+    """``file_name`` of a row: a plain file name (no folder, no ``..``, no NUL or other control
+    character), checked by :func:`capeval.paths.resolve_under` (``links=False`` under ``folder``
+    when the image is written there); else a one-line error naming the shard and row."""
+    from capeval.errors import InputError
+    from capeval.paths import resolve_under
+
     if not isinstance(name, str) or not name.strip():
         raise malformed(shard, where, "empty file_name")
-    return ScoreItem(cand, tuple(refs), image=f"longcap-arena/images/{name}")
+    if Path(name).name != name or "\\" in name or name in (".", ".."):
+        raise malformed(shard, where, f"file_name must be a plain file name, got {name!r:.60}")
+    try:
+        resolve_under(folder or Path("images"), name, what="file_name", links=folder is None)
+    except InputError as exc:
+        raise malformed(shard, where, str(exc)) from None
+    return name
 
 
 def extract_images(root: Path) -> str:
@@ -140,19 +157,27 @@ def extract_images(root: Path) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     written = present = 0
     for shard in shards:
-        for batch in pq.ParquetFile(shard).iter_batches(columns=["file_name", "image"], batch_size=32):
-            for k, row in enumerate(batch.to_pylist()):
-                name, image = row["file_name"], row["image"]
-                if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
-                    raise malformed(shard, f"row {k}", f"file_name must be a plain file name, got {name!r:.60}")
-                target = folder / name
-                if target.is_file():
-                    present += 1
-                    continue
-                data = image.get("bytes") if isinstance(image, dict) else None
-                if not data:
-                    raise malformed(shard, f"row {k}", "no embedded image bytes")
-                atomic_write_bytes(target, data)
-                written += 1
+        k = -1  # the row in the shard, counted across batches (as the loader counts them)
+        try:
+            batches = pq.ParquetFile(shard).iter_batches(columns=["file_name", "image"], batch_size=32)
+            for batch in batches:
+                for row in batch.to_pylist():
+                    k += 1
+                    name = _image_name(row["file_name"], shard, f"row {k}", folder)
+                    target = folder / name
+                    if target.is_file():
+                        present += 1
+                        continue
+                    image = row["image"]
+                    data = image.get("bytes") if isinstance(image, dict) else None
+                    if not data:
+                        raise malformed(shard, f"row {k}", "no embedded image bytes")
+                    atomic_write_bytes(target, data)
+                    written += 1
+        except Exception as exc:
+            if type(exc).__module__.startswith("pyarrow"):
+                raise malformed(shard, "whole file", f"expected Parquet with file_name, image "
+                                f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+            raise
     return (f"images: {written} written, {present} already there, in {folder}; pass --images {root} to "
             "capeval bench for image-conditioned metrics (vela)")

@@ -16,7 +16,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("download", help="download benchmark data and model checkpoints (sha256-checked)",
                        description="Download benchmark data (into $CAPEVAL_DATA, default <cache>/data; "
                        "CAPEVAL_DATA_MIRROR=URL fetches URL/<benchmark>/<file> instead) or model files named in "
-                       "capeval's checkpoint table, verifying them.")
+                       "capeval's checkpoint table (CAPEVAL_CHECKPOINT_MIRROR=URL, else "
+                       "CAPEVAL_DATA_MIRROR/checkpoints: URL/<folder>/<file>), verifying them. Each file must "
+                       "arrive within CAPEVAL_DOWNLOAD_DEADLINE seconds (1 to 86400, default 3600).")
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="benchmark names (capeval bench --list), 'amber' (AMBER's annotation folder for the amber metrics) or checkpoint names (see --list); 'spice': CoreNLP 3.6.0 for spice-java (sha256-checked); "
                         "'factual': hice-s's FACTUAL phrase parser (a Hugging Face hub folder); "
@@ -86,6 +88,8 @@ def _download_benchmarks(names: list[str], root: str | None, force: bool, progre
         sys.stdout.flush()
         for text in out["by_hand"]:
             print(f"capeval: {out['benchmark']}: by hand: {text}", file=sys.stderr)
+        for text in out.get("notes", ()):
+            print(f"capeval: {out['benchmark']}: note: {text}", file=sys.stderr)
         if out["images"]:
             print(f"capeval: {out['benchmark']}: {out['images']}", file=sys.stderr)
         ready = ready and not out["by_hand"]

@@ -21,90 +21,308 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from capeval.models.digests import check_recorded, record_digest, recorded_digest
 
 
+#: environment variable: the longest one file's download may take, in seconds (all its URLs together)
+DEADLINE_ENV = "CAPEVAL_DOWNLOAD_DEADLINE"
+#: its default (one hour: a 1.7 GB checkpoint at 0.5 MB/s) and the values accepted
+DEFAULT_DEADLINE_S = 3600.0
+DEADLINE_RANGE = (1.0, 86400.0)
+#: the most bytes accepted for a file whose size nobody states (no Content-Length, no size in the
+#: table): four times the largest file capeval downloads, so an endless body stops here
+MAX_UNKNOWN_BYTES = 8 << 30
+#: environment variable: a mirror for the checkpoint table's files (``URL/<folder>/<file>``)
+CHECKPOINT_MIRROR_ENV = "CAPEVAL_CHECKPOINT_MIRROR"
+
+
+class IncompleteDownload(Exception):
+    """A download that stopped before its last byte (a body cut short, the deadline): like a network
+    error, the caller may try the next copy; the ``.part`` file is kept when it can be resumed."""
+
+
+def download_deadline() -> float:
+    """``$CAPEVAL_DOWNLOAD_DEADLINE`` in seconds (default :data:`DEFAULT_DEADLINE_S`), within
+    :data:`DEADLINE_RANGE`; a one-line :class:`~capeval.errors.InputError` naming the variable otherwise."""
+    import math
+
+    from capeval.errors import InputError
+
+    raw = os.environ.get(DEADLINE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_DEADLINE_S
+    lo, hi = DEADLINE_RANGE
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not lo <= value <= hi:  # NaN fails too
+        raise InputError(f"{DEADLINE_ENV}={raw[:40]!r}: expected the seconds one file's download may take, "
+                         f"from {lo:g} to {hi:g} (default {DEFAULT_DEADLINE_S:g})")
+    return value
+
+
+def checkpoint_mirror() -> str | None:
+    """Where checkpoint files come from instead of their sources: ``$CAPEVAL_CHECKPOINT_MIRROR``,
+    else ``$CAPEVAL_DATA_MIRROR/checkpoints`` (one mirror for data and models), else None. A file
+    comes from ``<mirror>/<its path under the checkpoint folder>`` (``pac-s/clip_ViT-B-32.pth``)."""
+    from capeval.paths import data_mirror
+
+    url = os.environ.get(CHECKPOINT_MIRROR_ENV, "").strip().rstrip("/")
+    if url:
+        return url
+    data = data_mirror()
+    return f"{data}/checkpoints" if data else None
+
+
+def _refuse_link(path: Path, role: str) -> None:
+    """A one-line error when ``path`` is a symbolic link: a download never writes through one."""
+    from capeval.errors import ResourceError
+
+    if path.is_symlink():
+        raise ResourceError(f"{path} ({role}) is a symbolic link; a download never writes through one: remove it "
+                            "and run again (nothing was written)")
+
+
+def open_new(path: Path, append: bool = False) -> int:
+    """A file descriptor for writing ``path`` (created 0644, truncated unless ``append``), never
+    through a symbolic link (``O_NOFOLLOW``: a link is a one-line error, not a write to its target)."""
+    from capeval.errors import ResourceError
+
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_APPEND if append else os.O_TRUNC
+    try:
+        return os.open(path, flags, 0o644)
+    except OSError as exc:
+        import errno
+
+        if exc.errno == errno.ELOOP:
+            raise ResourceError(f"{path} is a symbolic link; a download never writes through one: remove it and "
+                                "run again (nothing was written)") from None
+        raise
+
+
+def _data_sniff(path: Path) -> str | None:
+    """What a wrong data file is, when that says more than its digest: empty, or a web page."""
+    size = path.stat().st_size
+    if size == 0:
+        return "is empty (0 bytes)"
+    with open(path, "rb") as f:
+        head = f.read(512).lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if head.startswith((b"<!doctype html", b"<html", b"<head", b"<body")):
+        return f"is an HTML page ({size:,} bytes), not the data file: the server answered with a web page"
+    return None
+
+
 def fetch(url: str, target: Path, expected: str | None, timeout: float = 60.0,
-          validate: Callable[[Path], None] | None = None, progress: bool | None = None) -> str:
+          validate: Callable[[Path], None] | None = None, progress: bool | None = None, *,
+          max_bytes: int | None = None, what: str = "checkpoint", deadline_at: float | None = None) -> str:
     """Stream ``url`` to ``target`` via ``.<name>.part`` beside it and return its sha256.
 
-    The file is moved into place (atomically, ``os.replace``) only when its sha256 equals
-    ``expected`` (when given) and ``validate(partial_path)`` (when given) does not raise;
-    otherwise nothing is written. An interrupted download leaves the ``.part`` file: the next
-    call asks the server for the rest (HTTP ``Range``) and starts over when the server sends
-    the whole file instead. A byte count is shown on stderr (:mod:`capeval.progress` rules).
+    The file is moved into place (atomically, ``os.replace``) only when every byte announced
+    arrived (``Content-Length``), its sha256 equals ``expected`` (when given) and
+    ``validate(partial_path)`` (when given) does not raise; otherwise nothing is placed.
+    Bounds: at most ``max_bytes`` (else the ``Content-Length``, else :data:`MAX_UNKNOWN_BYTES`)
+    are written, a larger body is stopped and refused; the whole download must end before
+    ``deadline_at`` (``time.monotonic()``; default now + :func:`download_deadline`), checked
+    whenever bytes arrive, and ``timeout`` bounds each wait for bytes. Neither ``target`` nor
+    the ``.part`` file is written through a symbolic link. A download cut short (a short
+    body, the deadline, a network error) keeps its ``.part`` when ``expected`` is known: the
+    next call asks for the rest (HTTP ``Range``) and the whole file is then checked against
+    ``expected``; without ``expected`` nothing could check a resumed file, so it starts over.
+    ``what`` (``"checkpoint"``, ``"data file"``) names the file in messages.
     """
+    import time
+
     from capeval.errors import ResourceError
-    from capeval.models.clip.checkpoints import sniff
 
     target.parent.mkdir(parents=True, exist_ok=True)
     part = target.parent / f".{target.name}.part"
+    _refuse_link(target, f"the {what}")
+    _refuse_link(part, f"the {what}'s partial download")
+    if expected is None:
+        part.unlink(missing_ok=True)  # no digest to check a resumed file against: start over
+    if deadline_at is None:
+        deadline_at = time.monotonic() + download_deadline()
     digest = hashlib.sha256()
     try:
-        _stream(url, part, digest, timeout, progress)
+        _stream(url, part, digest, timeout, progress, max_bytes, deadline_at, target, what)
         got = digest.hexdigest()
         if expected and got != expected:
-            what = sniff(part)
-            raise ResourceError(f"{url}: the downloaded file has sha256 {got[:12]}..., expected {expected}"
-                                f"{' (it ' + what + ')' if what else ''}; nothing was written")
+            if what == "checkpoint":
+                from capeval.models.clip.checkpoints import sniff
+
+                found = sniff(part)
+            else:
+                found = _data_sniff(part)
+            raise ResourceError(f"{url}: the downloaded {what} has sha256 {got[:12]}..., expected {expected}"
+                                f"{' (it ' + found + ')' if found else ''}; nothing was written")
         if validate is not None:
             try:
                 validate(part)
             except ResourceError as exc:
                 raise ResourceError(str(exc).replace(f"checkpoint {part}", f"{url}: the downloaded file")
                                     .replace(str(part), "the downloaded file") + "; nothing was written") from None
+        _refuse_link(target, f"the {what}")  # not replaced by a link meanwhile (os.replace would drop that link)
         os.replace(part, target)
         return got
     except ResourceError:
-        part.unlink(missing_ok=True)  # a complete but wrong file: resuming it would not help
+        if not part.is_symlink():
+            part.unlink(missing_ok=True)  # a complete but wrong file: resuming it would not help
         raise
-    # other errors (network, Ctrl-C) keep the .part file for the next call to resume
+    except IncompleteDownload as exc:
+        kept = expected is not None and part.is_file() and not part.is_symlink() and part.stat().st_size > 0
+        if not kept:
+            part.unlink(missing_ok=True)
+        raise IncompleteDownload(f"{exc}; " + (f"the {part.stat().st_size:,} bytes received are kept in {part} and "
+                                               "the next download resumes there" if kept else "nothing was written"))
+    except BaseException:
+        if expected is None and not part.is_symlink():
+            part.unlink(missing_ok=True)  # nothing could check a resumed file
+        raise
+    # with ``expected``, other errors (network, Ctrl-C) keep the .part file for the next call to resume
 
 
-def _stream(url: str, part: Path, digest: Any, timeout: float, progress: bool | None) -> None:
+def _content_length(headers: Any) -> int | None:
+    raw = (headers.get("Content-Length") or "").strip()
+    return int(raw) if raw.isdigit() else None
+
+
+def _stream(url: str, part: Path, digest: Any, timeout: float, progress: bool | None, max_bytes: int | None,
+            deadline_at: float, target: Path, what: str) -> None:
     """Append the rest of ``url`` to ``part`` (the whole file when the server ignores ``Range``),
-    feeding every byte of ``part`` to ``digest``."""
+    feeding every byte of ``part`` to ``digest``; stop at the size announced or allowed and at
+    the deadline."""
+    import time
     from urllib.error import HTTPError
     from urllib.request import Request, urlopen
 
+    from capeval.errors import ResourceError
     from capeval.progress import make_progress
 
-    have = part.stat().st_size if part.is_file() else 0
+    def late() -> IncompleteDownload:
+        return IncompleteDownload(f"{target.name}: the download did not finish within {DEADLINE_ENV}="
+                                  f"{download_deadline():g} s")
+
+    have = part.lstat().st_size if part.is_file() else 0
     headers = {"User-Agent": "capeval"}
     if have:
         headers["Range"] = f"bytes={have}-"
+    left = deadline_at - time.monotonic()
+    if left <= 0:
+        raise late()
     try:
-        src = urlopen(Request(url, headers=headers), timeout=timeout)
+        src = urlopen(Request(url, headers=headers), timeout=min(timeout, left))
     except HTTPError as exc:
         if exc.code != 416 or not have:  # 416: the part file already holds every byte
             raise
         _hash_into(part, digest)
         return
     with src:
-        resumed = have and getattr(src, "status", 200) == 206
-        size = int(src.headers.get("Content-Length") or 0)
+        length = _content_length(src.headers)
+        resumed = bool(have) and getattr(src, "status", 200) == 206
         if resumed:
-            _hash_into(part, digest)
+            # the rest must start where the part file ends (a server that names no range is trusted:
+            # only a file with a known sha256 is resumed, and the whole file is checked against it)
+            named = src.headers.get("Content-Range")
+            rng = (named or "").replace("=", " ").split()
+            start = rng[1].split("-")[0] if len(rng) == 2 and rng[0] == "bytes" else ""
+            if named is not None and start != str(have):
+                raise ResourceError(f"{url}: asked for the rest of {target.name} from byte {have:,}, the server sent "
+                                    f"range {src.headers.get('Content-Range')!r:.60}; nothing was written")
         else:
             have = 0
-        with open(part, "ab" if resumed else "wb") as out, \
-                make_progress(have + size, f"{part.name[1:-5]}", progress) as bar:
+        total = have + length if length is not None else None
+        cap = max_bytes or MAX_UNKNOWN_BYTES
+        if total is not None and total > cap:
+            raise ResourceError(f"{url}: the server announces {total:,} bytes for the {what} {target.name}, more than "
+                                f"the {cap:,} expected; nothing was written")
+        limit = total if total is not None else cap
+        if resumed:
+            _hash_into(part, digest)
+        read = getattr(src, "read1", None) or src.read  # read1: returns as soon as bytes arrive (deadline checks)
+        got = have
+        with os.fdopen(open_new(part, append=resumed), "ab" if resumed else "wb") as out, \
+                make_progress(limit if total is not None else 0, f"{target.name}", progress, unit="bytes") as bar:
             bar.update(have)
             while True:
-                block = src.read(1 << 20)
+                if time.monotonic() > deadline_at:
+                    raise late()
+                block = read(min(1 << 20, limit - got + 1))
                 if not block:
                     break
+                if got + len(block) > limit:  # never write past the size announced or allowed
+                    raise ResourceError(f"{url}: the server sent more than the {limit:,} bytes "
+                                        f"{'it announced' if total is not None else 'expected'} for the {what} "
+                                        f"{target.name}; stopped there, nothing was written")
                 digest.update(block)
                 out.write(block)
+                got += len(block)
                 bar.update(len(block))
+        if total is not None and got < total:
+            raise IncompleteDownload(f"{target.name}: the server's body was cut short ({got:,} of the {total:,} bytes "
+                                     "it announced)")
 
 
 def _hash_into(path: Path, digest: Any) -> None:
-    with open(path, "rb") as f:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
+
+
+@contextmanager
+def download_lock(path: Path, what: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created) for the block: a second download of the
+    same files waits here, saying so in one line on stderr, instead of racing for the same
+    ``.part`` file. The lock file is removed on release; a waiter that then holds a removed
+    file's lock takes the new one (checked by inode), so two holders never overlap."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        yield
+        return
+    from capeval.errors import ResourceError
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    said = False
+    while True:
+        try:
+            fd = open_new(path, append=True)
+        except OSError as exc:
+            raise ResourceError(f"cannot create the lock file {path} ({exc.strerror or exc})") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not said:
+                    print(f"capeval: {what}: another capeval download holds {path}; waiting for it to finish",
+                          file=sys.stderr, flush=True)
+                    said = True
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            mine = os.fstat(fd)
+            try:
+                now = os.lstat(path)
+                same = (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino)
+            except FileNotFoundError:
+                same = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if same:
+            break
+        os.close(fd)  # the holder removed this file on release: lock the one there now
+    try:
+        yield
+    finally:
+        try:
+            os.unlink(path)  # while still held: a waiter sees another inode and starts over
+        except OSError:
+            pass
+        os.close(fd)
 
 
 def validator(entry: Any) -> Callable[[Path], None] | None:
@@ -137,14 +355,29 @@ def download(name: str, directory: str | os.PathLike[str] | None = None, force: 
     Raises:
         ResourceError: no URL works, or the file fails verification (nothing is written then).
         UnknownNameError: ``name`` is not in the table.
+
+    With :func:`checkpoint_mirror` set, the file comes from the mirror only. A second download
+    of the same file (another process) waits for the first (:func:`download_lock`).
     """
-    from capeval.errors import ResourceError
     from capeval.models.clip import checkpoints as ck
 
     entry = ck.get_checkpoint(name)
     target = ck.local_path(entry, directory)
     if entry.kind == "hf-model":
         return download_hub_folder(entry, target, force)
+    with download_lock(target.parent / f".{target.name}.lock", name):  # a second download waits for this one
+        return _download_file(entry, target, Path(directory or ck.checkpoint_dir()), force)
+
+
+def _download_file(entry: Any, target: Path, root: Path, force: bool) -> tuple[Path, str]:
+    """:func:`download` of one file of the table into ``target`` (under the checkpoint folder ``root``)."""
+    import time
+    from urllib.parse import quote
+
+    from capeval.errors import ResourceError
+    from capeval.models.clip import checkpoints as ck
+
+    name = entry.name
     validate = validator(entry)
     if target.is_file() and not force:
         got = ck.sha256_file(target)
@@ -158,24 +391,31 @@ def download(name: str, directory: str | os.PathLike[str] | None = None, force: 
                 return target, got
             except ResourceError as exc:  # a broken earlier download: fetch it again
                 print(f"capeval: {exc}; downloading it again", file=sys.stderr)
-    if not entry.urls:
+    mirror = checkpoint_mirror()
+    # a mirror serves the checkpoint folder's layout: <mirror>/pac-s/clip_ViT-B-32.pth
+    urls = (f"{mirror}/{quote(target.relative_to(root).as_posix())}",) if mirror else entry.urls
+    if not urls:
         raise ResourceError(f"{name} has no direct download URL: {entry.note}; put {entry.filename} at {target}")
     # without a published digest, a new download must match the one recorded at the first (unless --force)
     expected = entry.sha256 or (None if force else recorded_digest(target))
+    deadline_at = time.monotonic() + download_deadline()  # one deadline for the file, all URLs together
     errors = []
-    for url in entry.urls:
+    for url in urls:
         try:
-            got = fetch(url, target, expected, validate=validate)
+            got = fetch(url, target, expected, validate=validate, deadline_at=deadline_at)
             if entry.sha256 is None:
                 record_digest(target, got)
             return target, got
         except ResourceError as exc:
-            if expected and not entry.sha256:
+            if expected and not entry.sha256 and "sha256" in str(exc):
                 raise ResourceError(f"{exc} (the sha256 recorded at its first download; --force starts anew)") from None
             raise
+        except IncompleteDownload as exc:
+            errors.append(f"{url}: {exc}")
         except Exception as exc:  # network errors: try the next mirror
             errors.append(f"{url}: {type(exc).__name__}: {exc}")
-    raise ResourceError(f"could not download {name} ({'; '.join(errors)}); download {entry.filename} "
+    where = f" from the mirror {mirror}" if mirror else ""
+    raise ResourceError(f"could not download {name}{where} ({'; '.join(errors)}); download {entry.filename} "
                         f"by hand and put it at {target}")
 
 
