@@ -3,7 +3,9 @@ authors' package capture-metric 0.1.13 computes it.
 
 Pipeline per caption (candidate and each reference): nltk ``sent_tokenize``; each sentence
 through the FACTUAL parser (``lizhuang144/flan-t5-base-VG-factual-sg``, beam 5, output 128 -
-the same :class:`~capeval.metrics.hice.factual.FactualParser` as HICE-S); objects, attributes
+the same :class:`~capeval.metrics.hice.factual.FactualParser` as HICE-S, each caption's longest
+sentence cut by one token as FactualSceneGraph 0.7.3's ``_parse_batch`` cuts it:
+:mod:`capeval.metrics.capture.parser_cut`, option ``parser_cut``); objects, attributes
 and relations (:mod:`capeval.metrics.capture.graphs`) filtered by the package's stop-word list
 and the caption's nouns (nltk ``word_tokenize`` + ``pos_tag``); then the exact / WordNet-synonym /
 Sentence-BERT (``sentence-transformers/all-mpnet-base-v2``) matching and the weighted F-score
@@ -28,6 +30,7 @@ from capeval.errors import InputError, ResourceError
 from capeval.io.inputs import prepare_text_inputs
 from capeval.metrics.capture.graphs import Parsed, parse_caption
 from capeval.metrics.capture.matching import Matcher
+from capeval.metrics.capture.parser_cut import PARSER_CUTS, package_input_lens
 from capeval.progress import make_progress
 from capeval.result import MetricResult, Report, Signature
 from capeval.scorer import ScorerBase
@@ -97,7 +100,7 @@ class CaptureScore(ScorerBase):
                  stop_words: bool = True, eps: float = 1e-6, batch_size: int = 64, device: str = "cpu",
                  sentences: Callable[[str], list[str]] | None = None,
                  nouns: Callable[[str, Callable[[str, str], str]], list[str]] | None = None,
-                 checkpoint_dir: str | os.PathLike[str] | None = None):
+                 checkpoint_dir: str | os.PathLike[str] | None = None, parser_cut: str | None = None):
         self.metrics = self._select(metrics)
         if abs(alpha + beta - 1.0) > 1e-12:  # the package asserts alpha + beta == 1
             raise InputError(f"capture options alpha={alpha!r}, beta={beta!r}: alpha + beta must be 1")
@@ -109,6 +112,7 @@ class CaptureScore(ScorerBase):
         self.sentences, self.nouns = sentences or nltk_sentences, nouns or nltk_nouns
         self.stop_words = set(stop_word_list() if stop_words else ())
         self.use_stop_words, self.batch_size = bool(stop_words), int(batch_size)
+        self.parser_cut = self._check_cut(parser_cut, parser)  # before any model loads
         if isinstance(parser, str):
             if parser.strip().lower() != "factual":
                 raise InputError(f"capture option parser={parser!r}: use factual or a parser object")
@@ -125,12 +129,33 @@ class CaptureScore(ScorerBase):
 
         self._wnl = WordNetLemmatizer()
 
+    @staticmethod
+    def _check_cut(cut: str | None, parser: Any) -> str:
+        """``parser_cut``: ``package`` (the default for the FACTUAL parser), ``full``, or ``n/a``
+        (the default for a parser object that is not a FactualParser: it gets sentences whole).
+        ``parser`` is the option as given (``"factual"``) or the parser object."""
+        from capeval.metrics.hice.factual import FactualParser
+
+        factual = isinstance(parser, (str, FactualParser))  # a string other than factual is refused later
+        if cut is None:
+            return "package" if factual else "n/a"
+        value = cut.strip().lower() if isinstance(cut, str) else cut
+        if value not in PARSER_CUTS:
+            raise InputError(f"capture option parser_cut={cut!r}: expected one of {', '.join(PARSER_CUTS)} "
+                             "(package: each caption's longest sentence cut by one token as capture-metric 0.1.13 "
+                             "cuts it; full: every sentence whole)")
+        if value == "package" and not factual:
+            raise InputError(f"capture option parser_cut='package': needs the FACTUAL parser's tokenizer; the parser "
+                             f"object {type(parser).__name__} gets its sentences whole (use parser_cut='full')")
+        return value
+
     @classmethod
     def preflight(cls, options: Mapping[str, Any]) -> None:
         """Before any model loads: nltk's data and the default FACTUAL model must be on this machine."""
+        parser = options.get("parser", "factual")
+        cls._check_cut(options.get("parser_cut"), parser)
         if options.get("sentences") is None or options.get("nouns") is None:
             check_nltk_data()
-        parser = options.get("parser", "factual")
         if isinstance(parser, str) and parser.strip().lower() == "factual":
             from capeval.metrics.hice.factual import DEFAULT_CHECKPOINT, check_available
 
@@ -157,10 +182,19 @@ class CaptureScore(ScorerBase):
     def parse(self, texts: Sequence[str]) -> dict[str, Parsed]:
         """CAPTURE's elements of each distinct text (sentences parsed together, each once)."""
         split = {t: self.sentences(t) for t in dict.fromkeys(texts)}
-        unique = list(dict.fromkeys(s for v in split.values() for s in v))
-        outputs = dict(zip(unique, self.parser.generate(unique))) if unique else {}
-        return {t: parse_caption([outputs[s] for s in sents], self.nouns(t, self.lemmatize), self.lemmatize,
-                                 self.stop_words) for t, sents in split.items()}
+        if self.parser_cut != "package":
+            unique = list(dict.fromkeys(s for v in split.values() for s in v))
+            outputs = dict(zip(unique, self.parser.generate(unique))) if unique else {}
+            return {t: parse_caption([outputs[s] for s in sents], self.nouns(t, self.lemmatize), self.lemmatize,
+                                     self.stop_words) for t, sents in split.items()}
+        # the package parses each caption's sentences in one call: its cut depends on the caption
+        lens = {t: package_input_lens(self.parser.tokenizer, sents, self.parser.max_input_len)
+                for t, sents in split.items()}
+        keys = list(dict.fromkeys((s, n) for t, sents in split.items() for s, n in zip(sents, lens[t])))
+        got = self.parser.generate([s for s, _ in keys], input_lens=[n for _, n in keys]) if keys else []
+        cut_outputs = dict(zip(keys, got))
+        return {t: parse_caption([cut_outputs[(s, n)] for s, n in zip(sents, lens[t])], self.nouns(t, self.lemmatize),
+                                 self.lemmatize, self.stop_words) for t, sents in split.items()}
 
     def prefetch(self, graphs: Sequence[Parsed]) -> None:
         """Embed every element of ``graphs`` that soft matching may compare, in batches of
@@ -178,7 +212,7 @@ class CaptureScore(ScorerBase):
         return float(np.mean([r[0] for r in rows])), rows
 
     def signature(self) -> Signature:
-        """Parser, Sentence-BERT model and weights digest, weights, stages, eps, WordNet source."""
+        """Parser, its input cut, Sentence-BERT model and weights digest, weights, stages, eps, WordNet."""
         from capeval.metrics.hice.factual import weights_fingerprint
 
         params: dict[str, Any] = dict(self.parser.signature_fields()) if hasattr(self.parser, "signature_fields") \
@@ -188,7 +222,8 @@ class CaptureScore(ScorerBase):
                        "sbert_sha256": weights_fingerprint(self.sbert)[:16] if m.soft_matching else "none",
                        "weights": f"{m.alpha:g},{m.beta:g},{m.gamma:g}", "eps": f"{m.eps:g}",
                        "stages": "exact" + ("+synonym" if m.synonym_matching else "") + ("+soft" if m.soft_matching else ""),
-                       "stop_words": self.use_stop_words, "wordnet": "3.0", "capture_version": VERSION})
+                       "stop_words": self.use_stop_words, "wordnet": "3.0", "parser_cut": self.parser_cut,
+                       "capture_version": VERSION})
         return Signature.build("capture", **params)
 
     def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,

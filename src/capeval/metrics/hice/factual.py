@@ -116,27 +116,59 @@ class FactualParser:
                 "parser_generate": f"beams={self.beam_size},in={self.max_input_len},out={self.max_output_len}",
                 "trunc_parser": truncation.policy(self.max_input_len, "keep-first+special")}
 
-    def generate(self, captions: Sequence[str]) -> list[str]:
-        """The raw output string of each caption (each distinct caption generated once)."""
+    def generate(self, captions: Sequence[str], input_lens: Sequence[int] | None = None) -> list[str]:
+        """The raw output string of each caption (each distinct caption generated once).
+
+        ``input_lens``: per caption, the ``max_length`` (end token included) its prompted input
+        is truncated to, instead of ``max_input_len`` for all; each distinct (caption, length)
+        is generated once. CAPTURE gives FactualSceneGraph's per-batch cut this way
+        (:mod:`capeval.metrics.capture.parser_cut`).
+        """
         import torch
 
-        todo = [c for c in dict.fromkeys(captions) if c not in self._cache]
+        if input_lens is None:
+            keys: list[Any] = list(captions)
+        else:
+            if len(input_lens) != len(captions):
+                raise ValueError("FactualParser.generate: one input length per caption")
+            keys = [(c, min(int(n), self.max_input_len)) for c, n in zip(captions, input_lens)]
+        todo = [k for k in dict.fromkeys(keys) if k not in self._cache]
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start: start + self.batch_size]
-            prompted = [PROMPT + c.strip() for c in chunk]
-            enc = self.tokenizer(prompted, max_length=self.max_input_len,
-                                 truncation=True, padding=True, return_tensors="pt")
+            plain = chunk if input_lens is None else [c for c, _ in chunk]
+            prompted = [PROMPT + c.strip() for c in plain]
+            if input_lens is None:
+                enc = self.tokenizer(prompted, max_length=self.max_input_len,
+                                     truncation=True, padding=True, return_tensors="pt")
+            else:
+                enc = self._encode_each(prompted, [n for _, n in chunk])
             full = self.tokenizer(prompted)["input_ids"]  # untruncated lengths: what was cut is counted
-            self.cut.update(c for c, ids in zip(chunk, full) if len(ids) > self.max_input_len)
+            self.cut.update(c for c, ids in zip(plain, full) if len(ids) > self.max_input_len)
             with torch.inference_mode():
                 ids = self.model.generate(enc["input_ids"].to(self.device),
                                           attention_mask=enc["attention_mask"].to(self.device),
                                           num_beams=self.beam_size, max_length=self.max_output_len,
                                           early_stopping=self.beam_size > 1, num_return_sequences=1)
             texts = self.tokenizer.batch_decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=True)
-            for c, t in zip(chunk, texts):
-                self._cache[c] = t.replace(PROMPT.strip(), "").strip()
-        return [self._cache[c] for c in captions]
+            for k, t in zip(chunk, texts):
+                self._cache[k] = t.replace(PROMPT.strip(), "").strip()
+        return [self._cache[k] for k in keys]
+
+    def _encode_each(self, prompted: list[str], lens: list[int]) -> dict[str, Any]:
+        """Each prompt truncated to its own length, the rows padded to the longest on the
+        tokenizer's padding side (by hand: ``tokenizer.pad`` of a fast tokenizer logs a warning)."""
+        import torch
+
+        rows = [self.tokenizer(p, max_length=n, truncation=True)["input_ids"] for p, n in zip(prompted, lens)]
+        width = max(map(len, rows))
+        ids = torch.full((len(rows), width), int(self.tokenizer.pad_token_id), dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        left = getattr(self.tokenizer, "padding_side", "right") == "left"
+        for i, row in enumerate(rows):
+            at = slice(width - len(row), width) if left else slice(0, len(row))
+            ids[i, at] = torch.tensor(row, dtype=torch.long)
+            mask[i, at] = 1
+        return {"input_ids": ids, "attention_mask": mask}
 
     def phrases(self, captions: Sequence[str]) -> list[list[str]]:
         """Phrases of each caption (:func:`fact_phrases` of :func:`parse_facts`)."""
