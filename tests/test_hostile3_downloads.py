@@ -283,14 +283,29 @@ def test_a_checkpoint_part_that_is_a_link_is_never_written_through(tmp_path, ser
     assert victim.read_bytes() == b"ssh-ed25519 AAAA\n"
 
 
+def test_a_part_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path, server, shared_data):
+    _thumb(server, shared_data)
+    folder = tmp_path / "cache" / "data" / "thumb"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / ".mscoco_references.json.part")  # an open() for writing would wait for a reader forever
+    child = _child(["download", "thumb", "--quiet"], {"CAPEVAL_DATA_MIRROR": server.url + "/",
+                                                     "CAPEVAL_CACHE": str(tmp_path / "cache")})
+    try:
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    _one_line(child.returncode, err, ".mscoco_references.json.part", "not a regular file")
+
+
 # -- archives ---------------------------------------------------------------------------------
 
 _F8K = ("ExpertAnnotations.txt", "CrowdFlowerAnnotations.txt", "Flickr8k.token.txt", "Flickr_8k.testImages.txt")
 
 
-def _f8k_zip(shared_data, extra=(), rename=None, symlink=None) -> bytes:
+def _f8k_zip(shared_data, extra=(), rename=None, symlink=None, compression=zipfile.ZIP_STORED) -> bytes:
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
+    with zipfile.ZipFile(buf, "w", compression) as z:
         for name in _F8K:
             if name == symlink:
                 info = zipfile.ZipInfo(name)
@@ -344,6 +359,14 @@ def test_zip_member_count_and_size_are_capped_before_unpacking(env, server, shar
     assert main(["download", "flickr8k-expert", "--quiet"]) == 0  # the same archive, within the bounds
     assert (env / "flickr8k" / "ExpertAnnotations.txt").read_bytes() == (
         shared_data / "flickr8k" / "ExpertAnnotations.txt").read_bytes()
+
+
+def test_a_corrupt_archive_is_one_line(env, server, shared_data, capsys):
+    raw = bytearray(_f8k_zip(shared_data, compression=zipfile.ZIP_DEFLATED))
+    raw[len(raw) // 3:len(raw) // 3 + 200] = b"\xff" * 200  # inside a deflated member
+    server.files["/flickr8k-expert/Flickr8k_text.zip"] = bytes(raw)
+    code, out, err = _run(capsys, "download", "flickr8k-expert", "--quiet")
+    _one_line(code, err, "Flickr8k_text.zip is not a readable archive")
 
 
 # -- hub listings (item 1) and LongCap-Arena's file_name (item 8) -----------------------------

@@ -246,7 +246,7 @@ def _place_members(bench: str, f: DataFile, wanted: dict[str, str], opener: dict
                     digest.update(block)
                     dst.write(block)
         except BaseException:
-            if not part.is_symlink():
+            if part.is_file() and not part.is_symlink():
                 part.unlink(missing_ok=True)
             raise
         got, want = digest.hexdigest(), _expected(bench, f, rel)

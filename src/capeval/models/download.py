@@ -79,12 +79,22 @@ def checkpoint_mirror() -> str | None:
 
 
 def _refuse_link(path: Path, role: str) -> None:
-    """A one-line error when ``path`` is a symbolic link: a download never writes through one."""
+    """A one-line error when ``path`` is a symbolic link (a download never writes through one) or
+    something else than a regular file (a folder, a FIFO that would block the write)."""
+    import stat
+
     from capeval.errors import ResourceError
 
-    if path.is_symlink():
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
         raise ResourceError(f"{path} ({role}) is a symbolic link; a download never writes through one: remove it "
                             "and run again (nothing was written)")
+    if not stat.S_ISREG(mode):
+        raise ResourceError(f"{path} ({role}) is not a regular file (a folder, a FIFO, a device); a download only "
+                            "replaces files: move it away and run again (nothing was written)")
 
 
 def open_new(path: Path, append: bool = False) -> int:
@@ -143,8 +153,8 @@ def fetch(url: str, target: Path, expected: str | None, timeout: float = 60.0,
     part = target.parent / f".{target.name}.part"
     _refuse_link(target, f"the {what}")
     _refuse_link(part, f"the {what}'s partial download")
-    if expected is None:
-        part.unlink(missing_ok=True)  # no digest to check a resumed file against: start over
+    if expected is None and part.is_file():
+        part.unlink()  # no digest to check a resumed file against: start over
     if deadline_at is None:
         deadline_at = time.monotonic() + download_deadline()
     digest = hashlib.sha256()
@@ -170,17 +180,17 @@ def fetch(url: str, target: Path, expected: str | None, timeout: float = 60.0,
         os.replace(part, target)
         return got
     except ResourceError:
-        if not part.is_symlink():
+        if part.is_file() and not part.is_symlink():
             part.unlink(missing_ok=True)  # a complete but wrong file: resuming it would not help
         raise
     except IncompleteDownload as exc:
         kept = expected is not None and part.is_file() and not part.is_symlink() and part.stat().st_size > 0
-        if not kept:
-            part.unlink(missing_ok=True)
+        if not kept and part.is_file() and not part.is_symlink():
+            part.unlink()
         raise IncompleteDownload(f"{exc}; " + (f"the {part.stat().st_size:,} bytes received are kept in {part} and "
                                                "the next download resumes there" if kept else "nothing was written"))
     except BaseException:
-        if expected is None and not part.is_symlink():
+        if expected is None and part.is_file() and not part.is_symlink():
             part.unlink(missing_ok=True)  # nothing could check a resumed file
         raise
     # with ``expected``, other errors (network, Ctrl-C) keep the .part file for the next call to resume
@@ -290,6 +300,7 @@ def download_lock(path: Path, what: str) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     said = False
     while True:
+        _refuse_link(path, "the download's lock file")  # not a link, not a FIFO that would block the open
         try:
             fd = open_new(path, append=True)
         except OSError as exc:
