@@ -33,9 +33,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from capeval.errors import shown
+
 # -- CLAIR -----------------------------------------------------------------------------------
 # Python's \d (any script's digits, which float() reads), as clair.py's and fleur.py's patterns
-# are; VisCE2's reference reads [0-9]+ (capeval.metrics.visce2.parse)
+# are; VisCE2's reference reads [0-9]+ (capeval.metrics.visce2.parse). Both are linear: a failed
+# try at a position costs O(1) (\d*\.?\d+ matches wherever a digit is; "reason" is a literal),
+# and only the first match is looked for (search, not findall: no list of every number).
 _CLAIR_NUMBER = re.compile(r"\d*\.?\d+")
 _CLAIR_REASON = re.compile(r"(?i)reason.*")
 
@@ -46,39 +50,61 @@ class ClairAnswer:
 
     score: float | None
     reason: str | None
-    how: str  # "json", "number", "none" or "non-finite"
+    how: str  # "json", "number", "none", "non-finite" or "too-deep"
+
+
+def _first_braces(answer: str) -> str | None:
+    """clair.py's ``"{" + answer.split("{")[1].split("}")[0] + "}"`` without splitting the whole
+    answer (an answer of 16 MB of ``{`` would make 16 million strings): the text from the first
+    ``{`` to the next ``{`` or ``}``, whichever comes first; None without a ``{``."""
+    start = answer.find("{")
+    if start < 0:
+        return None
+    start += 1
+    ends = [k for k in (answer.find("{", start), answer.find("}", start)) if k >= 0]
+    return "{" + answer[start:min(ends) if ends else len(answer)] + "}"
 
 
 def parse_clair(answer: str) -> ClairAnswer:
     """CLAIR's reading of one answer (``clair.py``'s loop body, without the retry).
 
-    Two deliberate differences: a JSON object whose ``score`` is not a number (``float()``
+    Three deliberate differences: a JSON object whose ``score`` is not a number (``float()``
     raises ``ValueError``/``TypeError``, which the official code does not catch and crashes
-    on) falls through to the number rule, like malformed JSON does; and a score that is not
+    on) falls through to the number rule, like malformed JSON does; a score that is not
     finite (``{"score": NaN}``, ``Infinity``, which Python's ``json`` accepts, or a run of
     digits too long for a float) is no score (``how="non-finite"``): the answer counts as
-    unparsed (asked again, then an error item), where the official code would return NaN.
+    unparsed (asked again, then an error item), where the official code would return NaN;
+    and a JSON object nested too deeply for Python's parser (``{"score": [[[[...``, where
+    ``json`` raises ``RecursionError``) is no score either (``how="too-deep"``).
+
+    Linear in the answer's length: each rule scans it once (no regex here backtracks more
+    than a constant at a position); a number of any length is read by ``float()`` (linear,
+    and never ``int()``'s digit limit: a 5,000-digit integer in the JSON is not valid JSON
+    for Python's ``json``, so the number rule reads it, as ``inf``, i.e. non-finite).
     """
-    try:
-        blob = "{" + answer.split("{")[1].split("}")[0] + "}"
-        data = json.loads(blob)
-        score = float(data["score"])
-        if not math.isfinite(score):
-            return ClairAnswer(None, None, "non-finite")
-        reason = data.get("reason", "Unknown")
-        return ClairAnswer(score, reason if isinstance(reason, str) else json.dumps(reason), "json")
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError):
-        pass
-    numbers = _CLAIR_NUMBER.findall(answer)
-    if not numbers:
+    blob = _first_braces(answer)
+    if blob is not None:
+        try:
+            data = json.loads(blob)
+            score = float(data["score"])
+            if not math.isfinite(score):
+                return ClairAnswer(None, None, "non-finite")
+            reason = data.get("reason", "Unknown")
+            return ClairAnswer(score, reason if isinstance(reason, str) else json.dumps(reason), "json")
+        except RecursionError:
+            return ClairAnswer(None, None, "too-deep")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError):
+            pass
+    number = _CLAIR_NUMBER.search(answer)
+    if number is None:
         return ClairAnswer(None, None, "none")
-    score = float(numbers[0])
+    score = float(number.group(0))
     if not math.isfinite(score):
         return ClairAnswer(None, None, "non-finite")
     if score < 1:
         score *= 100  # the official comment: some models normalise the score themselves
-    found = _CLAIR_REASON.findall(answer)
-    reason = found[0].strip()[len("reason"):].replace(":", "").strip() if found else "Unknown"
+    found = _CLAIR_REASON.search(answer)
+    reason = found.group(0).strip()[len("reason"):].replace(":", "").strip() if found else "Unknown"
     return ClairAnswer(score, reason, "number")
 
 
@@ -112,17 +138,42 @@ def _get(obj: Any, key: str) -> Any:
     return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
 
 
+class MalformedLogprobs(ValueError):
+    """A server's token log-probabilities that cannot be read (``why`` says where)."""
+
+
+def _probability(logprob: Any) -> float:
+    """``exp(logprob)`` of one alternative; :class:`MalformedLogprobs` when ``logprob`` is not a
+    number or is above 0 (a probability over 1: ``math.exp`` would even overflow from 710 on).
+    NaN stays NaN (the digit's ``max`` then ignores it, as before)."""
+    try:
+        value = float(logprob)
+    except (TypeError, ValueError, OverflowError):
+        raise MalformedLogprobs(f"a log-probability that is not a number ({shown(logprob, 40)})") from None
+    if value > 1e-6:  # rounding may give a hair above 0; more is no probability
+        raise MalformedLogprobs(f"a log-probability above 0 ({value:g}: a probability over 1)")
+    return math.exp(value)
+
+
 def digit_probs(entry: Any) -> tuple[list[float], float]:
     """``([p(0), ..., p(9)], mass)`` at one token position from its ``top_logprobs``
-    (digits written as the token ``"d"``, edge whitespace ignored; absent: 0)."""
+    (digits written as the token ``"d"``, edge whitespace ignored; absent: 0).
+
+    :class:`MalformedLogprobs` when ``top_logprobs`` is neither absent nor a list, or a digit's
+    log-probability is not a number <= 0 (what a broken or hostile server may send)."""
     probs = [0.0] * 10
-    for alt in _get(entry, "top_logprobs") or []:
+    alts = _get(entry, "top_logprobs")
+    if alts is None:
+        alts = []
+    if not isinstance(alts, (list, tuple)):
+        raise MalformedLogprobs(f"top_logprobs is {type(alts).__name__}, not a list")
+    for alt in alts:
         text, logprob = _get(alt, "token"), _get(alt, "logprob")
         if not isinstance(text, str) or logprob is None:
             continue
         t = text.strip()
         if len(t) == 1 and t.isdigit() and t.isascii():
-            probs[int(t)] = max(probs[int(t)], math.exp(float(logprob)))  # " 7" and "7": one digit
+            probs[int(t)] = max(probs[int(t)], _probability(logprob))  # " 7" and "7": one digit
     return probs, sum(probs)
 
 
@@ -136,7 +187,9 @@ def smooth(answer: str, tokens: Sequence[Any] | None) -> Smoothed:
 
     Errors (``score`` None): no number, a number outside [0, 1], no token log-probabilities,
     the digit to read not among the generated tokens (the official code then fails on an
-    empty index), a number ``str()`` writes without a decimal point (``1e-05``).
+    empty index), a number ``str()`` writes without a decimal point (``1e-05``), and
+    log-probabilities a server sent malformed (not a list, a log-probability that is not a
+    number <= 0). Linear in the answer's length and the number of tokens.
     """
     number = fleur_number(answer)
     if number is None:
@@ -145,6 +198,15 @@ def smooth(answer: str, tokens: Sequence[Any] | None) -> Smoothed:
         return Smoothed(None, number, f"the number {number:g} is outside [0, 1]")
     if not tokens:
         return Smoothed(None, number, "no token log-probabilities in the answer")
+    if not isinstance(tokens, (list, tuple)):
+        return Smoothed(None, number, f"malformed token log-probabilities ({type(tokens).__name__}, not a list)")
+    try:
+        return _smooth(number, tokens)
+    except MalformedLogprobs as exc:
+        return Smoothed(None, number, f"malformed token log-probabilities: {exc}")
+
+
+def _smooth(number: float, tokens: Sequence[Any]) -> Smoothed:
     text = str(number)
     notes: list[str] = []
     if number < 1.0:

@@ -54,6 +54,8 @@ def parse_objects(answer: str | None, reference_mode: bool, root_noun: RootNoun 
     (only the whole answer is stripped, so an indented line is dropped) and, for the candidate,
     does not contain ``possibly``. ``root_noun(text)`` gives the root token's text of ``text``
     (spaCy's token whose head is itself), or None; needed in ``reference_mode``.
+
+    Linear in the answer's length (no regex; one pass of string methods per line).
     """
     if answer is None or not answer.strip():
         return []
@@ -65,7 +67,7 @@ def parse_objects(answer: str | None, reference_mode: bool, root_noun: RootNoun 
         if "possibly" in line:
             text = text.replace("(possibly)", "").strip().replace("possibly", "").strip()
         text = text[1:].strip()  # the dash
-        text = text.split("(")[0].strip()  # a parenthetical and all after it
+        text = text.partition("(")[0].strip()  # a parenthetical and all after it (split("(")[0], no list)
         alternatives: list[str] = []
         for part in (text.split(",") if "," in text else [text]):
             alternatives += part.split(" or ") if " or " in part else [part]

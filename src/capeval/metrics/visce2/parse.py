@@ -55,12 +55,27 @@ def echo_spans(answer: str) -> list[tuple[int, int]]:
     return [m.span() for m in SCALE_ECHO.finditer(answer)]
 
 
+def _digits_value(digits: str) -> float:
+    """``float(int(digits))`` for a run of ASCII digits of any length, without ``int()`` (whose
+    digit limit raises from 4,301 digits and which is quadratic below it): ``float()`` of the
+    digits rounds the same integer to the same double (both are correctly rounded), and is
+    ``inf`` where ``float(int(...))`` would raise OverflowError."""
+    return float(digits)
+
+
 def parse_answer(answer: str, unparsed: str = "error", rule: str = "paper") -> Parsed:
     """The score of ``answer``: with ``rule="paper"`` the first integer outside scale echoes,
     clipped to [0, 100]; with ``rule="reference"`` the first integer, as it is.
 
     ``unparsed="error"``: no number -> ``Parsed(None, None, "no number in the answer")``;
-    ``"zero"``: the reference's 0 (``error`` still says why).
+    ``"zero"``: the reference's 0 (``error`` still says why). With ``rule="reference"`` an
+    integer too large for a float (309 digits and more) is an error whatever ``unparsed`` says
+    (the reference would average a Python int of that size).
+
+    Linear in the answer's length: the integers and the echoes are two sorted streams of
+    non-overlapping matches walked side by side (an integer inside an echo is passed over
+    without looking at the earlier echoes again), and each regex fails at a position after a
+    constant amount of work or a whitespace run that no other start position rescans.
     """
     if unparsed not in UNPARSED:
         raise InputError(f"visce2 option unparsed: expected one of {', '.join(UNPARSED)}, got {unparsed!r}")
@@ -68,19 +83,26 @@ def parse_answer(answer: str, unparsed: str = "error", rule: str = "paper") -> P
         raise InputError(f"visce2 option parse_rule: expected one of {', '.join(RULES)}, got {rule!r}")
     if not isinstance(answer, str):
         raise TypeError(f"answer must be a string, got {type(answer).__name__}")
-    echoes = echo_spans(answer) if rule == "paper" else []
+    echoes = SCALE_ECHO.finditer(answer) if rule == "paper" else iter(())
+    echo = next(echoes, None)
+    any_echo = echo is not None
     for m in _INT.finditer(answer):
-        if any(a <= m.start() < b for a, b in echoes):
+        start = m.start()
+        while echo is not None and echo.end() <= start:  # echoes ending before this integer
+            echo = next(echoes, None)
+        if echo is not None and echo.start() <= start:  # inside an echo: not the score
             continue
-        raw = float(int(m.group(0)))
+        raw = _digits_value(m.group(0))
         if rule == "reference":
+            if not math.isfinite(raw):
+                return Parsed(None, m.span(), f"a number too large to be a score ({len(m.group(0)):,} digits)")
             return Parsed(raw, m.span())
         value = min(max(raw, LOW), HIGH)
         return Parsed(value, m.span(), clipped=value != raw)
     if not answer.strip():
         why = "empty answer"
     else:
-        why = "no number besides the scale (0-100)" if echoes else "no number in the answer"
+        why = "no number besides the scale (0-100)" if any_echo else "no number in the answer"
     return Parsed(0.0 if unparsed == "zero" else None, None, why)
 
 
@@ -91,9 +113,10 @@ def expected_score(answer: str, tokens: Sequence[Any] | None, parsed: Parsed) ->
     "top_logprobs": [{"token", "logprob"}]}``). Returns None (the caller keeps the parsed
     integer) when there are no log-probs, the tokens do not spell the answer, or the number
     is split over several tokens (e.g. Llama tokenizers write one digit per token), where a
-    one-position expectation would be an expectation over first digits only. Range [0, 100].
+    one-position expectation would be an expectation over first digits only, or the alternatives
+    there are malformed (a log-probability that is not a number <= 0). Range [0, 100].
     """
-    if not tokens or parsed.span is None:
+    if not tokens or not isinstance(tokens, (list, tuple)) or parsed.span is None:
         return None
     texts = [_get(tok, "token") for tok in tokens]
     if not all(isinstance(t, str) for t in texts) or "".join(texts) != answer:
@@ -108,14 +131,23 @@ def expected_score(answer: str, tokens: Sequence[Any] | None, parsed: Parsed) ->
                 return None  # the number is not exactly this one token
             weights = 0.0
             total = 0.0
-            for alt in _get(tok, "top_logprobs") or []:
+            alts = _get(tok, "top_logprobs") or []
+            if not isinstance(alts, (list, tuple)):
+                return None  # malformed: the parsed integer is kept
+            for alt in alts:
                 alt_text = _get(alt, "token")
                 logprob = _get(alt, "logprob")
                 if not isinstance(alt_text, str) or not _INT.fullmatch(alt_text.strip()) or logprob is None:
                     continue
-                p = math.exp(float(logprob))
+                try:
+                    lp = float(logprob)
+                except (TypeError, ValueError, OverflowError):
+                    return None  # a malformed alternative: the parsed integer is kept
+                if lp > 1e-6:
+                    return None  # a probability over 1 is no probability
+                p = math.exp(lp)
                 weights += p
-                total += p * min(max(float(int(alt_text.strip())), LOW), HIGH)
+                total += p * min(max(_digits_value(alt_text.strip()), LOW), HIGH)
             return total / weights if weights > 0 else None
     return None
 
