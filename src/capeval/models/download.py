@@ -376,6 +376,10 @@ def download(name: str, directory: str | os.PathLike[str] | None = None, force: 
     target = ck.local_path(entry, directory)
     if entry.kind == "hf-model":
         return download_hub_folder(entry, target, force)
+    if not entry.urls and not checkpoint_mirror() and not target.is_file():  # by hand: no folder, no lock
+        from capeval.errors import ResourceError
+
+        raise ResourceError(f"{name} has no direct download URL: {entry.note}; put {entry.filename} at {target}")
     with download_lock(target.parent / f".{target.name}.lock", name):  # a second download waits for this one
         return _download_file(entry, target, Path(directory or ck.checkpoint_dir()), force)
 
