@@ -79,8 +79,8 @@ class AnswerCache:
                     record = data
             except (FileNotFoundError, NotADirectoryError):
                 pass
-            except (OSError, ValueError):
-                pass  # damaged entry: a miss, rewritten on the next store
+            except (OSError, ValueError, RecursionError):
+                pass  # damaged entry (or nested too deep to parse): a miss, rewritten on the next store
         self._count(self.hits if record is not None else self.misses, kind)
         return record
 

@@ -43,7 +43,7 @@ import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any, Callable, Sequence
 
-from capeval.errors import InputError, ResourceError
+from capeval.errors import InputError, ResourceError, shown
 from capeval.judges import transport
 from capeval.judges.backends import Answer, Request, clean_text
 from capeval.judges.images import data_url, mean_fill
@@ -79,12 +79,31 @@ def _server_message(body: bytes) -> str:
         data = json.loads(text)
         err = data.get("error", data) if isinstance(data, dict) else data
         if isinstance(err, dict):
-            text = str(err.get("message") or err.get("detail") or err)
+            found = err.get("message") or err.get("detail") or err
+            text = found if isinstance(found, str) else shown(found, 200)  # bounded, never deep
         elif isinstance(err, str):
             text = err
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep for the parser: the text
         pass
     return _one_line(text)
+
+
+def _big_int(digits: str) -> int | float:
+    """An integer literal of a server's JSON: ``int`` up to 4,000 digits, beyond that the float
+    it rounds to (``inf``): ``int()`` refuses more than 4,300 digits and is quadratic below."""
+    return int(digits) if len(digits) <= 4000 else float(digits)
+
+
+def _json_answer(text: str) -> Any:
+    """``json.loads(text)``; an answer holding an integer of thousands of digits (which
+    ``json`` refuses: Python's int-string conversion limit) is read again with those integers as
+    floats, so one absurd number in a field capeval does not read does not fail the answer."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        if "integer string conversion" not in str(exc):
+            raise
+    return json.loads(text, parse_int=_big_int)
 
 
 class OpenAICompat:
@@ -237,11 +256,12 @@ class OpenAICompat:
             content = choice["message"]["content"]
         except (KeyError, IndexError, TypeError):
             raise ResourceError(f"{self.label}: item {req.item!r}: the server's answer has no choices[0].message.content "
-                                f"({_one_line(json.dumps(data)[:200])})") from None
+                                f"({_one_line(shown(data, 200))})") from None
         if content is None:
             content = ""
         if not isinstance(content, str):
-            raise ResourceError(f"{self.label}: item {req.item!r}: message.content is {type(content).__name__}, not text")
+            raise ResourceError(f"{self.label}: item {req.item!r}: message.content is {type(content).__name__}, not text "
+                                f"({_one_line(shown(content, 120))})")
         logprobs = None
         lp = choice.get("logprobs") if isinstance(choice, dict) else None
         if isinstance(lp, dict) and isinstance(lp.get("content"), list):
@@ -333,7 +353,7 @@ class OpenAICompat:
         if not 200 <= reply.status < 300:
             self._http_error(reply, url, what)
         try:
-            return clean_text(json.loads(reply.body.decode("utf-8")))
+            return clean_text(_json_answer(reply.body.decode("utf-8")))
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise _Retry(f"malformed JSON in the answer ({_one_line(reply.body[:80].decode('utf-8', 'replace'))!r})") from None
 

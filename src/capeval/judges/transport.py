@@ -167,9 +167,12 @@ def send(method: str, url: str, data: bytes | None, headers: Mapping[str, str], 
         resp = conn.getresponse()
         status = resp.status
         cap = max_bytes if 200 <= status < 300 else min(max_bytes, ERROR_BODY_BYTES)
-        length = resp.getheader("Content-Length")
-        if length is not None and length.strip().isdigit() and int(length) > max_bytes and 200 <= status < 300:
-            raise TransportError("too-large", f"the answer announces {int(length):,} bytes, more than "
+        # the body length http.client read from Content-Length (None: chunked, absent or not a
+        # number, e.g. 5,000 digits or "²"): the one it stops reading at, so the one checked here
+        length = resp.length if isinstance(resp.length, int) else None
+        if length is not None and length > max_bytes and 200 <= status < 300:
+            shown_length = f"{length:,}" if length < 10**18 else f"a {len(str(length)):,}-digit number of"
+            raise TransportError("too-large", f"the answer announces {shown_length} bytes, more than "
                                  f"{max_bytes / 2**20:g} MB (option {label}.max_response_mb)")
         try:
             body = _read_capped(resp, cap, label)
@@ -178,8 +181,8 @@ def send(method: str, url: str, data: bytes | None, headers: Mapping[str, str], 
                 raise
             body = b""  # an oversized error body: the status alone decides
         else:  # read with a size, http.client returns a body cut short without a word
-            if length is not None and length.strip().isdigit() and len(body) < int(length):
-                raise TransportError("broken", f"broken answer (IncompleteRead: {len(body)} of {int(length)} bytes)")
+            if length is not None and len(body) < length:
+                raise TransportError("broken", f"broken answer (IncompleteRead: {len(body)} of {length} bytes)")
         return Reply(status, resp.reason or "", {k.lower(): v for k, v in resp.getheaders()}, body)
     except TransportError:
         raise
