@@ -90,9 +90,17 @@ def check_choice(label: str, name: str, value: Any, choices: tuple[Any, ...]) ->
         raise InputError(f"{label} option {name}: expected one of {', '.join(map(str, choices))}, got {value!r}")
 
 
-def check_cache(label: str, cache: Any) -> None:
+def check_cache(label: str, cache: Any, refresh: Any = False) -> None:
+    """One-line :class:`InputError` for a ``cache`` that is not true/false/None/a folder, a
+    ``refresh`` that is not true/false, or ``refresh=true`` without a cache (nothing would be
+    read from one anyway: an option that does nothing is refused, not ignored)."""
     if not isinstance(cache, (bool, str, os.PathLike)) and cache is not None:
         raise InputError(f"{label} option cache: expected true/false or a folder, got {cache!r}")
+    if not isinstance(refresh, bool):
+        raise InputError(f"{label} option refresh: expected true or false, got {refresh!r}")
+    if refresh and (cache is None or cache is False):
+        raise InputError(f"{label} option refresh=true asks again what the cache holds, but cache=false: "
+                         "every answer is asked anyway; drop one of the two")
 
 
 def run_cached(backend: Any, cache: Any, kind: str, todo: list[tuple[str, Any]], out: dict[str, dict[str, Any]],
@@ -161,11 +169,17 @@ def answers(backend: Any, cache: Any, kind: str, wanted: Mapping[Hashable, tuple
 
 
 def lookup(cache: Any, kind: str, key: str, want_logprobs: bool) -> dict[str, Any] | None:
-    """A cached record usable here (with log-probs when they are needed), else None."""
+    """A cached record usable here (with log-probs when they are needed), else None.
+
+    The record goes through :func:`clean_text` as a fresh answer does (an entry written by hand or
+    by an older capeval may hold lone surrogates); one nested too deeply for that is a miss."""
     hit = cache.get(kind, key)
-    if hit is not None and (not want_logprobs or hit.get("logprobs_requested")):
-        return hit
-    return None
+    if hit is None or (want_logprobs and not hit.get("logprobs_requested")):
+        return None
+    try:
+        return clean_text(hit)
+    except RecursionError:
+        return None
 
 
 def text_inputs(label: str, candidates: Any, references: Any, skip_bad_items: bool,

@@ -46,6 +46,9 @@ PROMPT = (
 )
 PROMPT_SHA256 = hashlib.sha256(PROMPT.encode("utf-8")).hexdigest()
 UNPARSED = ("error", "zero")
+#: why an answer gave no score (the error item's words, before "in the answer after N tries")
+_WHY = {"non-finite": "a non-finite score",
+        "too-deep": "a JSON object nested too deeply to read (Python's json raises RecursionError)"}
 
 
 def render(candidates: Sequence[str], references: Sequence[str]) -> str:
@@ -62,7 +65,9 @@ class CLAIR(ScorerBase):
     ``model`` (required), ``device``, ``dtype``, ``revision``, ``batch_size``) or a backend object. ``temperature``
     0 (the official), ``seed``, ``max_new_tokens`` 1024, ``tries`` 3 (answers without a number
     are asked again; each try is its own cache entry), ``cache`` (True: ``<capeval cache>/clair``,
-    a folder, or None), ``unparsed`` ``"error"`` or ``"zero"``.
+    a folder, or None), ``refresh`` (True: every answer asked again and its cache entry replaced;
+    not in the signature: where an answer comes from does not change how it is scored),
+    ``unparsed`` ``"error"`` or ``"zero"``.
     """
 
     produces: ClassVar[tuple[str, ...]] = ("clair",)
@@ -74,11 +79,11 @@ class CLAIR(ScorerBase):
                  temperature: float = 0.0, seed: int | None = 0, max_new_tokens: int = 1024, tries: int = 3,
                  cache: bool | str | os.PathLike[str] | None = True, unparsed: str = "error",
                  device: str = "cpu", dtype: str = "auto", revision: str | None = None, batch_size: int = 8,
-                 max_response_mb: float = 16.0):
+                 max_response_mb: float = 16.0, refresh: bool = False):
         self.metrics = self._select(metrics)
         jopt.check_choice(self.label, "unparsed", unparsed, UNPARSED)
         jopt.check_range(self.label, "tries", tries)
-        jopt.check_cache(self.label, cache)
+        jopt.check_cache(self.label, cache, refresh)
         self.backend = jopt.make_backend(self.label, backend, model=model, default_model=None, text_only=True,
                                          device=device, dtype=dtype, revision=revision, batch_size=batch_size,
                                          base_url=base_url, api_key=api_key, concurrency=concurrency,
@@ -87,7 +92,7 @@ class CLAIR(ScorerBase):
                                          pad_to_square=False, max_response_mb=max_response_mb)
         self.tries = tries
         self.unparsed = unparsed
-        self.cache = open_cache(cache, "clair")
+        self.cache = open_cache(cache, "clair", refresh=refresh)
 
     def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
               *, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
@@ -114,7 +119,7 @@ class CLAIR(ScorerBase):
                 p = ans.parse_clair(text)
                 if p.score is None:
                     still.append(i)
-                    why[i] = "a non-finite score" if p.how == "non-finite" else "no number"
+                    why[i] = _WHY.get(p.how, "no number")
                 else:
                     parsed[i] = p
             pending = still

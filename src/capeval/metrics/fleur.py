@@ -72,6 +72,8 @@ EXPERT_EXPLANATION_PROMPT = (
     "the image.\n\nOutput Format:\nFluency: {{Provide explanation here.}}\nRelevance: {{Provide explanation here.}}\n"
     "Descriptiveness: {{Provide explanation here.}}"
 )
+#: expert.py's pattern, kept as the definition :func:`parse_explanation` follows (not run: its
+#: backtracking is cubic in the worst case)
 _EXPLANATION = re.compile(r"Fluency:\s*(.*?)\nRelevance:\s*(.*?)\nDescriptiveness:\s*(.*)", re.DOTALL)
 UNPARSED = ("error", "zero")
 SCORE_MODES = ("smoothed", "number")
@@ -100,16 +102,65 @@ def render_explanation(candidate: str) -> str:
     return EXPERT_EXPLANATION_PROMPT.format(caption=" ".join(candidate.split()))
 
 
+_FLUENCY, _RELEVANCE, _DESCRIPTIVENESS = "Fluency:", "\nRelevance:", "\nDescriptiveness:"
+
+
+_SPACES = re.compile(r"\s*")
+
+
+def _space_run(text: str, at: int) -> int:
+    """How many whitespace characters (what ``\\s`` matches) start at ``at`` (one greedy run: linear)."""
+    m = _SPACES.match(text, at)
+    return m.end() - at if m else 0
+
+
 def parse_explanation(answer: str) -> dict[str, str] | None:
-    """``{"fluency", "relevance", "descriptiveness"}`` as expert.py's ``parse_explanation`` (None: no match)."""
-    m = _EXPLANATION.search(answer)
-    if not m:
+    """``{"fluency", "relevance", "descriptiveness"}`` as expert.py's ``parse_explanation`` (None: no match).
+
+    That is ``re.search(r"Fluency:\\s*(.*?)\\nRelevance:\\s*(.*?)\\nDescriptiveness:\\s*(.*)",
+    answer, re.DOTALL)`` with each group stripped (:data:`_EXPLANATION`), whose backtracking is
+    cubic on an answer of many ``Fluency:`` / ``\\nRelevance:`` and no ``\\nDescriptiveness:``.
+    Here the same match is found with a few linear scans, following the regex's order of
+    trials: the first ``Fluency:`` (a later one can only see fewer markers after it); after it,
+    the greedy ``\\s*`` then the lazy group try every ``\\nRelevance:`` from the end of the
+    whitespace run on (the first one with a ``\\nDescriptiveness:`` after it wins), and only
+    when none does, the one that begins at the run's last character (its ``\\n``; an earlier
+    one cannot start inside a run of whitespace, its second character being a letter); then
+    ``\\nDescriptiveness:`` the same way; the last group runs to the end. The stripped groups do
+    not depend on how much whitespace ``\\s*`` took.
+    """
+    last_d = answer.rfind(_DESCRIPTIVENESS)
+    f = answer.find(_FLUENCY)
+    if last_d < 0 or f < 0:
         return None
-    return {"fluency": m.group(1).strip(), "relevance": m.group(2).strip(), "descriptiveness": m.group(3).strip()}
+
+    def marker(token: str, at: int, limit: int) -> int:
+        """Where the regex matches ``token`` after ``at`` (``\\s*`` then a lazy group), at most
+        ``limit``; -1: nowhere."""
+        run = _space_run(answer, at)
+        k = answer.find(token, at + run, limit + len(token))
+        if k >= 0:
+            return k
+        if run and answer.startswith(token, at + run - 1) and at + run - 1 <= limit:
+            return at + run - 1
+        return -1
+
+    p = f + len(_FLUENCY)
+    r = marker(_RELEVANCE, p, last_d - len(_RELEVANCE))  # a \nDescriptiveness: must follow it
+    if r < 0:
+        return None
+    q = r + len(_RELEVANCE)
+    d = marker(_DESCRIPTIVENESS, q, last_d)
+    if d < 0:  # cannot happen (last_d >= q): kept for safety
+        return None
+    return {"fluency": answer[p:r].strip(), "relevance": answer[q:d].strip(),
+            "descriptiveness": answer[d + len(_DESCRIPTIVENESS):].strip()}
 
 
 class _LlavaJudge(ScorerBase):
-    """Shared body of FLEUR and EXPERT (see the module docstring)."""
+    """Shared body of FLEUR and EXPERT (see the module docstring); ``refresh=True`` asks every
+    answer again and replaces its cache entry (not in the signature: it does not change how an
+    answer is scored)."""
 
     label: ClassVar[str] = ""
     default_model: ClassVar[str | None] = None
@@ -123,11 +174,11 @@ class _LlavaJudge(ScorerBase):
                  max_new_tokens: int = 512, top_logprobs: int = 20,
                  cache: bool | str | os.PathLike[str] | None = True, unparsed: str = "error",
                  score_mode: str = "smoothed", pad_to_square: bool = True, explanation: bool = False,
-                 max_response_mb: float = 16.0):
+                 max_response_mb: float = 16.0, refresh: bool = False):
         self.metrics = self._select(metrics)
         jopt.check_choice(self.label, "unparsed", unparsed, UNPARSED)
         jopt.check_choice(self.label, "score_mode", score_mode, SCORE_MODES)
-        jopt.check_cache(self.label, cache)
+        jopt.check_cache(self.label, cache, refresh)
         for name, value in (("pad_to_square", pad_to_square), ("explanation", explanation)):
             if not isinstance(value, bool):
                 raise InputError(f"{self.label} option {name}: expected true or false, got {value!r}")
@@ -151,7 +202,7 @@ class _LlavaJudge(ScorerBase):
         self.unparsed = unparsed
         self.score_mode = score_mode
         self.explanation = explanation
-        self.cache = open_cache(cache, self.label)
+        self.cache = open_cache(cache, self.label, refresh=refresh)
 
     def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
               *, images: Any = None, skip_bad_items: bool = False, progress: bool | None = False) -> Report:

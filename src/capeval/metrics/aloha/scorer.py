@@ -67,8 +67,8 @@ class ALOHa(ScorerBase):
     ``backend`` ``"openai"`` (``model``, ``base_url``, ``api_key``, ``concurrency``, ``timeout``,
     ``max_retries``, ``retry_backoff``, ``max_response_mb``) or a backend object; ``temperature`` 0
     and no seed (the official request), ``max_new_tokens`` 1024 (the official sends none);
-    ``cache``; ``embedder`` (sentence-transformers name or folder, or a callable ``list[str] ->
-    array``); ``spacy_model`` (name, folder or a loaded ``nlp``); ``detections``; ``aggregate``
+    ``cache``; ``refresh`` (True: every answer asked again, its cache entry replaced); ``embedder``
+    (sentence-transformers name or folder, or a callable ``list[str] -> array``); ``spacy_model`` (name, folder or a loaded ``nlp``); ``detections``; ``aggregate``
     ``min`` (``mean``: the official option); ``unmatched``, ``no_objects``, ``empty_slots`` (quirk options, see
     :mod:`.core`); ``min_object_length`` 3; ``max_combinations`` (100,000: an item whose
     answers make more object combinations is an error item); ``threshold`` (None) for ``hallucinated``;
@@ -87,7 +87,8 @@ class ALOHa(ScorerBase):
                  unmatched: str = "official", no_objects: str = "error", empty_slots: str = "truncate",
                  min_object_length: int = 3, max_combinations: int = 100_000,
                  threshold: float | None = None, detector: str | None = None, detector_model: str = DETR,
-                 detector_threshold: float = THRESHOLD, device: str = "cpu", max_response_mb: float = 16.0):
+                 detector_threshold: float = THRESHOLD, device: str = "cpu", max_response_mb: float = 16.0,
+                 refresh: bool = False):
         self.metrics = self._select(metrics)
         jopt.check_choice(self.label, "aggregate", aggregate, core.AGGREGATES)
         jopt.check_choice(self.label, "unmatched", unmatched, core.UNMATCHED)
@@ -97,7 +98,7 @@ class ALOHa(ScorerBase):
         jopt.check_range(self.label, "max_combinations", max_combinations)
         if threshold is not None:
             jopt.check_range(self.label, "threshold", threshold)
-        jopt.check_cache(self.label, cache)
+        jopt.check_cache(self.label, cache, refresh)
         for name, value in (("concurrency", concurrency), ("timeout", timeout), ("max_retries", max_retries),
                             ("retry_backoff", retry_backoff), ("temperature", temperature), ("seed", seed),
                             ("max_new_tokens", max_new_tokens), ("max_response_mb", max_response_mb)):
@@ -124,7 +125,7 @@ class ALOHa(ScorerBase):
         self.empty_slots = empty_slots
         self.min_object_length, self.threshold = min_object_length, threshold
         self.max_combinations = max_combinations
-        self.cache = open_cache(cache, "aloha")
+        self.cache = open_cache(cache, "aloha", refresh=refresh)
 
     def root_noun(self, text: str) -> str | None:
         if self._root is None:  # loaded on first use: a run with every answer cached still needs it

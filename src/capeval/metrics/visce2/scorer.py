@@ -70,8 +70,10 @@ class VisCE2(ScorerBase):
     ``timeout``, ``max_retries``, ``retry_backoff``, ``max_response_mb``) or a backend object. Decoding:
     ``temperature`` 0 (greedy) by default, the paper's 0.2 as an option, with ``seed``;
     ``max_new_tokens`` 1024 as the reference. ``cache``: True (``<capeval cache>/visce2``),
-    a folder, or None. ``contexts`` / ``descriptions``: JSON files of precomputed step-1
-    texts keyed by item id, image file name or image sha256. ``unparsed``: ``"error"`` or
+    a folder, or None; ``refresh=True`` asks every answer again (contexts too) and replaces its
+    cache entry (not in the signature, like ``cache``: it does not change how answers are
+    scored). ``contexts`` / ``descriptions``: JSON files of precomputed step-1 texts keyed by
+    item id, image file name or image sha256. ``unparsed``: ``"error"`` or
     ``"zero"``. ``score_mode``: ``"first-integer"`` or ``"expected"`` (servers with logprobs).
     ``parse_rule``: ``"paper"`` (echoes removed, clipped) or ``"reference"`` (first integer).
     ``pad_to_square`` (default True, both backends): the image padded to a square of the CLIP
@@ -88,7 +90,8 @@ class VisCE2(ScorerBase):
                  seed: int | None = 0, max_new_tokens: int = 1024, cache: bool | str | os.PathLike[str] | None = True,
                  contexts: str | os.PathLike[str] | None = None, descriptions: str | os.PathLike[str] | None = None,
                  unparsed: str = "error", score_mode: str = "first-integer", top_logprobs: int = 20,
-                 parse_rule: str = "paper", pad_to_square: bool | None = None, max_response_mb: float = 16.0):
+                 parse_rule: str = "paper", pad_to_square: bool | None = None, max_response_mb: float = 16.0,
+                 refresh: bool = False):
         self.metrics = self._select(metrics)
         if unparsed not in parse.UNPARSED:
             raise InputError(f"visce2 option unparsed: expected one of {', '.join(parse.UNPARSED)}, got {unparsed!r}")
@@ -105,8 +108,8 @@ class VisCE2(ScorerBase):
             raise InputError(f"visce2 option score_mode: expected one of {', '.join(SCORE_MODES)}, got {score_mode!r}")
         self.unparsed = unparsed
         self.score_mode = score_mode
-        jopt.check_cache("visce2", cache)
-        self.cache = open_cache(cache)
+        jopt.check_cache("visce2", cache, refresh)
+        self.cache = open_cache(cache, refresh=refresh)
         self.tables: dict[str, tuple[dict[str, str], str] | None] = {
             "context": load_text_table(contexts, "contexts") if contexts else None,
             "description": load_text_table(descriptions, "descriptions") if descriptions else None,
