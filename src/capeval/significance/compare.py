@@ -84,11 +84,48 @@ def _statistics(name: str, cands: dict[str, str], refs: dict[str, list[str]], me
                 stat = bleu_statistic(rows, int(metric[5:]))
             _same(metric, name, stat.score(), result.system)
         else:
+            _every_item_scored(metric, name, ids, result)
             items = np.array([result.items[i] for i in ids], dtype=np.float64)
             check_mean(metric, result.system, items)
             stat = mean_statistic(items)
         out[metric] = stat
     return out, report
+
+
+def _every_item_scored(metric: str, name: str, ids: list[str], result: Any) -> None:
+    """A one-line error naming the first item of system ``name`` without a ``metric`` score: a
+    judge's error item (an answer without a number, left out of its items), an item skipped, or
+    a NaN score. Paired tests draw the same items for every system, so such an item cannot be
+    left out of one system only; leaving it out of all of them would change every system's
+    score from the one ``capeval score`` gives. The user decides: rescore it, drop the id from
+    every file, or score error items as the official code does (``unparsed=zero``)."""
+    from capeval.errors import shown
+
+    items = result.items
+    bad = [i for i in ids if i not in items or items[i] != items[i]]  # missing or NaN
+    if not bad:
+        return
+    first = bad[0]
+    errors = result.extras.get("errors")
+    error = errors.get(first) if isinstance(errors, Mapping) else None
+    if isinstance(error, Mapping) and error.get("error"):
+        why = f"is an error item ({error['error']})"
+    elif error is not None:
+        why = f"is an error item ({shown(error)})"
+    elif first not in items:
+        why = "has no score (left out by the metric)"
+    else:
+        why = f"has a score of {items[first]!r}"
+    more = f" ({len(bad)} such items in all)" if len(bad) > 1 else ""
+    from capeval.options import option_types
+    from capeval.registry import get
+
+    spec = get(metric)
+    zero = "unparsed" in (option_types(spec) or {})
+    hint = f", or -O {spec.group}.unparsed=zero to score them 0 as the official code" if zero else ""
+    raise InputError(f"compare: {metric} of system {shown(name)}: item {shown(first)} {why}{more}; paired tests "
+                     "need a score for every item of every system: rescore it, leave the id out of every system's "
+                     f"file{hint}", item_id=first)
 
 
 def _same(metric: str, name: str, rebuilt: float, system: float) -> None:
