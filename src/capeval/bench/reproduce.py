@@ -256,16 +256,29 @@ def reproduce(
     return outcomes
 
 
+#: the statuses :func:`reproduce` gives: two words, or a prefix followed by the reason
+STATUSES = ("reproduced", "differs")
+STATUS_PREFIXES = ("not comparable: ", "not run: ")
+
+
+def known_status(status: str) -> bool:
+    """Whether ``status`` is one this version gives (a saved JSON from another version, or an
+    edited one, may hold others: they are shown as they are and counted apart)."""
+    return status in STATUSES or any(status.startswith(p) and status[len(p):].strip() for p in STATUS_PREFIXES)
+
+
 def summary(outcomes: Iterable[Outcome]) -> str:
     """``N reproduced, M differ, C not comparable, K not run`` with the reasons of the not-run
-    cells counted (``not comparable`` only when there are such cells)."""
+    cells counted (``not comparable`` only when there are such cells; cells of a status this
+    version does not know, from a saved JSON, are counted as ``U of another status``)."""
     outcomes = list(outcomes)
     rep = sum(o.status == "reproduced" for o in outcomes)
     dif = sum(o.status == "differs" for o in outcomes)
-    nc = sum(o.status.startswith("not comparable") for o in outcomes)
+    nc = sum(known_status(o.status) and o.status.startswith("not comparable") for o in outcomes)
+    other = sum(not known_status(o.status) for o in outcomes)
     why: dict[str, int] = {}
     for o in outcomes:
-        if o.status.startswith("not run"):
+        if known_status(o.status) and o.status.startswith("not run"):
             reason = o.status.split(": ", 1)[1].split(" (")[0]
             if reason.startswith("statistic "):  # one count for every statistic bench lacks
                 reason = "statistic"
@@ -273,7 +286,8 @@ def summary(outcomes: Iterable[Outcome]) -> str:
     tail = ", ".join(f"{n} {k}" for k, n in sorted(why.items(), key=lambda kv: -kv[1]))
     return (f"{len(outcomes)} published cells: {rep} reproduced, {dif} differ, "
             + (f"{nc} not comparable, " if nc else "")
-            + f"{len(outcomes) - rep - dif - nc} not run" + (f" ({tail})" if tail else ""))
+            + f"{len(outcomes) - rep - dif - nc - other} not run" + (f" ({tail})" if tail else "")
+            + (f", {other} of another status" if other else ""))
 
 
 HEAD = ("paper", "table", "benchmark", "metric", "statistic", "published", "ours", "95% CI", "diff", "tol",
