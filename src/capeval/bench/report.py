@@ -1,12 +1,21 @@
-"""Self-contained HTML report of a :class:`~capeval.bench.runner.BenchRun` (inline SVG, no JS)."""
+"""Self-contained HTML report of a :class:`~capeval.bench.runner.BenchRun` (inline SVG, no JS).
+
+The report is also rendered from a saved JSON (``capeval report``), a file that may come from
+anyone: every value is escaped, numbers are formatted only after :func:`check_saved` found them
+numbers, links go only to files under the report's folder, and the page's Content-Security-Policy
+forbids script (:data:`capeval.significance.html.CSP`)."""
 
 from __future__ import annotations
 
 import html
 import math
-from typing import Any
+import os
+import re
+from typing import Any, Mapping
 
 from capeval.bench.published import fixed
+from capeval.errors import InputError, shown
+from capeval.significance.html import CSP_META
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
@@ -23,7 +32,8 @@ figure{margin:0}figcaption{font-size:.85em;text-align:center}
 
 
 def _e(x: Any) -> str:
-    return html.escape(str(x))
+    """``x`` as text for an element or a quoted attribute (``&<>"'`` escaped)."""
+    return html.escape(str(x), quote=True)
 
 
 def _edge(v: float) -> str:
@@ -33,14 +43,30 @@ def _edge(v: float) -> str:
 
 def _p_text(p: float, n_resamples: int | None) -> str:
     """A bootstrap p-value of 0 only says p < 1/n_resamples."""
-    if p == 0 and n_resamples:
+    if not _is_number(p):
+        return _fmt(p)
+    if p == 0 and _is_number(n_resamples) and n_resamples > 0:
         return f"&lt; {1 / n_resamples:.2g}"
     return f"{p:.3g}"
+
+
+def _is_number(v: Any) -> bool:
+    """An int or float that formats as one (a bool is no number; an int beyond float's range
+    would raise OverflowError in every format)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        float(v)
+    except OverflowError:
+        return False
+    return True
 
 
 def _fmt(v: Any, stat: str = "") -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
+    if not _is_number(v):  # check_saved refuses it in a file; a run in memory is shown as it is
+        return _e(v)
     return fixed(v, 0) if stat.startswith("ties") else fixed(v)
 
 
@@ -87,7 +113,7 @@ def _stat_table(records: list[Any]) -> str:
                 tds.append("<td>–</td>")
             else:
                 ci = "" if r.ci_low is None else f"<br><small>[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]</small>"
-                tds.append(f"<td title='n={r.n}'>{_fmt(r.value, s)}{ci}</td>")
+                tds.append(f"<td title='n={_e(r.n)}'>{_fmt(r.value, s)}{ci}</td>")
             if s in with_paper:
                 found = paper.get((m, s))
                 tds.append("<td class='paper'>–</td>" if found is None or r is None else _paper_cell(r, found))
@@ -112,7 +138,7 @@ def _heatmap_svg(plot: dict[str, Any]) -> str:
             shade = int(255 - 200 * frac)
             parts.append(
                 f"<rect x='{left + j * cw}' y='{y}' width='{cw - 1}' height='{ch - 1}' "
-                f"fill='rgb({shade},{shade},255)'><title>{c} rows ({frac:.0%} of this rating)</title></rect>"
+                f"fill='rgb({shade},{shade},255)'><title>{_e(c)} rows ({frac:.0%} of this rating)</title></rect>"
             )
     yb = top + nrow * ch + 12
     parts.append(f"<text x='{left}' y='{yb}'>{_edge(edges[0])}</text>")
@@ -163,18 +189,47 @@ def _bars_svg(records: list[Any], suffix: str) -> str:
     return "".join(parts)
 
 
+# a URL scheme ("javascript:", "data:", "file:", "C:" too): such a path is never a link
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def link(path: Any, base: str | None) -> str | None:
+    """The relative URL of the file ``path`` for a page in the folder ``base``, or None when it
+    is no file under ``base``: not a string, a scheme (``javascript:``...), a path that leaves
+    ``base`` (``..``) or that :func:`capeval.paths.resolve_under` refuses (control characters,
+    over-long names). Each component is percent-encoded, so no character of it is markup or a
+    scheme. A relative ``path`` is taken from the working folder, as the run wrote it."""
+    from urllib.parse import quote
+
+    from capeval.paths import resolve_under
+
+    if base is None or not isinstance(path, str) or not path or _SCHEME.match(path):
+        return None
+    try:
+        rel = os.path.relpath(path, base)
+        resolve_under(base, rel, what="explanation file")
+    except (InputError, ValueError):  # ValueError: another drive (Windows), NUL
+        return None
+    return "/".join(quote(part, safe="") for part in rel.split(os.sep))
+
+
+def _file_link(path: Any, base: str | None, text: str) -> str:
+    """``<a href>`` to ``path`` with the (escaped) ``text``, or the path as plain text where it may
+    not be a link (outside the report's folder, a scheme, ...)."""
+    url = link(path, base)
+    if url is None:
+        return f"{text} <code>{_e(path)}</code>"
+    return f"<a href='{_e(url)}'>{text}</a>"
+
+
 def _explanations(meta: dict[str, Any], link_base: str | None) -> str:
-    """Links to the explanations of the worst-scored items (``capeval bench --explain DIR``)."""
-    import os
-
-    def href(path: str) -> str:
-        return _e(os.path.relpath(path, link_base) if link_base else path)
-
+    """Links to the explanations of the worst-scored items (``capeval bench --explain DIR``); only
+    to files under ``link_base`` (the report's folder), other paths are shown as text."""
     parts = []
     for metric, by_setting in meta.get("explanations", {}).items():
         for setting, rows in by_setting.items():
-            links = ", ".join(f"<a href='{href(r['png'])}'>{_e(r['id'])}</a> {_fmt(r['score'])} "
-                              f"(<a href='{href(r['json'])}'>json</a>)" for r in rows)
+            links = ", ".join(f"{_file_link(r['png'], link_base, _e(r['id']))} {_fmt(r['score'])} "
+                              f"({_file_link(r['json'], link_base, 'json')})" for r in rows)
             parts.append(f"<p class='note'>{_e(metric)} ({_e(setting)}), worst-scored items: {links}</p>")
     if not parts:
         return ""
@@ -196,7 +251,7 @@ def render_html(run: Any, link_base: str | None = None) -> str:
     """The report: per benchmark a table, protocol notes, signatures, heatmaps / bars, and links
     to the worst items' explanations (paths relative to ``link_base``, the report's folder)."""
     out = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>capeval bench report</title>",
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'>{CSP_META}<title>capeval bench report</title>",
         f"<style>{_CSS}</style></head><body><h1>capeval bench</h1>",
         f"<p class='note'>{provenance(run.config)}; bootstrap resamples "
         f"{_e(run.config.get('bootstrap'))}, confidence {_e(run.config.get('confidence'))}. "
@@ -246,6 +301,104 @@ def render_html(run: Any, link_base: str | None = None) -> str:
             out.append("<details><summary>loader notes</summary><pre>" + _e(_pretty(info)) + "</pre></details>")
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _where_bad(where: str, expected: str, value: Any) -> InputError:
+    return InputError(f"{where}: expected {expected}, got {shown(value, 60)}")
+
+
+def _field(obj: Mapping[str, Any], key: str, where: str, kind: str, *, optional: bool = False,
+           null: bool = False) -> Any:
+    """``obj[key]`` when it is of ``kind`` (``str``, ``number``, ``int``), else a one-line error
+    naming ``where.key``; ``optional``: the key may be missing; ``null``: the value may be null."""
+    if key not in obj:
+        if optional:
+            return None
+        raise InputError(f"{where}: no {key!r}")
+    value = obj[key]
+    if value is None and null:
+        return None
+    ok = {"str": isinstance(value, str), "number": _is_number(value),
+          "int": isinstance(value, int) and not isinstance(value, bool)}[kind]
+    if not ok:
+        text = {"str": "a string", "number": "a number", "int": "an integer"}[kind]
+        raise _where_bad(f"{where}.{key}", text + (" or null" if null else ""), value)
+    return value
+
+
+def _obj(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise _where_bad(where, "an object", value)
+    return value
+
+
+def _arr(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _where_bad(where, "a list", value)
+    return value
+
+
+def check_saved(data: Any) -> None:
+    """A saved run (``capeval bench --out``) holds what :func:`render_html` shows, with the types
+    it shows, or a one-line :class:`~capeval.errors.InputError` naming the field (``results[3].n:
+    expected an integer, got '<b>'``). What the report does not show (``files``, ``settings``,
+    ``published``) is not looked at; ``config`` and loader ``info`` are shown as escaped text
+    whatever their types."""
+    data = _obj(data, "the run")
+    for i, r in enumerate(_arr(data.get("results"), "results")):
+        where = f"results[{i}]"
+        r = _obj(r, where)
+        for key in ("benchmark", "metric", "statistic", "metric_signature", "benchmark_signature"):
+            _field(r, key, where, "str")
+        _field(r, "value", where, "number", null=True)
+        _field(r, "n", where, "int")
+        for key in ("ci_low", "ci_high"):
+            _field(r, key, where, "number", null=True)
+    for i, c in enumerate(_arr(data.get("comparisons", []), "comparisons")):
+        where = f"comparisons[{i}]"
+        c = _obj(c, where)
+        for key in ("benchmark", "statistic", "metric_a", "metric_b"):
+            _field(c, key, where, "str")
+        for key in ("delta", "ci_low", "ci_high", "p_value"):
+            _field(c, key, where, "number", null=True)
+        _field(c, "n_resamples", where, "int", optional=True, null=True)
+    _obj(data.get("config", {}), "config")
+    for name, meta in _obj(data.get("benchmarks"), "benchmarks").items():
+        where = f"benchmarks[{shown(name, 40)}]"
+        meta = _obj(meta, where)
+        for key in ("title", "protocol", "citation", "signature"):
+            _field(meta, key, where, "str")
+        for metric, by_setting in _obj(meta.get("explanations", {}), f"{where}.explanations").items():
+            for setting, rows in _obj(by_setting, f"{where}.explanations[{shown(metric, 40)}]").items():
+                at = f"{where}.explanations[{shown(metric, 40)}][{shown(setting, 40)}]"
+                for k, row in enumerate(_arr(rows, at)):
+                    row = _obj(row, f"{at}[{k}]")
+                    for key in ("id", "json", "png"):
+                        _field(row, key, f"{at}[{k}]", "str")
+                    _field(row, "score", f"{at}[{k}]", "number", null=True)
+    for i, p in enumerate(_arr(data.get("plots", []), "plots")):
+        where = f"plots[{i}]"
+        p = _obj(p, where)
+        for key in ("benchmark", "metric", "human_label"):
+            _field(p, key, where, "str")
+        levels = _arr(p.get("human_levels"), f"{where}.human_levels")
+        edges = _arr(p.get("metric_edges"), f"{where}.metric_edges")
+        counts = _arr(p.get("counts"), f"{where}.counts")
+        if len(edges) < 2 or len(counts) != len(levels):
+            raise InputError(f"{where}: {len(counts)} rows of counts for {len(levels)} human levels and "
+                             f"{len(edges)} metric edges (expected one row per level and at least 2 edges)")
+        for k, level in enumerate(levels):
+            if not isinstance(level, str):
+                raise _where_bad(f"{where}.human_levels[{k}]", "a string", level)
+        for k, edge in enumerate(edges):
+            if not _is_number(edge):
+                raise _where_bad(f"{where}.metric_edges[{k}]", "a number", edge)
+        for k, row in enumerate(counts):
+            if not isinstance(row, list) or len(row) != len(edges) - 1:
+                raise _where_bad(f"{where}.counts[{k}]", f"a list of {len(edges) - 1} counts", row)
+            for j, c in enumerate(row):
+                if isinstance(c, bool) or not isinstance(c, int) or c < 0:
+                    raise _where_bad(f"{where}.counts[{k}][{j}]", "a count (an integer >= 0)", c)
 
 
 def _pretty(obj: Any) -> str:

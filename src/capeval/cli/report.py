@@ -38,15 +38,19 @@ def render(data: Any, html_path: str) -> str:
     (an object with ``cells``, or the bare list of cells older versions printed)."""
     from capeval.cli.bench import html_folder
 
+    # the file may come from anyone: its fields' types are checked (one line naming the field)
+    # before anything is rendered, and the renderers escape every value
     if isinstance(data, dict) and "results" in data and "benchmarks" in data:
-        from capeval.bench.report import render_html
+        from capeval.bench.report import check_saved, render_html
         from capeval.bench.runner import BenchRun
 
+        check_saved(data)
         return render_html(BenchRun.from_dict(data), html_folder(html_path))
     if (isinstance(data, dict) and "cells" in data) or isinstance(data, list):
         from capeval.bench.reproduce import from_payload
-        from capeval.bench.reproduce_html import html_report
+        from capeval.bench.reproduce_html import check_payload, html_report
 
+        check_payload(data)
         return html_report(*from_payload(data))
     raise InputError("RESULT.json is neither a `capeval bench` result (results, benchmarks) nor a `capeval "
                      "reproduce` one (cells)")
@@ -63,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
     data = _read(args.result)
     try:
         text = render(data, html)
+    except InputError as exc:
+        raise InputError(f"RESULT.json {args.result}: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"RESULT.json {args.result}: not a saved bench/reproduce run ({type(exc).__name__}: "
                          f"{exc})") from None

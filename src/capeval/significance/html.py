@@ -14,36 +14,77 @@ _STYLE = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}"
           "td:first-child,td:nth-child(2),th{text-align:left}.sig{background:#e6f4ea}"
           ".note{color:#555;font-size:.9em}code{font-size:.85em}")
 
+#: The Content-Security-Policy of every page capeval writes (compare, bench, reproduce): no script
+#: at all, no fetch, no form, no <base>; inline CSS only (the pages' own <style> and style
+#: attributes), pictures only from the page's folder or data: URLs. Whatever a result file holds
+#: is escaped anyway; this is the second wall should an escape ever be missed.
+CSP = ("default-src 'none'; script-src 'none'; object-src 'none'; style-src 'unsafe-inline'; "
+       "img-src 'self' data:; base-uri 'none'; form-action 'none'")
+#: The ``<meta>`` element that carries :data:`CSP`; first in ``<head>`` after the charset.
+CSP_META = f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
+
 
 def signed(x: float) -> str:
     """``x`` as ``+0.1234``; a value that rounds to zero is ``+0.0000``, never ``-0.0000``."""
     return f"{round(x, 4) + 0.0:+.4f}"
 
 
+def _real(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _number(x: Any, fmt: str = ".4f") -> str:
+    """``x`` formatted when it is a number (NaN and infinities as Python writes them), else its text
+    escaped: the page never fails and never carries markup on a value of an unexpected type."""
+    if _real(x):
+        try:
+            return format(float(x), fmt)
+        except OverflowError:  # an int beyond float range
+            pass
+    return html.escape(str(x))
+
+
+def _signed(x: Any) -> str:
+    if _real(x):
+        try:
+            return signed(float(x))
+        except OverflowError:
+            pass
+    return html.escape(str(x))
+
+
 def render_html(result: dict[str, Any], alpha: float = 0.05) -> str:
-    """One table (system, metric, score, difference, its interval, p-value); p < ``alpha`` shaded."""
+    """One table (system, metric, score, difference, its interval, p-value); p < ``alpha`` shaded.
+
+    Every value of ``result`` is escaped (system names come from file names and ``NAME=``)."""
     e = html.escape
-    how = "paired bootstrap resampling" if result["method"] == "bs" else "approximate randomisation"
+    how = "paired bootstrap resampling" if result.get("method") == "bs" else "approximate randomisation"
     rows = []
     for name, metrics in result["systems"].items():
         for metric, row in metrics.items():
             if name == result["baseline"]:
-                rows.append(f"<tr><td>{e(name)} (baseline)</td><td>{e(metric)}</td><td>{row['score']:.4f}</td>"
-                            "<td></td><td></td><td></td></tr>")
+                rows.append(f"<tr><td>{e(str(name))} (baseline)</td><td>{e(str(metric))}</td>"
+                            f"<td>{_number(row.get('score'))}</td><td></td><td></td><td></td></tr>")
                 continue
             ci = row.get("diff_ci")
-            ci_text = f"[{signed(ci[0])}, {signed(ci[1])}]" if ci else ""
-            cls = " class='sig'" if row["p_value"] < alpha else ""
-            rows.append(f"<tr{cls}><td>{e(name)}</td><td>{e(metric)}</td><td>{row['score']:.4f}</td>"
-                        f"<td>{signed(row['diff'])}</td><td>{ci_text}</td><td>{row['p_value']:.4f}</td></tr>")
-    sigs = "".join(f"<li><code>{e(s)}</code></li>" for s in result["signatures"].values())
+            ci_text = (f"[{_signed(ci[0])}, {_signed(ci[1])}]" if isinstance(ci, (list, tuple)) and len(ci) == 2
+                       else "" if not ci else e(str(ci)))
+            p = row.get("p_value")
+            cls = " class='sig'" if _real(p) and p < alpha else ""  # NaN is not < alpha
+            rows.append(f"<tr{cls}><td>{e(str(name))}</td><td>{e(str(metric))}</td><td>{_number(row.get('score'))}</td>"
+                        f"<td>{_signed(row.get('diff'))}</td><td>{ci_text}</td><td>{_number(p)}</td></tr>")
+    sigs = "".join(f"<li><code>{e(str(s))}</code></li>" for s in result.get("signatures", {}).values())
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    conf = f", {int(round(result['confidence'] * 100))}% interval of the difference" if result.get("confidence") else ""
+    confidence = result.get("confidence")
+    conf = ""
+    if confidence:
+        share = _number(confidence * 100, ".0f") if _real(confidence) else e(str(confidence))
+        conf = f", {share}% interval of the difference"
     return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>capeval compare</title>"
+        f"<!doctype html><html><head><meta charset='utf-8'>{CSP_META}<title>capeval compare</title>"
         f"<style>{_STYLE}</style></head><body><h1>Is B better than A?</h1>"
-        f"<p>Baseline <b>{e(result['baseline'])}</b>; {how}, {result['samples']} samples, seed {e(str(result['seed']))}"
-        f"{conf}. Shaded: p &lt; {alpha}.</p>"
+        f"<p>Baseline <b>{e(str(result['baseline']))}</b>; {how}, {e(str(result.get('samples')))} samples, "
+        f"seed {e(str(result.get('seed')))}{conf}. Shaded: p &lt; {alpha}.</p>"
         "<div class='wrap'><table><tr><th>system</th><th>metric</th><th>score</th><th>difference</th>"
         f"<th>interval</th><th>p-value</th></tr>{''.join(rows)}</table></div>"
         f"<p class='note'>capeval {e(__version__)}, {when}. Signatures:</p><ul class='note'>{sigs}</ul>"
