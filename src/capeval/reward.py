@@ -169,6 +169,7 @@ class Reward:
                       else {str(k): v for k, v in zip(image_ids, images)})
         out: dict[str, np.ndarray] = {}
         text: dict[str, list[Any]] = {}
+        from capeval.io.inputs import empty_candidates_expected
         from capeval.metrics.text import TextScorer, score_text
 
         for members, spec in self.groups:
@@ -182,13 +183,16 @@ class Reward:
                 if "images" in spec.accepts and images is not None:
                     kw["images"] = (dict(zip(ids, images)) if image_ids is None
                                     else {i: images[str(k)] for i, k in zip(ids, image_ids)})
-                report = scorer.score(cands, refs if "references" in spec.accepts else None, progress=progress, **kw)
+                with empty_candidates_expected():  # an empty sample's reward is 0, step after step, unsaid
+                    report = scorer.score(cands, refs if "references" in spec.accepts else None, progress=progress,
+                                          **kw)
                 out.update({m: np.array([report[m].items[i] for i in ids]) for m in members})
         if text:
             if refs is None:
                 raise InputError(f"{', '.join(s.metrics[0] for g in text.values() for s in g)} needs references")
             for scorers in text.values():
-                results = score_text(scorers, cands, refs, progress=progress)
+                with empty_candidates_expected():
+                    results = score_text(scorers, cands, refs, progress=progress)
                 out.update({m: np.array([r.items[i] for i in ids]) for m, r in results.items() if m in self.weights})
         return {m: out[m] for m in self.weights}
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from capeval.errors import InputError
+from capeval.io.inputs import id_text
 from capeval.io.nesting import json_loads
 from capeval.io.reading import iter_lines, max_line_bytes, read_json_text
 
@@ -226,7 +227,9 @@ def record_values(records: Iterable[tuple[int, Any]], kind: str, path: Path, uni
         where = f"{unit} {n}"
         if not isinstance(row, dict):
             raise InputError(f"{path}, {where}: expected an object, got {type(row).__name__}")
-        yield str(_pick(row, _ID_KEYS, path, where, "id")), _pick(row, keys, path, where, what), where
+        # an id that is a list or an object is refused (str() would make [1, 2] the id "[1, 2]")
+        item = id_text(_pick(row, _ID_KEYS, path, where, "id"), f"{path}, {where}")
+        yield item, _pick(row, keys, path, where, what), where
 
 
 def file_records(path: Path) -> tuple[Iterator[tuple[int, Any]], str, str] | None:

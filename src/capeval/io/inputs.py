@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+import contextlib
+import contextvars
+import numbers
+import warnings
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from capeval.errors import InputError
 from capeval.io.reading import max_references
@@ -18,6 +22,43 @@ def _ids_text(ids: Iterable[str]) -> str:
     shown = ", ".join(repr(i) for i in ids[:_MAX_LISTED])
     more = f" and {len(ids) - _MAX_LISTED} more" if len(ids) > _MAX_LISTED else ""
     return shown + more
+
+
+def id_text(value: Any, where: str) -> str:
+    """An item id as text: a string as it is, a number as ``str()`` writes it (a 0-d tensor or
+    array by its value). Anything else (a list, a mapping, None, a bool) is an
+    :class:`InputError` beginning with ``where``: ``str()`` would silently make the list
+    ``[1, 2]`` the id ``"[1, 2]"``."""
+    if isinstance(value, str):
+        return str(value)
+    if not isinstance(value, numbers.Number) and hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        value = value.item()  # a torch 0-d tensor, whose str() is "tensor(3)"
+    if isinstance(value, numbers.Number) and not isinstance(value, bool):
+        return str(value)
+    raise InputError(f"{where}: an id must be a string or a number, got {type(value).__name__} ({value!r:.60})")
+
+
+_EMPTY_EXPECTED: contextvars.ContextVar[bool] = contextvars.ContextVar("capeval_empty_expected", default=False)
+
+
+@contextlib.contextmanager
+def empty_candidates_expected() -> Iterator[None]:
+    """Inside the block :func:`warn_empty_candidates` says nothing: the SCST reward scores
+    sampled captions at every step, and 0 for an empty one is its documented reward."""
+    token = _EMPTY_EXPECTED.set(True)
+    try:
+        yield
+    finally:
+        _EMPTY_EXPECTED.reset(token)
+
+
+def warn_empty_candidates(ids: Sequence[str]) -> None:
+    """One warning line for the candidates that are empty (or only spaces): the text metrics
+    score them as the empty sentence, as pycocoevalcap does, but never without a word."""
+    if ids and not _EMPTY_EXPECTED.get():
+        warnings.warn(f"{len(ids):,} empty candidate caption{'s' if len(ids) > 1 else ''} ({_ids_text(ids)}) "
+                      "scored as the empty sentence, as the reference implementations do (0 for BLEU, METEOR, "
+                      "ROUGE-L, CIDEr-D and SPICE)", UserWarning, stacklevel=2)
 
 
 def normalize_candidates(candidates: Candidates | Sequence[str], *, allow_empty: bool = True) -> dict[str, str]:
@@ -39,7 +80,7 @@ def normalize_candidates(candidates: Candidates | Sequence[str], *, allow_empty:
             ) from None
     out: dict[str, str] = {}
     for key, value in candidates.items():
-        item = str(key)
+        item = key if type(key) is str else id_text(key, "candidates")
         if item in out:
             raise InputError(f"candidate id {item!r} appears twice (ids are compared as strings)", item)
         if isinstance(value, (list, tuple)):
@@ -81,7 +122,7 @@ def normalize_references(references: References) -> dict[str, list[str]]:
                 and all(type(r) is str for r in value) and all(map(str.strip, value))):
             out[key] = value.copy()
             continue
-        item = str(key)
+        item = key if type(key) is str else id_text(key, "references")
         if item in out:
             raise InputError(f"reference id {item!r} appears twice (ids are compared as strings)", item)
         if isinstance(value, str):
@@ -148,8 +189,10 @@ def prepare_text_inputs(
     needs_references: bool,
     allow_empty_candidates: bool = True,
 ) -> tuple[dict[str, str], dict[str, list[str]] | None]:
-    """Normalise and cross-check candidates and references for a text metric."""
+    """Normalise and cross-check candidates and references for a text metric (empty
+    candidates are scored, with one warning naming them: :func:`warn_empty_candidates`)."""
     cands = normalize_candidates(candidates, allow_empty=allow_empty_candidates)
+    warn_empty_candidates([i for i, c in cands.items() if not c.strip()])
     if references is None:
         if needs_references:
             raise InputError("this metric needs references; none were given")

@@ -94,10 +94,12 @@ def _first(row: Mapping[str, Any], keys: Sequence[str]) -> Any:
     return None
 
 
-def _id_text(value: Any) -> str:
+def _id_text(value: Any, where: str = "an item table") -> str:
+    from capeval.io.inputs import id_text
+
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # a CSV/JSON reader's 7.0 for the id 7
-    return str(value)
+    return id_text(value, where)  # a list or an object is refused, never made the text "[1, 2]"
 
 
 def _references(value: Any, where: str) -> list[str]:
@@ -144,7 +146,7 @@ def items_from_rows(rows: Iterable[Mapping[str, Any]], source: str, first_row: i
         raw_id = _first(row, ID_COLUMNS)
         if raw_id is None:
             raise InputError(f"{where}: no id (columns {', '.join(ID_COLUMNS)})")
-        item = _id_text(raw_id)
+        item = _id_text(raw_id, where)
         where = f"{where} (item {item!r})"
         if item in seen:
             raise InputError(f"{where}: the id appears twice (first in row {seen[item]})", item)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from capeval.io.captions import CaptionFile, file_records, record_values
-from capeval.io.inputs import check_reference_count
+from capeval.io.inputs import check_reference_count, warn_empty_candidates
 from capeval.io.reading import max_references
 
 
@@ -139,12 +139,15 @@ def stream_caption_files(candidates: str | Path, references: str | Path) -> Text
     cands, refs_of = _Items(budget, folder), _Items(budget, folder)
     ids: list[str] = []
     seen: set[str] = set()
+    blank: list[str] = []  # empty candidates: scored, and named in one warning
     for item, value, _ in pairs(cpath, "candidates"):
         cand = _candidate(value)
         if item in seen or cand is None:
             return None
         seen.add(item)
         ids.append(item)
+        if not cand.strip():
+            blank.append(item)
         cands.append(cand, len(cand) + len(item))
     del seen
     cands.done()
@@ -173,6 +176,7 @@ def stream_caption_files(candidates: str | Path, references: str | Path) -> Text
 
     files = [CaptionFile(cpath, "candidates", {}, file_records(cpath)[1], len(ids), len(ids)),  # type: ignore[index]
              CaptionFile(rpath, "references", {}, file_records(rpath)[1], len(ids), n_refs)]  # type: ignore[index]
+    warn_empty_candidates(blank)
     return TextStream(ids, counts, items, files)
 
 
@@ -213,21 +217,28 @@ def stream_item_tables(paths: list[str]) -> TextStream | None:
     ids: list[str] = []
     seen: set[str] = set()
     counts: set[int] = set()
+    blank: list[str] = []
     limit = max_references()
     for _, raw_id, cand, row in rows():
         refs = parsed(_first(row, ("references",)))
         if raw_id is None or not isinstance(cand, str) or set(row) - allowed or refs is None:
             return None
-        item = _id_text(raw_id)
+        try:
+            item = _id_text(raw_id)
+        except InputError:  # a list id: the in-memory reader names its row
+            return None
         if item in seen or not refs or not all(r.strip() for r in refs):
             return None
         check_reference_count(item, len(refs), limit)
         seen.add(item)
         ids.append(item)
         counts.add(len(refs))
+        if not cand.strip():
+            blank.append(item)
     if not ids:
         return None
     del seen
+    warn_empty_candidates(blank)
 
     def items(candidates: bool = True) -> Iterator[tuple[str, str, list[str]]]:
         for _, raw_id, cand, row in rows():

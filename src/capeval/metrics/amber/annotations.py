@@ -54,7 +54,7 @@ class AmberData:
         text = candidate_id.strip()
         match = _NAME.fullmatch(text)
         number = text if match is None else match.group(1)
-        if not number.isdigit():
+        if not (number.isascii() and number.isdigit()):  # "²".isdigit() too, which int() refuses
             raise InputError(f"candidate {candidate_id!r}: not an AMBER id (1..{len(self.entries)}) or image name "
                              "(AMBER_12.jpg)", candidate_id)
         amber_id = int(number)

@@ -37,7 +37,7 @@ class CocoAnnotations:
     def image_id(self, candidate_id: str) -> int:
         """The COCO image id of a candidate id: a number, or a COCO file name (with or without folders)."""
         text = candidate_id.strip()
-        if text.isdigit():
+        if text.isascii() and text.isdigit():  # "²".isdigit() too, which int() refuses; "١٢" is not image 12
             number = int(text)
             if number in self.captions or number in self.categories:
                 return number
