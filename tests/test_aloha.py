@@ -243,12 +243,42 @@ def test_no_objects_items_are_errors_or_branch_values():
     res = ALOHa(backend=cases.ScriptedBackend(script), no_objects="branch", **kw).score(
         {"a": "empty"}, {"a": ["r"]})["aloha"]
     assert res.items["a"] == 0.0
+    # clean (issue 47 item 8): no object, no hallucination (the official branch's comment): the top score,
+    # never ranked as the most hallucinated; no reference object still scores the branch's 0.0
+    script[prompts.references_turn(["nothing"])] = "No objects."
+    res = ALOHa(backend=cases.ScriptedBackend(script), no_objects="clean", **kw).score(
+        {"a": "empty", "b": "a dog", "c": "a dog"}, {"a": ["r"], "b": ["r"], "c": ["nothing"]})["aloha"]
+    assert res.items["a"] == 1.0 and res.items["c"] == 0.0 and res.items["b"] == pytest.approx(1.0)
+    assert core.no_combination_score([], [["dog"]], cases.similarity, clean=True) == (1.0, [])
+    assert "no_objects:clean" in str(res.signature)
+
+
+def test_too_many_objects_is_an_error_item_before_spacy():
+    many = "\n".join(f"- thing{k}" for k in range(50))
+    script = {prompts.candidate_turn("c"): "- dog", prompts.references_turn(["r"]): many,
+              prompts.candidate_turn("d"): "- dog", prompts.references_turn(["s"]): "- dog"}
+    looked_at: list[str] = []
+
+    class CountingNLP(cases.FakeNLP):
+        def __call__(self, text):
+            looked_at.append(text)
+            return super().__call__(text)
+
+    kw = dict(embedder=cases.encode, spacy_model=CountingNLP(), cache=None)
+    res = ALOHa(backend=cases.ScriptedBackend(script), max_objects=49, **kw).score(
+        {"a": "c", "b": "d"}, {"a": ["r"], "b": ["s"]}, skip_bad_items=True)["aloha"]
+    assert "lists 50 objects, over max_objects=49" in res.extras["errors"]["a"]["error"] and res.skipped == ("a",)
+    assert not any(t.startswith("thing") for t in looked_at)  # refused before spaCy parsed any of them
+    assert res.items["b"] == pytest.approx(1.0) and "max_objects:49" in str(res.signature)
+    assert core.count_alternatives(many, True) == 50 and core.count_alternatives("- a, b or c", False) == 3
 
 
 @pytest.mark.parametrize("kw,msg", [
     ({"aggregate": "max"}, "aloha option aggregate"),
     ({"unmatched": "drop"}, "aloha option unmatched"),
     ({"min_object_length": -1}, "min_object_length"),
+    ({"max_objects": 0}, "max_objects"),
+    ({"no_objects": "ignore"}, "aloha option no_objects"),
     ({"threshold": 2.0}, "threshold"),
     ({"concurrency": 0}, "concurrency"),
     ({"backend": "transformers"}, "aloha option backend"),

@@ -99,7 +99,7 @@ def test_bench_hat_with_aloha_and_a_text_metric(tmp_path):
     # the statistic by hand, from the same scorer's localized objects
     from capeval.metrics.aloha.scorer import ALOHa
 
-    scorer = ALOHa(**opts["aloha"] | {"backend": cases.ScriptedBackend(_script())}, no_objects="branch")
+    scorer = ALOHa(**opts["aloha"] | {"backend": cases.ScriptedBackend(_script())}, no_objects="clean")
     out = scorer.score({f"id-{k}": s[0] for k, s in enumerate(SAMPLES)},
                        {f"id-{k}": s[1] for k, s in enumerate(SAMPLES)})["aloha"]
     want = [localized_right(out.extras["localized"][f"id-{k}"], [(w, w in s[2]) for w in s[0].split(" ")])

@@ -124,6 +124,8 @@ METRIC_RANGES: dict[str, dict[str, Range]] = {
               "threshold": Range(-1, 1, source="a cosine (ALOHa_o) below which an object is listed as hallucinated"),
               "max_combinations": Range(1, 10**9, integer=True, source="capeval's bound on the object combinations "
                                                                          "of an item (the official code has none)"),
+              "max_objects": Range(1, 10**7, integer=True, source="capeval's bound on the objects one answer may "
+                                                                  "list (the official code has none)"),
               "detector_threshold": Range(0, 1, source="DETR score above which a detection is kept; "
                                                        "utils/object_detections.py uses 0.9")},
     "bridge": {"w": _W},

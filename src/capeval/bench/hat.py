@@ -36,9 +36,13 @@ replaced: ``replacement = [original, foil]``), the image's ``references`` and it
 hallucinated ones), ``la`` asks the foil's localized object to name the foil word; both overall
 (headline ``ap``) and per domain (``ap_in-domain``, ...).
 
-ALOHa's protocol option in both: ``no_objects="branch"`` (a caption whose LLM answer lists no
-object scores 0.0, the value of the official ``_compute_alohao_scores`` branch, instead of the
-official ``-inf`` that no AP can rank); ``-O aloha.no_objects=error`` restores the default.
+ALOHa's protocol option in both: ``no_objects="clean"``. The official code leaves a caption
+whose LLM answer lists no object at ``-inf`` (no combination), which no AP can rank; its
+``_compute_alohao_scores`` would give such a caption 0.0 under ``min`` (``no_objects="branch"``),
+which ranks it as the most hallucinated caption, against the comment above that branch ("If no
+target objects predicted, no hallucinations"). ``clean`` follows the comment: such a caption
+scores 1.0, ranked least likely hallucinated; a caption with objects but references without
+any scores 0.0 as in the branch. ``-O aloha.no_objects=branch`` or ``=error`` choose the others.
 """
 
 from __future__ import annotations
@@ -165,7 +169,7 @@ class HAT(Benchmark):
         """One setting ``all``; ALOHa's protocol option (module docs); the release's sha256 checked."""
         files = self.checksum_files(root, {self.release: path}, info)
         return Loaded(self, {"all": Setting("all", items, description="the images' references")}, rows, files, info,
-                      root, metric_options={"aloha": {"no_objects": "branch"}})
+                      root, metric_options={"aloha": {"no_objects": "clean"}})
 
     def statistics(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> list[StatSpec]:
         if "all" not in scores:

@@ -42,8 +42,14 @@ Similarity = Callable[[list[str], list[str]], np.ndarray]
 RootNoun = Callable[[str], "str | None"]
 AGGREGATES = ("min", "mean")
 UNMATCHED = ("official", "zero")
-NO_OBJECTS = ("error", "branch")
+NO_OBJECTS = ("error", "branch", "clean")
 EMPTY_SLOTS = ("truncate", "skip")
+
+
+def count_alternatives(answer: str | None, reference_mode: bool, min_object_length: int = 3) -> int:
+    """How many objects (alternatives) :func:`parse_objects` reads in ``answer``, without a
+    parse: a bound checked before spaCy looks at any of them."""
+    return sum(len(slot) for slot in parse_objects(answer, reference_mode, lambda _: None, min_object_length))
 
 
 def parse_objects(answer: str | None, reference_mode: bool, root_noun: RootNoun | None = None,
@@ -159,12 +165,17 @@ def best(target_slots: Sequence[Sequence[str]], reference_slots: Sequence[Sequen
 
 def no_combination_score(target_slots: Sequence[Sequence[str]], reference_slots: Sequence[Sequence[str]],
                          similarity: Similarity, aggregate: str = "min", unmatched: str = "official",
-                         empty_slots: str = "truncate") -> tuple[float, list[dict[str, Any]]]:
+                         empty_slots: str = "truncate", clean: bool = False) -> tuple[float, list[dict[str, Any]]]:
     """``no_objects="branch"``: what ``_compute_alohao_scores`` gives when a side has no
-    combination (it is then scored as an empty list); both sides empty: the candidate's branch."""
+    combination (it is then scored as an empty list); both sides empty: the candidate's branch.
+
+    ``clean=True`` (``no_objects="clean"``): a candidate with no object scores 1.0, the top of
+    the range, as the official branch's comment says ("If no target objects predicted, no
+    hallucinations") where its ``min`` value 0.0 would rank such a caption as the most
+    hallucinated; no reference object is scored as by the branch."""
     first = next(iter(combinations(target_slots, empty_slots)), None)
     if first is None:
-        return alohao([], [], similarity, aggregate, unmatched)
+        return (1.0, []) if clean else alohao([], [], similarity, aggregate, unmatched)
     # no reference combination: every candidate combination scores 0.0; the first one wins
     return alohao(dedupe(first), [], similarity, aggregate, unmatched)
 

@@ -70,8 +70,10 @@ class ALOHa(ScorerBase):
     ``cache``; ``refresh`` (True: every answer asked again, its cache entry replaced); ``embedder``
     (sentence-transformers name or folder, or a callable ``list[str] -> array``); ``spacy_model`` (name, folder or a loaded ``nlp``); ``detections``; ``aggregate``
     ``min`` (``mean``: the official option); ``unmatched``, ``no_objects``, ``empty_slots`` (quirk options, see
-    :mod:`.core`); ``min_object_length`` 3; ``max_combinations`` (100,000: an item whose
-    answers make more object combinations is an error item); ``threshold`` (None) for ``hallucinated``;
+    :mod:`.core`; ``clean``: a caption with no object is not hallucinated, 1.0); ``min_object_length`` 3;
+    ``max_combinations`` (100,000: an item whose answers make more object combinations is an error item);
+    ``max_objects`` (1,000: an item whose candidate or reference answer lists more objects is an
+    error item, before spaCy or the embedder sees any); ``threshold`` (None) for ``hallucinated``;
     ``detector`` (None or ``"detr"``), ``detector_model``, ``detector_threshold``.
     """
 
@@ -85,7 +87,7 @@ class ALOHa(ScorerBase):
                  cache: bool | str | os.PathLike[str] | None = True, embedder: Any = EMBEDDER,
                  spacy_model: Any = SPACY_MODEL, detections: Any = None, aggregate: str = "min",
                  unmatched: str = "official", no_objects: str = "error", empty_slots: str = "truncate",
-                 min_object_length: int = 3, max_combinations: int = 100_000,
+                 min_object_length: int = 3, max_combinations: int = 100_000, max_objects: int = 1000,
                  threshold: float | None = None, detector: str | None = None, detector_model: str = DETR,
                  detector_threshold: float = THRESHOLD, device: str = "cpu", max_response_mb: float = 16.0,
                  refresh: bool = False):
@@ -96,6 +98,7 @@ class ALOHa(ScorerBase):
         jopt.check_choice(self.label, "empty_slots", empty_slots, core.EMPTY_SLOTS)
         jopt.check_range(self.label, "min_object_length", min_object_length)
         jopt.check_range(self.label, "max_combinations", max_combinations)
+        jopt.check_range(self.label, "max_objects", max_objects)
         if threshold is not None:
             jopt.check_range(self.label, "threshold", threshold)
         jopt.check_cache(self.label, cache, refresh)
@@ -124,7 +127,7 @@ class ALOHa(ScorerBase):
         self.aggregate, self.unmatched, self.no_objects = aggregate, unmatched, no_objects
         self.empty_slots = empty_slots
         self.min_object_length, self.threshold = min_object_length, threshold
-        self.max_combinations = max_combinations
+        self.max_combinations, self.max_objects = max_combinations, max_objects
         self.cache = open_cache(cache, "aloha", refresh=refresh)
 
     def root_noun(self, text: str) -> str | None:
@@ -165,6 +168,12 @@ class ALOHa(ScorerBase):
         errors: dict[str, dict[str, str]] = {}
         for i in good:
             answer = {side: records[(i, side)]["answer"] for side in ("candidate", "references")}
+            listed = max(core.count_alternatives(answer["candidate"], False, self.min_object_length),
+                         core.count_alternatives(answer["references"], True, self.min_object_length))
+            if listed > self.max_objects:  # spaCy, the embedder and the matching grow with them (hours, memory)
+                errors[i] = {"error": f"an answer lists {listed} objects, over max_objects={self.max_objects}",
+                             "answer": answer["candidate"]}
+                continue
             target = core.parse_objects(answer["candidate"], False, None, self.min_object_length)
             ref_slots = core.parse_objects(answer["references"], True, self.root_noun, self.min_object_length)
             if detections is not None:
@@ -179,8 +188,8 @@ class ALOHa(ScorerBase):
             how = (self.similarity, self.aggregate, self.unmatched, self.empty_slots)
             score, matches = core.best(target, ref_slots, *how)
             self.similarity.forget()
-            if matches is None and self.no_objects == "branch":
-                score, matches = core.no_combination_score(target, ref_slots, *how)
+            if matches is None and self.no_objects in ("branch", "clean"):
+                score, matches = core.no_combination_score(target, ref_slots, *how, clean=self.no_objects == "clean")
             if matches is None:
                 side = "the candidate" if next(core.combinations(target, self.empty_slots), None) is None \
                     else "the references"
@@ -215,7 +224,7 @@ class ALOHa(ScorerBase):
                                   "aggregate": self.aggregate, "unmatched": self.unmatched,
                                   "no_objects": self.no_objects, "empty_slots": self.empty_slots,
                                   "min_object_length": self.min_object_length,
-                                  "max_combinations": self.max_combinations,
+                                  "max_combinations": self.max_combinations, "max_objects": self.max_objects,
                                   "detections": self._detections_id, "threshold": self.threshold}
         params["nrefs"] = jopt.nrefs(refs)
         if versions:
