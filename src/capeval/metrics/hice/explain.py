@@ -34,23 +34,28 @@ filled in its recall colour (red 0 -> yellow at the threshold -> green at twice 
 threshold and above), outlined, and labelled ``#n phrase`` with its best phrase (or
 ``#n unmentioned``); a ``panel_width`` side panel lists the scores and the phrases, green
 when correct and red when incorrect. Canvas: ``(image width + panel_width,
-max(image height, panel height))``. File names: the id with characters outside
-``[A-Za-z0-9._-]`` replaced by ``_`` plus 8 hex digits of its sha256 when anything was
-replaced (so ids never collide or escape the folder). Both files are written atomically.
+max(image height, panel height))``. File names (:func:`capeval.paths.safe_file_stem`): the
+id itself when it is made of ``[A-Za-z0-9._-]``, does not start with a dot and has at most
+:data:`MAX_STEM` characters; else the id with other characters replaced by ``_``, cut to fit,
+plus ``-`` and 8 hex digits of its sha256 (so ids never collide, escape the folder or make a
+name longer than a folder takes). Both files are written atomically, or neither, and never
+through a symbolic link in the folder.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
-import re
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from capeval.io.atomic import atomic_write_many
+from capeval.paths import MAX_NAME_BYTES, resolve_under, safe_file_stem
+
+#: the longest file-name stem: ``<stem>.json`` stays within the 255 bytes a folder takes
+MAX_STEM = MAX_NAME_BYTES - len(".json")
 
 SCHEMA_VERSION = "capeval-hice-explanation/1"
 _SCORE_KEYS = ("hice-s", "ref-hice-s", "g_itc", "l_itc", "precision", "recall", "g_ttc", "l_ttc",
@@ -97,11 +102,9 @@ def check_explanation(obj: Any) -> None:
 
 
 def safe_name(item_id: str) -> str:
-    """A file-name stem for ``item_id`` (see the module docstring)."""
-    clean = re.sub(r"[^A-Za-z0-9._-]", "_", item_id)
-    if clean != item_id or clean in ("", ".", "..") or clean.startswith("."):
-        clean = f"{clean.strip('.') or 'item'}-{hashlib.sha256(item_id.encode()).hexdigest()[:8]}"
-    return clean
+    """A file-name stem for ``item_id`` (see the module docstring): the names of earlier
+    versions for every id that fitted in a file name then."""
+    return safe_file_stem(item_id, max_bytes=MAX_STEM)
 
 
 def recall_colour(value: float, threshold: float) -> tuple[int, int, int]:
@@ -216,10 +219,18 @@ def write(out_dir: str | os.PathLike[str], explanation: dict[str, Any], image: A
     check_explanation(explanation)
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    stem = safe_name(explanation["id"])
+    item = explanation["id"]
+    stem = safe_name(item)
+    # the stem is already safe; resolve_under also refuses a link planted in the folder under
+    # its name (an atomic write would replace the link's target outside the folder)
+    json_path, png_path = (resolve_under(folder, stem + ext, what="--explain file", item=item, links=False)
+                           for ext in (".json", ".png"))
     buf = io.BytesIO()
     render(image, masks, explanation, max_side, panel_width).save(buf, format="PNG")
-    files = [(folder / f"{stem}.json", (json.dumps(explanation, indent=2, ensure_ascii=False) + "\n").encode()),
-             (folder / f"{stem}.png", buf.getvalue())]
+    try:
+        data = (json.dumps(explanation, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (in the id, say): escaped, so the file stays UTF-8
+        data = (json.dumps(explanation, indent=2) + "\n").encode("ascii")
+    files = [(json_path, data), (png_path, buf.getvalue())]
     atomic_write_many(files)
     return files[0][0], files[1][0]
