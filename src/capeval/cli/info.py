@@ -99,9 +99,12 @@ def collect() -> dict[str, Any]:
         if "sources" in meteor:
             info["meteor"]["sources"] = {name: s["path"] for name, s in meteor["sources"].items()}
         if _version("numba") is not None:  # the compiled beam search (the fast extra)
-            from capeval.metrics.meteor.kernel_build import state
+            from capeval.metrics.meteor.kernel_build import problem, state
 
             info["meteor"]["compiled_kernel"] = state()
+            why = problem()  # why the module would not be imported (changed since built, unsafe folder)
+            if why is not None:
+                info["meteor"]["compiled_kernel_problem"] = why
     except Exception as exc:  # info must work even when a resource is broken
         info["meteor"] = {"error": str(exc)}
     try:

@@ -16,6 +16,8 @@ it everything runs in Python, with the same results.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from capeval.metrics.meteor.fast_align import finish as python_finish
@@ -29,6 +31,9 @@ MAX_WORDS = 63
 JIT_MIN_ITEMS = 20_000
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+#: :func:`_probe`'s answer: one content word matched exactly (module 0) on each side, one chunk
+#: (content1[4], content2[4], fmatch1[4], fmatch2[4], chunks; see fast_align.pair_stats)
+_PROBE_ANSWER = [1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
 _kernel = None
 #: which kernel :func:`load` loaded: "built" (:mod:`.kernel_build`), "jit" (numba's JIT) or None
 kind: str | None = None
@@ -48,7 +53,10 @@ def load(build: bool = True) -> bool:
     about a millisecond). Without one, and with ``build``: build it once (a child process,
     about 5 s; later runs just load it) and load it; where building fails (no C compiler,
     say: a one-line warning says why, once), numba's JIT (:func:`load_jit`).
-    Without ``build``, only an already built module is loaded.
+    Without ``build``, only an already built module is loaded. A module that fails
+    :func:`.kernel_build.check` (changed since it was built, no digest record, not a regular
+    file, in a folder writable by others) is never imported: it is removed and built again
+    (with ``build``), with one warning; in an unsafe folder nothing is imported or built.
 
     Ahead of a first large run: ``python -c "from capeval.metrics.meteor import jit_align; jit_align.load()"``.
     """
@@ -58,22 +66,72 @@ def load(build: bool = True) -> bool:
     from capeval.errors import CapevalError
     from capeval.metrics.meteor import kernel_build
 
+    built = None
+    removed = False
+    verb = "imported"
+    note = None  # what to say, in one warning, about a module that was not imported
     try:
-        built = kernel_build.load_built()
-        if built is None and build and available() and kernel_build.failure() is None:
+        status, why = kernel_build.check()
+        path = kernel_build.built_path()
+        if status == "ok":
+            built = _working(kernel_build.load_built())
+            if built is None:  # right digest, yet no kernel in it (a build of another numba, say)
+                status, why, verb = "bad", "it does not load or work as the kernel", "used"
+        if status == "unsafe":
+            note = f"METEOR: {why}; " + ("numba's JIT is used instead (same results)" if build and available()
+                                         else "the Python code is used (same results)")
+        elif status == "bad":
+            removed = kernel_build.discard()  # never opened as code; built again below or by a large job
+            note = f"METEOR: the compiled kernel {path} was not {verb}: {why}"
+            status = "missing"
+        if status == "missing" and build and available() and kernel_build.failure() is None:
             reason = kernel_build.build()
             if reason is None:
-                built = kernel_build.load_built()
-            else:
-                _warn(f"METEOR: building the compiled kernel ahead of time failed ({reason}); numba's JIT is "
-                      f"used instead (same results, about 0.5 s and 50 MB more per job; the reason is kept in "
-                      f"{kernel_build.folder()})")
+                status, why = kernel_build.check()
+                built = _working(kernel_build.load_built()) if status == "ok" else None
+                if built is None:  # kept as a failed build: not built again at every run
+                    reason = "the module built does not load or work" if status == "ok" else f"the module built: {why}"
+                    kernel_build.discard()
+                    kernel_build.note_failure(reason)
+                elif note is not None:
+                    note += "; it was built again"
+            if reason is not None:
+                note = (note + "; building it again failed" if note else
+                        "METEOR: building the compiled kernel ahead of time failed")
+                note += (f" ({reason}); numba's JIT is used instead (same results, about 0.5 s and 50 MB more "
+                         f"per job; the reason is kept in {kernel_build.folder()})")
+        elif note is not None and status == "missing":
+            note += ("; it was removed" if removed else "") + "; " + (
+                "numba's JIT is used instead (same results)" if build and available() else
+                "the Python code is used (same results)" if not available() else
+                "the Python code is used until a large job builds it again (same results)")
     except CapevalError:  # an unusable cache folder: the JIT needs none of it
         built = None
+    if note is not None:
+        _warn(note)
     if built is not None:
         _kernel, kind = built, "built"
         return True
     return build and load_jit()
+
+
+def _probe(kernel: Any) -> Any:
+    """The kernel's answer for one tiny pair (what :func:`load_jit` also runs first)."""
+    return kernel(np.array([0, 0, 0, 1], dtype=np.int64), _EMPTY, 1, 1, key_width(1, 1, 1), 0, 0, 0, False)
+
+
+def _working(kernel: Any) -> Any:
+    """``kernel`` when it answers a tiny pair with the 17 statistics the Python code gives
+    (a module whose record matches but holds other code is refused here, never at a job's
+    first pair, with a traceback), else None."""
+    if kernel is None:
+        return None
+    try:
+        out = _probe(kernel)
+        ok = isinstance(out, np.ndarray) and out.dtype == np.int64 and out.shape == (17,)
+    except Exception:  # noqa: BLE001  whatever it raises, it is not the kernel
+        return None
+    return kernel if ok and out.tolist() == _PROBE_ANSWER else None
 
 
 def load_jit() -> bool:
@@ -84,9 +142,13 @@ def load_jit() -> bool:
     if _kernel is not None and kind == "jit":
         return True
     try:
+        from capeval.metrics.meteor import jit_kernel
         from capeval.metrics.meteor.jit_kernel import finish_kernel
 
-        finish_kernel(np.array([0, 0, 0, 1], dtype=np.int64), _EMPTY, 1, 1, key_width(1, 1, 1), 0, 0, 0, False)  # load or compile now
+        unsafe = guard_numba_cache(jit_kernel)
+        if unsafe is not None:
+            _warn(unsafe)
+        _probe(finish_kernel)  # load or compile now
     except ImportError:
         return False
     except Exception as exc:  # numba installed but unusable here (no cache folder, LLVM, ...)
@@ -96,6 +158,65 @@ def load_jit() -> bool:
         return False
     _kernel, kind = finish_kernel, "jit"
     return True
+
+
+def guard_numba_cache(module: Any) -> str | None:
+    """Turn off numba's on-disk cache for ``module``'s functions when another user could
+    write it (the rules of :func:`.kernel_build.unsafe_folder`); the line that says so, else None.
+
+    numba's cache (``cache=True`` in :mod:`.jit_kernel`) keeps each compiled function as pickles
+    (``.nbi``, ``.nbc``) beside the source (``__pycache__``), in ``$NUMBA_CACHE_DIR`` or in
+    ``~/.cache/numba``, and unpickling runs code. numba records no digest of them (they are as
+    trusted as Python's own ``.pyc`` files there), so where the cache folder (up to
+    ``$NUMBA_CACHE_DIR``, else with the folder holding it) or one of the module's cache files is
+    not the user's alone, the JIT compiles afresh (about 15 s) instead of loading them."""
+    import os
+    import stat
+
+    from capeval.metrics.meteor.kernel_build import not_yours
+
+    caches = [c for c in (getattr(v, "_cache", None) for v in vars(module).values())
+              if callable(getattr(c, "disable", None)) and isinstance(getattr(c, "cache_path", None), str)]
+    top = os.environ.get("NUMBA_CACHE_DIR")
+    root = os.path.realpath(top) if top else None
+    why = None
+    for path in sorted({c.cache_path for c in caches}):
+        real = os.path.realpath(path)
+        chain = [real, os.path.dirname(real)]
+        while root and chain[-1].startswith(root.rstrip(os.sep) + os.sep):  # up to $NUMBA_CACHE_DIR
+            chain.append(os.path.dirname(chain[-1]))
+        for folder in chain:
+            try:
+                problem = not_yours(os.stat(folder))
+            except OSError:  # not made yet: numba makes it at its first save
+                continue
+            if problem is not None:
+                fix = (f"run chmod go-w {folder}" if problem.startswith("writable")
+                       else "set NUMBA_CACHE_DIR to a folder of yours")
+                why = f"{folder} is {problem}; {fix}"
+                break
+        prefix = module.__name__.rsplit(".", 1)[-1] + "."
+        try:
+            entries = [e for e in os.scandir(path) if e.name.startswith(prefix)] if why is None else []
+        except OSError:
+            entries = []
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            problem = not_yours(st) if stat.S_ISREG(st.st_mode) else "not a regular file"
+            if problem is not None:
+                why = f"{entry.path} is {problem}; delete it"
+                break
+        if why is not None:
+            break
+    if why is None:
+        return None
+    for cache in caches:
+        cache.disable()
+    return (f"METEOR: numba's cache is not loaded (its pickles run code when loaded) and the JIT compiles "
+            f"afresh (same results): {why}")
 
 
 def _warn(message: str) -> None:

@@ -14,6 +14,20 @@ instead (same results).
 The code is LLVM's compilation of the same numba functions for a generic CPU of the
 machine's architecture (no host-specific instructions: a cache folder shared between
 machines stays safe); ``tests/test_meteor_jit.py`` checks both builds against the Python code.
+
+Importing an extension module runs its code, so nothing in the cache is imported unverified
+(:func:`check`): the build records the module's sha256 beside it (``<name>.sha256``, in
+``sha256sum`` format, written atomically after the module is in place), and every import first
+hashes the file and compares. A module that differs, has no record, is not a regular file
+(a link, a folder, a pipe), is over :data:`MAX_MODULE_BYTES` or is writable by others is never
+opened as code: :mod:`.jit_align` removes it and builds again (once), or uses numba's JIT.
+The record lives beside the module, so it tells a changed or foreign file from the one built
+here, not an attacker who can write both: what keeps other users out is that the kernels
+folder and its parents up to the cache root must be yours (or root's) and not writable by
+group or others (as ssh requires of ``~/.ssh``; a group-writable folder is accepted only when
+the group is your user-private group, what a umask of 002 gives on Debian and Ubuntu).
+Otherwise nothing there is imported or built (:func:`unsafe_folder`, one warning with the
+``chmod go-w`` that fixes it).
 """
 
 from __future__ import annotations
@@ -26,6 +40,7 @@ import importlib.util
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -37,6 +52,14 @@ SIGNATURE = "i8[::1](i8[::1], i8[::1], i8, i8, i8, i8, i8, i8, b1)"
 
 #: seconds a build may take before it counts as failed
 BUILD_TIMEOUT = 600
+
+#: the largest module file that is hashed (a built one is under 1 MB)
+MAX_MODULE_BYTES = 64 << 20
+
+#: the largest digest record read (one ``sha256sum`` line)
+_MAX_RECORD_BYTES = 4096
+
+_imports = 0  # imports tried in this process (see _import)
 
 
 def folder() -> Path:
@@ -71,6 +94,11 @@ def _failed_path(where: Path | None = None) -> Path:
     return built_path(where).with_name(module_name() + ".failed")
 
 
+def digest_path(where: Path | None = None) -> Path:
+    """Where the built module's sha256 is recorded: ``<name>.sha256`` beside it."""
+    return built_path(where).with_name(module_name() + ".sha256")
+
+
 def failure(where: Path | None = None) -> str | None:
     """Why the last build in ``where`` failed (first line), or None if none failed."""
     path = _failed_path(where)
@@ -89,31 +117,263 @@ def state() -> dict[str, Any]:
 
 def load_built(where: Path | None = None) -> Callable[..., Any] | None:
     """The built kernel's ``finish_kernel`` (see :func:`.jit_kernel.finish_kernel`), or None
-    when it is not built (or does not load here)."""
+    when it is not built, fails :func:`check` (then it is not opened at all) or does not load."""
+    status, _ = check(where)
+    return _import(where) if status == "ok" else None
+
+
+def check(where: Path | None = None) -> tuple[str, str | None]:
+    """Whether the module in ``where`` (default :func:`folder`) may be imported, before
+    anything of it is opened as code: ``("ok", None)``; ``("missing", None)`` when it is not
+    built; ``("unsafe", line)`` when a folder is writable by others (:func:`unsafe_folder`);
+    ``("bad", why)`` when the file is not the one built here (no or another sha256 record,
+    not a regular file, over :data:`MAX_MODULE_BYTES`, writable by others)."""
+    where = where or folder()
+    unsafe = unsafe_folder(where)
+    if unsafe is not None:
+        return "unsafe", unsafe
     path = built_path(where)
-    if not path.is_file():
-        return None
-    name = module_name()
     try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing", None
+    except OSError as exc:
+        return "bad", f"it cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISREG(st.st_mode):
+        return "bad", "it is not a regular file"
+    problem = not_yours(st)
+    if problem is not None:
+        return "bad", f"it is {problem}"
+    recorded = _recorded_digest(where)
+    if recorded is None:
+        return "bad", f"there is no sha256 record of it in {digest_path(where).name}"
+    actual = _file_digest(path)
+    if actual is None:
+        return "bad", f"it cannot be read or is over {MAX_MODULE_BYTES >> 20} MB"
+    if actual != recorded:
+        return "bad", f"its sha256 differs from the one recorded in {digest_path(where).name} when it was built"
+    cut = _cut_elf(path)
+    if cut is not None:  # a record written for a cut file: loading it would die of SIGBUS
+        return "bad", f"it is a cut file ({cut})"
+    return "ok", None
+
+
+def problem() -> str | None:
+    """For ``capeval info``: why the built module would not be imported (None when it would be,
+    or is not built)."""
+    try:
+        status, why = check()
+    except Exception as exc:  # info must work with a broken cache
+        return str(exc)
+    return why if status in ("bad", "unsafe") else None
+
+
+def discard(where: Path | None = None) -> bool:
+    """Remove a module that failed :func:`check` and its record (a link is removed, never
+    followed), so that it is built again or no longer looked at; whether the module is gone."""
+    for path in (digest_path(where), built_path(where)):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:  # a folder in its place, say: the build's os.replace then fails and says so
+            return False
+    return True
+
+
+def _import(where: Path | None) -> Callable[..., Any] | None:
+    """Import the module :func:`check` passed (the folder is ours alone, so the file cannot
+    be swapped in between); None when it does not load or lacks the function."""
+    global _imports
+    path = built_path(where)
+    name = module_name()
+    # The dynamic loader knows a library by the path string it was opened with, and a library
+    # is never unloaded: a file that failed to import (another module's code under this name)
+    # would be handed back again for the rebuilt one at the same path. Each later try in this
+    # process spells the path anew (``dir/./name``), so the loader opens the file it names.
+    spelled = os.path.join(str(path.parent), *(["."] * _imports), path.name)
+    _imports += 1
+    try:
+        loader = importlib.machinery.ExtensionFileLoader(name, spelled)
+        spec = importlib.util.spec_from_file_location(name, spelled, loader=loader)
+        if spec is None:
             return None
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except (ImportError, OSError):
+        loader.exec_module(module)
+        kernel = module.finish_kernel
+    except (ImportError, OSError, AttributeError):
         return None
-    return module.finish_kernel
+    return kernel if callable(kernel) else None
+
+
+def _owner_ids() -> tuple[int, ...]:
+    """Who may own what is imported: this process's user and root."""
+    return (os.geteuid(), 0) if hasattr(os, "geteuid") else ()
+
+
+@functools.lru_cache(maxsize=16)
+def _private_group(gid: int) -> bool:
+    """Is ``gid`` this user's user-private group (the primary group, named after the user,
+    with no other member)? Its write bit lets nobody else in."""
+    try:
+        import grp
+        import pwd
+
+        me = pwd.getpwuid(os.geteuid())
+        group = grp.getgrgid(gid)
+    except (ImportError, KeyError, OSError):
+        return False
+    return gid == me.pw_gid and group.gr_name == me.pw_name and set(group.gr_mem) <= {me.pw_name}
+
+
+def not_yours(st: os.stat_result) -> str | None:
+    """Why another user could change a file or folder with this stat (``"owned by another
+    user (uid N)"``, ``"writable by others (mode 0777)"``), or None."""
+    owners = _owner_ids()
+    if not owners:  # no POSIX owners (Windows): the sha256 record alone
+        return None
+    if st.st_uid not in owners:
+        return f"owned by another user (uid {st.st_uid})"
+    if st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and not _private_group(st.st_gid)):
+        who = "others" if st.st_mode & stat.S_IWOTH else "its group"
+        return f"writable by {who} (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def unsafe_folder(where: Path | None = None) -> str | None:
+    """One line naming the first of the kernels folder and its parents up to the cache root
+    (the folder alone when it is elsewhere) that is owned by another user or writable by
+    group or others, with the fix; None when all are safe (or do not exist yet)."""
+    from capeval.paths import cache_dir
+
+    where = Path(os.path.realpath(where or folder()))
+    try:
+        root = Path(os.path.realpath(cache_dir()))
+    except Exception:  # noqa: BLE001  an unusable cache root: check the folder alone
+        root = where
+    chain = [where]
+    if root in where.parents:
+        chain += [p for p in where.parents if p == root or root in p.parents]
+    for path in chain:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # not created yet: the build creates it ours
+        why = not_yours(st)
+        if why is None:
+            continue
+        fix = (f"run chmod go-w {path}" if why.startswith("writable")
+               else "set CAPEVAL_CACHE to a folder of yours")
+        return f"{path} is {why}, so compiled code in it is not imported; {fix}"
+    return None
+
+
+def _file_digest(path: Path) -> str | None:
+    """sha256 (hex) of the regular file ``path`` read through one descriptor (no link
+    followed, no blocking on a pipe), or None when it cannot be read or is too large."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MODULE_BYTES:
+            return None
+        digest, left = hashlib.sha256(), MAX_MODULE_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(1 << 20, left))
+            if not chunk:
+                break
+            digest.update(chunk)
+            left -= len(chunk)
+        return digest.hexdigest() if left > 0 else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _cut_elf(path: Path) -> str | None:
+    """Why an ELF file (Linux's modules) is not whole (a header table or a loaded segment
+    that ends past the end of the file: the loader would map it and die of SIGBUS reading
+    it); None for a whole ELF file or another format (which the import then judges)."""
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or len(head) < 52 or head[4] not in (1, 2) or head[5] not in (1, 2):
+                return None if head[:4] != b"\x7fELF" else "the ELF header is cut"
+            end = "<" if head[5] == 1 else ">"
+            if head[4] == 2:  # 64-bit
+                if len(head) < 64:
+                    return "the ELF header is cut"
+                phoff, shoff = struct.unpack_from(end + "QQ", head, 32)
+                phentsize, phnum, shentsize, shnum = struct.unpack_from(end + "HHHH", head, 54)
+                entry = end + "IIQQQQ"  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz
+            else:
+                phoff, shoff = struct.unpack_from(end + "II", head, 28)
+                phentsize, phnum, shentsize, shnum = struct.unpack_from(end + "HHHH", head, 42)
+                entry = end + "IIIIII"  # p_type, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz
+            if phoff + phentsize * phnum > size or (shnum and shoff + shentsize * shnum > size):
+                return "a header table ends past the end of the file"
+            if phentsize < struct.calcsize(entry) or phnum > 4096:
+                return "a malformed ELF program header table"
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except (OSError, struct.error):
+        return "an unreadable ELF header"
+    for k in range(phnum):
+        fields = struct.unpack_from(entry, table, k * phentsize)
+        offset, filesz = (fields[2], fields[5]) if head[4] == 2 else (fields[1], fields[4])
+        if fields[0] == 1 and offset + filesz > size:  # PT_LOAD
+            return "a loaded segment ends past the end of the file"
+    return None
+
+
+def _recorded_digest(where: Path | None) -> str | None:
+    """The sha256 recorded for the module (``<hex>  <file name>``), or None when there is
+    no readable record naming it."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(digest_path(where), flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.read(fd, _MAX_RECORD_BYTES).decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
+    parts = text.split()
+    if len(parts) != 2 or parts[1] != built_path(where).name or len(parts[0]) != 64:
+        return None
+    hexdigest = parts[0].lower()
+    return hexdigest if all(c in "0123456789abcdef" for c in hexdigest) else None
 
 
 def build(where: Path | None = None) -> str | None:
     """Build the module into ``where`` (default :func:`folder`) in a child process; None on
     success, else the reason (first line), also kept in ``<name>.failed``. Concurrent builds
-    are safe: each builds in its own folder and moves its file in place atomically."""
-    from capeval.errors import CapevalError
-    from capeval.io.atomic import atomic_write_text
+    are safe: each builds in its own folder, moves its file in place atomically, then records
+    its sha256 beside it (:func:`digest_path`)."""
     from capeval.paths import make_cache_folder
 
-    where = make_cache_folder(where or folder())
+    where = Path(where or folder())
+    if not where.is_dir():  # made readable by all but writable by us alone, whatever the umask
+        make_cache_folder(where.parent)
+        try:
+            where.mkdir(mode=0o755, exist_ok=True)
+        except OSError:
+            pass  # make_cache_folder below says why in one line
+    where = make_cache_folder(where)
+    unsafe = unsafe_folder(where)
+    if unsafe is not None:  # nothing built where another user could swap it
+        return unsafe
     name = module_name()
     try:
         # the child imports this package from where the parent did (a source tree, too)
@@ -126,11 +386,20 @@ def build(where: Path | None = None) -> str | None:
     except OSError as exc:
         reason = str(exc)
     if reason is not None:
-        try:  # best effort: without the note the next large job just tries again
-            atomic_write_text(_failed_path(where), reason + "\n")
-        except (OSError, CapevalError):
-            pass
+        note_failure(reason, where)
     return reason
+
+
+def note_failure(reason: str, where: Path | None = None) -> None:
+    """Keep ``reason`` in ``<name>.failed`` so that later runs do not build again (best effort:
+    without the note the next large job just tries again)."""
+    from capeval.errors import CapevalError
+    from capeval.io.atomic import atomic_write_text
+
+    try:
+        atomic_write_text(_failed_path(where), reason + "\n")
+    except (OSError, CapevalError):
+        pass
 
 
 _CHILD = ("import sys\nif sys.argv[1] not in sys.path: sys.path.insert(0, sys.argv[1])\n"
@@ -172,7 +441,17 @@ def _compile(where: str, name: str) -> None:
         made = [p for p in work.iterdir() if p.name.startswith(name + ".") and p.is_file()]
         if len(made) != 1:
             raise RuntimeError(f"numba.pycc made {len(made)} files named {name}.*")
-        os.replace(made[0], Path(where) / (name + importlib.machinery.EXTENSION_SUFFIXES[0]))
+        os.chmod(made[0], 0o755)  # not the linker's umask-given mode: a group-writable module is refused
+        digest = _file_digest(made[0])  # hashed in the private folder, before it is moved in
+        if digest is None:
+            raise RuntimeError(f"numba.pycc made {made[0].name}, which cannot be read back")
+        target = Path(where) / (name + importlib.machinery.EXTENSION_SUFFIXES[0])
+        os.replace(made[0], target)
+        # the record after the module is in place: a crash in between leaves a module without
+        # (or with an older) record, which is refused and built again, never imported
+        from capeval.io.atomic import atomic_write_text
+
+        atomic_write_text(target.with_name(name + ".sha256"), f"{digest}  {target.name}\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
