@@ -53,6 +53,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-retries", type=int, default=5, help="retries of a failed request (default 5)")
     p.add_argument("--cache", metavar="DIR", help="answer cache folder (default: <capeval cache>/caparena-auto)")
     p.add_argument("--no-cache", action="store_true", help="keep no answers (a rerun asks again)")
+    p.add_argument("--refresh", action="store_true", help="read nothing from the cache: ask every battle again and "
+                   "replace its cached answers (a fixed server, another model behind the same name)")
     p.add_argument("--out", "-o", metavar="FILE", help="write the judged battles (atomically) in the layout "
                    "caparena_auto_scores.py reads, e.g. data/caparena_auto/MODEL.json")
     p.add_argument("--json", action="store_true", help="print the scores as JSON instead of the leaderboard row")
@@ -93,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.no_cache and args.cache:
         raise InputError("--cache and --no-cache: choose one")
+    if args.no_cache and args.refresh:
+        raise InputError("--refresh and --no-cache: --refresh replaces cached answers, --no-cache keeps none (every "
+                         "battle is asked anyway); choose one")
     auto600, images = _inputs(args)
     if args.out:
         from capeval.cli.score import check_outputs
@@ -105,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
                               temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
                               seed=args.seed, tries=args.tries, orders=args.orders, order_seed=args.order_seed,
                               concurrency=args.concurrency, timeout=args.timeout, max_retries=args.max_retries,
-                              cache=None if args.no_cache else (args.cache or True), out=args.out,
+                              cache=None if args.no_cache else (args.cache or True), refresh=args.refresh,
+                              out=args.out,
                               progress=progress)
     except ResourceError as exc:  # the judge layer names its -O option; here the flag is --server
         raise ResourceError(str(exc).replace("-O caparena-auto.base_url=URL", "--server URL")

@@ -21,7 +21,9 @@ What the official code does, followed here (file:function of the repository):
   1500; the paper's judge is ``gpt-4o-2024-08-06``.
 - parsing: ``Reason:\s*(.+?)\s*Judgment:`` (DOTALL) and ``Judgment:\s*(.+)``, both needed,
   the judgment stripped; otherwise asked again, up to 5 tries (each try its own cache entry);
-  a battle never parsed has no judgment.
+  a battle never parsed has no judgment. Those regexes backtrack quadratically (110 s on a
+  160 KB answer without ``Judgment:``), so :func:`parse_judgment` computes what they compute
+  with ``str.find``/``rfind`` and one anchored ``\s*`` (linear by design), verdict for verdict.
 - score (``caparena_auto_scores.py:calculate_caparena_scores``): per baseline, judgments that are
   not one of "Caption 1 is better", "Caption 2 is better", "Tie" (with or without the full stop)
   are skipped; +1 when the tested caption wins, -1 when it loses, 0 for a tie; each baseline's
@@ -32,18 +34,20 @@ What the official code does, followed here (file:function of the repository):
 from __future__ import annotations
 
 import base64
-import json
 import os
 import random
 import re
+import stat
+from pathlib import Path
 from typing import Any, Mapping
 
-from capeval.errors import InputError
+from capeval.errors import InputError, shown
 from capeval.judges import options as jopt
 from capeval.judges.backends import Request
 from capeval.judges.cache import open_cache
-from capeval.judges.images import digest
+from capeval.judges.images import digest, read_bytes
 from capeval.judges.openai_compat import OpenAICompat
+from capeval.paths import resolve_under
 from capeval.ranges import Range, check_option
 
 SOURCE = "njucckevin/CapArena@c251cdd/vlm_as_a_judge.py"
@@ -89,16 +93,43 @@ COMPARE = ("Caption 1:\n{caption1}\nCaption 2:\n{caption2}\nCaption Reference:\n
 #: the two options of this run beyond the judges' shared ones (capeval.ranges holds metrics' only)
 RANGES = {"tries": Range(1, 100, integer=True, source="vlm_as_a_judge.py asks up to 5 times"),
           "top_p": Range(0, 1, low_open=True, source="vlm_as_a_judge.py sends top_p 0.9")}
-_REASON = re.compile(r"Reason:\s*(.+?)\s*Judgment:", re.DOTALL)
-_JUDGMENT = re.compile(r"Judgment:\s*(.+)")
+#: a run of whitespace, matched at one position only (never searched: no backtracking). The
+#: regex ``\s`` is exactly ``str.isspace`` (every code point), so ``strip()`` agrees with it.
+_SPACE = re.compile(r"\s*")
+_REASON_TAG, _JUDGMENT_TAG = "Reason:", "Judgment:"
 
 
 def parse_judgment(response: str) -> str | None:
-    """The judgment of an answer as ``mllm_judge_pairs`` reads it (None: ask again)."""
-    reason, judgment = _REASON.search(response), _JUDGMENT.search(response)
-    reason_text = reason.group(1).strip() if reason else None
-    judgment_text = judgment.group(1).strip() if judgment else None
-    return judgment_text if reason_text and judgment_text else None
+    r"""The judgment of an answer as ``mllm_judge_pairs`` reads it (None: ask again), in linear time.
+
+    The official code keeps ``Judgment:\s*(.+)`` (``re.search``: the first ``Judgment:``, then
+    the rest of the first line that is not blank) stripped, when ``Reason:\s*(.+?)\s*Judgment:``
+    (DOTALL) also matched with a group that is not blank. Worked out from the regexes:
+
+    - judgment: ``.`` stops at ``\n`` only; after the first ``Judgment:`` the whitespace is
+      skipped (newlines too) and the line that follows is the judgment. When only whitespace
+      follows, the regex fails or its group strips to ``""``: no judgment either way.
+    - reason: only the first ``Reason:`` can match (a later one starts after its whitespace,
+      hence after every ``Judgment:`` the first could not use); its group is not blank exactly
+      when some ``Judgment:`` starts at least one character after the whitespace that follows
+      ``Reason:`` (the group then starts at that first non-blank character; with ``Judgment:``
+      right after the whitespace and none later, the engine gives a blank group, or no match).
+    """
+    first = response.find(_JUDGMENT_TAG)
+    if first < 0:
+        return None
+    start = _SPACE.match(response, first + len(_JUDGMENT_TAG)).end()
+    if start == len(response):
+        return None
+    end = response.find("\n", start)
+    judgment = response[start:end if end >= 0 else len(response)].strip()
+    reason = response.find(_REASON_TAG)
+    if reason < 0:
+        return None
+    reason_start = _SPACE.match(response, reason + len(_REASON_TAG)).end()
+    if response.rfind(_JUDGMENT_TAG) < reason_start + 1:
+        return None
+    return judgment
 
 
 def build_battles(auto600: Mapping[str, Any], results: Mapping[str, Any], test_model: str,
@@ -109,20 +140,25 @@ def build_battles(auto600: Mapping[str, Any], results: Mapping[str, Any], test_m
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []
     for img, data in auto600.items():
+        where = f"caparena_auto_600 image {shown(img)}"
         if not isinstance(data, Mapping) or not isinstance(data.get("captions"), Mapping):
-            raise InputError(f"caparena_auto_600 image {img!r}: expected {{'captions': {{...}}, 'ref_model': ...}}")
+            raise InputError(f"{where}: expected {{'captions': {{...}}, 'ref_model': ...}}, got "
+                             f"{_kind(data) if not isinstance(data, Mapping) else 'captions ' + _kind(data.get('captions'))}")
         ref_model = data.get("ref_model")
         if ref_model == test_model:
             continue
         if ref_model not in BASELINES:
-            raise InputError(f"caparena_auto_600 image {img!r}: ref_model {ref_model!r} is not one of {', '.join(BASELINES)}")
+            raise InputError(f"{where}: ref_model {shown(ref_model)} is not one of {', '.join(BASELINES)}")
         caps = data["captions"]
         for key in (ref_model, "human"):
             if not isinstance(caps.get(key), str):
-                raise InputError(f"caparena_auto_600 image {img!r}: no {key!r} caption")
+                raise InputError(f"{where}: no {key!r} caption" + (f" (got {_kind(caps[key])})" if key in caps else ""))
+            _check_text(caps[key], f"{where}: the {key!r} caption")
         cand = results.get(img)
         if not isinstance(cand, str):
-            raise InputError(f"results of {test_model!r}: no caption for image {img!r}")
+            raise InputError(f"results of {shown(test_model)}: no caption for image {shown(img)}"
+                             + (f" (got {_kind(cand)}, expected a string)" if img in results else ""))
+        _check_text(cand, f"results of {shown(test_model)}: the caption of image {shown(img)}")
         pairs = [(ref_model, caps[ref_model]), (test_model, cand)]
         flips = [rng.randint(0, 1) == 1] if orders == "random" else [False, True]
         for flip in flips:
@@ -152,6 +188,24 @@ def scores(battles: list[Mapping[str, Any]], model: str, weight: float = 1.0) ->
             "length_avg": sum(lengths) / len(lengths) if lengths else float("nan")}
 
 
+def _kind(value: Any) -> str:
+    """What a JSON value is, for a message (``a list``, ``null``)."""
+    if value is None:
+        return "null"
+    name = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number"}.get(type(value))
+    return name or type(value).__name__
+
+
+def _check_text(text: str, where: str) -> None:
+    """One line when ``text`` cannot be sent as UTF-8 (a lone surrogate, ``"\\ud800"`` in the JSON)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{where} holds a lone surrogate ({shown(exc.object[exc.start:exc.end])} at character "
+                         f"{exc.start}): not valid Unicode, it cannot be sent to the judge") from None
+
+
 class CapArenaJudge(OpenAICompat):
     """:class:`OpenAICompat` sending the official request: the CapArena system prompt, the
     image file as ``data:image/png`` with ``detail: high``, then the text; ``top_p`` sent."""
@@ -164,8 +218,9 @@ class CapArenaJudge(OpenAICompat):
         return {**super().identity(), "template": f"{SOURCE}:system_prompt_with_ref", "pad_to_square": False}
 
     def messages(self, req: Request) -> list[dict[str, Any]]:
-        with open(req.image, "rb") as f:  # the file's bytes, labelled png whatever they are, as there
-            b64 = base64.b64encode(f.read()).decode("utf-8")
+        # the file's bytes, labelled png whatever they are, as there (a regular file only: a FIFO
+        # put in its place would block forever; errors name the image)
+        b64 = base64.b64encode(read_bytes(req.image, req.item)).decode("utf-8")
         return [{"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPT}]},
                 {"role": "user", "content": [
                     {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64}", "detail": "high"}},
@@ -178,13 +233,17 @@ def evaluate(test_model: str, results: str | os.PathLike[str] | Mapping[str, str
              temperature: float = 0.1, top_p: float = 0.9, max_new_tokens: int = 1500, seed: int | None = 0,
              tries: int = 5, orders: str = "random", order_seed: int = 0, concurrency: int = 4,
              timeout: float = 120.0, max_retries: int = 5, retry_backoff: float = 1.0,
-             cache: bool | str | os.PathLike[str] | None = True, out: str | os.PathLike[str] | None = None,
-             progress: bool | None = False) -> dict[str, Any]:
+             cache: bool | str | os.PathLike[str] | None = True, refresh: bool = False,
+             out: str | os.PathLike[str] | None = None, progress: bool | None = False) -> dict[str, Any]:
     """CapArena-Auto score of ``test_model`` (its ``{image: caption}`` results, as released).
 
     Every battle (:func:`build_battles`) goes to the OpenAI-compatible server at ``base_url``
     (:class:`CapArenaJudge`); answers are cached (``<capeval cache>/caparena-auto``, resumable)
-    and parsed by :func:`parse_judgment` up to ``tries`` times. ``out``: the judged battles
+    and parsed by :func:`parse_judgment` up to ``tries`` times; a cached answer that does not
+    parse counts as a try, as a fresh one does (never a crash), and ``refresh=True`` reads
+    nothing from the cache: every answer is asked again and its entry replaced. The image names
+    (the keys of ``auto600``) are checked as names under ``images`` before any image is opened
+    or any request sent (:func:`capeval.paths.resolve_under`). ``out``: the judged battles
     written (atomically) in the layout ``caparena_auto_scores.py`` reads (``<test_model>.json``).
     Returns :func:`scores` plus ``battles``, ``unjudged`` (battles never parsed), ``generated`` and
     ``cached`` (requests sent / answers read from the cache).
@@ -199,21 +258,20 @@ def evaluate(test_model: str, results: str | os.PathLike[str] | Mapping[str, str
         if value is None and name != "seed":
             raise InputError(f"option {label}.{name}: expected a number, got None")
         check_option("visce2", name, value, metric=label)  # the judges' shared backend ranges
-    jopt.check_cache(label, cache)
+    jopt.check_cache(label, cache, refresh)
     backend = CapArenaJudge(model, base_url=base_url, api_key=api_key, concurrency=concurrency, timeout=timeout,
                             max_retries=max_retries, retry_backoff=retry_backoff, temperature=temperature,
                             seed=seed, max_new_tokens=max_new_tokens, top_p=top_p)
-    battles = build_battles(_load(auto600, "caparena_auto_600"), _load(results, "results"), test_model,
-                            orders, order_seed)
+    table = _load(auto600, "caparena_auto_600")
+    if not table:
+        raise InputError("caparena_auto_600: no images (an empty object)")
+    # every name is checked as text before anything under images/ is touched
+    named = {img: resolve_under(images, img, what="caparena_auto_600.json image") for img in table}
+    battles = build_battles(table, _load(results, "results"), test_model, orders, order_seed)
     if not battles:
         raise InputError(f"no battles: every image of caparena_auto_600 has {test_model!r} as its ref_model")
-    paths = {}
-    for b in battles:
-        path = os.path.join(os.fspath(images), b["img"])
-        if not os.path.isfile(path):
-            raise InputError(f"image {b['img']!r}: not found in {os.fspath(images)}")
-        paths[b["img"]] = path
-    store = open_cache(cache, label)
+    paths = {b["img"]: _image_file(named[b["img"]], b["img"], images) for b in battles}
+    store = open_cache(cache, label, refresh=refresh)
     ident, dec = backend.identity(), backend.decoding()
     prompts = [COMPARE.format(caption1=b["caption1"], caption2=b["caption2"], ref=b["ref"]) for b in battles]
     digests = {img: digest(p, img) for img, p in paths.items()}
@@ -241,15 +299,44 @@ def evaluate(test_model: str, results: str | os.PathLike[str] | Mapping[str, str
             "generated": generated, "cached": cached}
 
 
+#: the largest image file sent: the request carries it whole, base64-encoded (4/3 of its size)
+#: inside the JSON body; CapArena-Auto's 600 images are photos of a few MB
+MAX_IMAGE_BYTES = 64 * 2**20
+
+
+def _image_file(path: os.PathLike[str], img: str, images: str | os.PathLike[str]) -> str:
+    """``path`` (an image of the battles) when it is a regular file of at most
+    :data:`MAX_IMAGE_BYTES`, else a one-line :class:`InputError` naming the image (nothing read)."""
+    try:
+        info = os.stat(path)  # the user's links in images/ are followed, as when reading
+    except FileNotFoundError:
+        raise InputError(f"image {img!r}: not found in {os.fspath(images)}") from None
+    except OSError as exc:
+        raise InputError(f"image {img!r}: cannot read {os.fspath(path)} ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        what = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise InputError(f"image {img!r}: {os.fspath(path)} is {what}; images are read from regular files only")
+    if info.st_size > MAX_IMAGE_BYTES:
+        raise InputError(f"image {img!r}: {info.st_size:,} bytes, more than the {MAX_IMAGE_BYTES:,} an image sent "
+                         "to the judge may have (the request carries the file whole)")
+    return os.fspath(path)
+
+
 def _load(obj: Any, what: str) -> Mapping[str, Any]:
-    """A JSON object from a path or a mapping (one-line errors)."""
+    """A JSON object from a path or a mapping (one-line errors): read within capeval's JSON
+    size limit, nesting bounded, a key that appears twice in one object refused (``json``
+    would keep the last silently)."""
     if isinstance(obj, Mapping):
         return obj
+    from capeval.io.captions import _loads  # the duplicate-refusing, depth-bounded parse
+    from capeval.io.reading import read_json_text
+
+    path = Path(os.fspath(obj))
+    text = read_json_text(path)
     try:
-        with open(obj, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{what} {os.fspath(obj)!r}: cannot read JSON ({exc.__class__.__name__}: {exc})") from None
+        data = _loads(text, path)
+    except ValueError as exc:  # an integer of more than 4,300 digits, ...
+        raise InputError(f"{what} {os.fspath(path)!r}: cannot read JSON ({str(exc).splitlines()[0][:200]})") from None
     if not isinstance(data, dict):
-        raise InputError(f"{what} {os.fspath(obj)!r}: expected a JSON object {{image: ...}}")
+        raise InputError(f"{what} {os.fspath(path)!r}: expected a JSON object {{image: ...}}")
     return data
