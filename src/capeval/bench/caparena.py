@@ -34,7 +34,6 @@ Statistics, as the official code computes them (njucckevin/CapArena@c251cdd14a3a
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -183,11 +182,16 @@ class CapArena(Benchmark):
 def read_battles(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], int]:
     """(row number, battle) for each battle without the human captioner, and the count of those skipped.
     A row missing a key, with a non-string field, equal sources or an unknown cluster is a one-line error."""
+    from capeval.io.captions import _loads  # duplicate keys refused, nesting bounded
+    from capeval.io.reading import read_json_text  # within capeval's JSON size limit
+    from capeval.paths import resolve_under
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            raw = json.load(fh)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise malformed(path, "whole file", f"not JSON ({exc})") from None
+        raw = _loads(read_json_text(path), path)
+    except InputError as exc:
+        raise malformed(path, "whole file", str(exc)) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits, ...
+        raise malformed(path, "whole file", f"not JSON ({str(exc).splitlines()[0][:200]})") from None
     if not isinstance(raw, list) or not raw:
         raise malformed(path, "whole file", "expected a non-empty JSON list of battles")
     rows, skipped = [], 0
@@ -198,6 +202,10 @@ def read_battles(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], int]:
         for key in _KEYS:
             if not isinstance(row.get(key), str):
                 raise malformed(path, where, f"{key!r} must be a string, got {row.get(key)!r:.40}")
+        try:  # the image is read as caparena/images/<img>: a name, never a way out of that folder
+            resolve_under(Path("caparena/images"), row["img"], what=f"{path.name} img")
+        except InputError as exc:
+            raise malformed(path, where, str(exc)) from None
         if "human" in (row["source1"], row["source2"]):
             skipped += 1
             continue
