@@ -423,8 +423,11 @@ def test_reference_metrics_without_references_name_them_and_the_flag(capsys):
 
 def test_list_shows_no_better_side_and_aligned_ranges(capsys):
     code, out, _ = run(capsys, "list")
-    rows = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("  ") and " needs " in ln}
+    metrics = out.split("presets:")[0].splitlines()[1:]
+    # a metric's row: two spaces, then name, inputs, range, better side (the description follows, indented 6)
+    rows = {ln.split()[0]: ln for ln in metrics if ln.startswith("  ") and not ln.startswith("      ")}
+    assert "bleu-1" in rows and "is better" not in out
     # length/vocab have no better side; mid's [-inf, inf] does not push its row out of the column
-    assert rows["length"].split()[5] == "-" and rows["vocab"].split()[5] == "-"
+    assert rows["length"].split()[4] == "-" and rows["vocab"].split()[4] == "-"
     col = {name: ln.index(" higher ") if " higher " in ln else None for name, ln in rows.items()}
     assert col["mid"] == col["bleu-1"] == col["clip-s"]

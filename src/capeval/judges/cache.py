@@ -74,7 +74,7 @@ class AnswerCache:
         record = None
         if self.root is not None and not self.refresh:
             try:
-                data = json.loads(self._path(kind, key).read_text(encoding="utf-8"))
+                data = json.loads(_read_entry(self._path(kind, key)))
                 if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("answer"), str):
                     record = data
             except (FileNotFoundError, NotADirectoryError):
@@ -91,6 +91,7 @@ class AnswerCache:
             return
         path = self._path(kind, key)
         make_cache_folder(path.parent)
+        _clear_non_entry(path)
         body = {"format": FORMAT, "kind": kind, "key": key, "created": time.time(), **record}
         try:
             atomic_write_text(path, json.dumps(body, ensure_ascii=False) + "\n")
@@ -117,6 +118,47 @@ class AnswerCache:
         """``{"hits": {kind: n}, "misses": {...}, "writes": {...}}`` so far."""
         with self._lock:
             return {"hits": dict(self.hits), "misses": dict(self.misses), "writes": dict(self.writes)}
+
+
+#: the largest entry read back: four times the largest answer a judge may send (16 MB, the
+#: transport's default cap), for JSON's escapes; a larger file is no entry of ours (a miss)
+MAX_ENTRY_BYTES = 64 << 20
+
+
+def _read_entry(path: Path) -> str:
+    """An entry's text, read with bounded memory and never blocking: a symbolic link, a FIFO,
+    a folder or a file over :data:`MAX_ENTRY_BYTES` is a damaged entry (``ValueError``: a miss)."""
+    import stat
+
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise FileNotFoundError(str(path)) from None
+        raise ValueError(f"{path}: not a readable entry") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
+            raise ValueError(f"{path}: not an entry of this cache")
+        data = f.read(MAX_ENTRY_BYTES + 1)
+    if len(data) > MAX_ENTRY_BYTES:
+        raise ValueError(f"{path}: not an entry of this cache")
+    return data.decode("utf-8")
+
+
+def _clear_non_entry(path: Path) -> None:
+    """Remove what is no entry of ours where an entry goes (a symbolic link, a FIFO, a socket):
+    the atomic writer would write through a link to its target, or into a FIFO in place and
+    block. A folder there stays, and the store fails with one line."""
+    import stat
+
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        path.unlink()
 
 
 def _probe(folder: Path) -> None:
