@@ -429,5 +429,5 @@ def test_list_shows_no_better_side_and_aligned_ranges(capsys):
     assert "bleu-1" in rows and "is better" not in out
     # length/vocab have no better side; mid's [-inf, inf] does not push its row out of the column
     assert rows["length"].split()[4] == "-" and rows["vocab"].split()[4] == "-"
-    col = {name: ln.index(" higher ") if " higher " in ln else None for name, ln in rows.items()}
+    col = {name: ln.index(" higher") if " higher" in ln else None for name, ln in rows.items()}
     assert col["mid"] == col["bleu-1"] == col["clip-s"]
