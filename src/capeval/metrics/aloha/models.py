@@ -71,7 +71,9 @@ def spacy_root_noun(model: Any = SPACY_MODEL) -> Callable[[str], str | None]:
         try:
             nlp = spacy.load(model)
         except OSError:
-            raise ResourceError(f"aloha: spaCy model {model!r} is not installed: python -m spacy download {model} "
+            from capeval.models.spacy_pipelines import install_hint
+
+            raise ResourceError(f"aloha: spaCy model {model!r} is not installed: {install_hint(model)} "
                                 "(or pass -O aloha.spacy_model=FOLDER)") from None
     else:
         nlp = model

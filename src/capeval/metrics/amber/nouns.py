@@ -33,8 +33,15 @@ SPACY_MODEL = "en_core_web_lg"
 _TAGGER_MISSING = ("amber: NLTK's English POS tagger is not installed: python -m nltk.downloader "
                    "averaged_perceptron_tagger_eng (NLTK >= 3.9; averaged_perceptron_tagger before), or give a tagger "
                    "(-O amber.tag=module:function)")
-_SPACY_MISSING = ("amber: spaCy's en_core_web_lg is not installed: pip install spacy && python -m spacy download "
-                  "en_core_web_lg (AMBER's word similarity), or give one (-O amber.similarity=module:function)")
+
+
+def spacy_missing(model: str = SPACY_MODEL) -> str:
+    """The one line for a spaCy pipeline that is not installed: its release wheel matching the
+    installed spaCy, or ``python -m spacy download`` (AMBER's README), or a similarity of one's own."""
+    from capeval.models.spacy_pipelines import install_hint
+
+    return (f"amber: spaCy's {model} is not installed (AMBER's word similarity): {install_hint(model)}; or give a "
+            "similarity of your own (-O amber.similarity=module:function)")
 
 
 def _nltk() -> Any:
@@ -79,6 +86,19 @@ def wheel_tokenize() -> Callable[[str], list[str]]:
     return tokenize
 
 
+def tagger_data() -> tuple[str, str]:
+    """``(nltk data path, package name)`` of the tagger ``nltk.pos_tag`` loads: the
+    ``_eng`` tables from NLTK 3.9 on, the pickle before (for ``capeval check``: nothing is loaded)."""
+    import importlib.metadata
+
+    try:
+        major, minor = (int(x) for x in importlib.metadata.version("nltk").split(".")[:2])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        major, minor = 3, 9
+    name = "averaged_perceptron_tagger_eng" if (major, minor) >= (3, 9) else "averaged_perceptron_tagger"
+    return f"taggers/{name}/", name
+
+
 def nltk_tag() -> Callable[[list[str]], list[tuple[str, str]]]:
     """``nltk.pos_tag`` (loaded here so that a missing model is a one-line error before any work)."""
     nltk = _nltk()
@@ -113,8 +133,7 @@ def spacy_similarity(model: str = SPACY_MODEL) -> Callable[[str, str], float]:
     try:
         nlp = load_pipeline(model, "AMBER's word similarity")
     except MissingDependencyError:
-        raise MissingDependencyError(_SPACY_MISSING if model == SPACY_MODEL else
-                                     f"amber: spaCy pipeline {model!r} is not installed") from None
+        raise MissingDependencyError(spacy_missing(model)) from None
     docs: dict[str, Any] = {}
 
     def similarity(a: str, b: str) -> float:
