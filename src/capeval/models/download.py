@@ -450,10 +450,21 @@ def _hub_files(repo: str) -> list[str]:
 
 
 def _hub_fetch(repo: str, filename: str, folder: Path) -> None:
-    """Fetch ``filename`` of ``repo`` into ``folder`` (patched in tests)."""
-    from huggingface_hub import hf_hub_download
+    """Fetch ``filename`` of ``repo`` into ``folder`` (patched in tests), without the hub
+    client's own progress bar: it drew one line per file on stderr beside capeval's output
+    (under ``--quiet`` too); the folder is reported once, by ``capeval download``'s JSON line.
+    ``HF_HUB_DISABLE_PROGRESS_BARS=0`` (bars asked for) is left to show them."""
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
-    hf_hub_download(repo, filename, local_dir=str(folder))
+    silence = getattr(constants, "HF_HUB_DISABLE_PROGRESS_BARS", None) is not False and not are_progress_bars_disabled()
+    if silence:
+        disable_progress_bars()
+    try:
+        hf_hub_download(repo, filename, local_dir=str(folder))
+    finally:
+        if silence:  # the process-wide switch as it was (a library user's bars elsewhere)
+            enable_progress_bars()
 
 
 def hub_selection(files: list[str]) -> list[str]:
