@@ -24,6 +24,7 @@ SUBCOMMANDS = (
     "capeval.cli.report",
     "capeval.cli.listing",
     "capeval.cli.info",
+    "capeval.cli.check",
     "capeval.cli.download",
     "capeval.cli.convert",
     "capeval.cli.scene_graph",

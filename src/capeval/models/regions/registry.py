@@ -9,6 +9,9 @@ from typing import Any
 from capeval.errors import UnknownNameError
 from capeval.models.regions.base import RegionBackend
 
+#: the SAM checkpoint of region backend ``sam`` (a hub name; ``checkpoint=`` picks another)
+SAM_CHECKPOINT = "facebook/sam-vit-base"
+
 BACKENDS: dict[str, str] = {
     "sam": "SAM everything-mode on a transformers SamModel (any SAM/SlimSAM checkpoint); needs torch + transformers",
     "mobilesamv2": "MobileSAMv2 (the paper's segmenter) through its own code and weights, when installed",

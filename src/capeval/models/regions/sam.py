@@ -41,8 +41,8 @@ from capeval.models.regions.amg import (
     upsample_logits,
 )
 from capeval.models.regions.base import Region, check_number, image_size, ordered
+from capeval.models.regions.registry import SAM_CHECKPOINT as DEFAULT_CHECKPOINT  # named where no torch is imported
 
-DEFAULT_CHECKPOINT = "facebook/sam-vit-base"
 # segment-anything SamAutomaticMaskGenerator.__init__ defaults (and transformers' mask-generation pipeline)
 DEFAULTS: dict[str, Any] = {
     "points_per_side": 32,
