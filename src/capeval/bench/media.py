@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-
 from importlib import resources
 from pathlib import Path
 from typing import Iterable
 
 from capeval.errors import ResourceError
 from capeval.hashing import file_digest
+from capeval.paths import resolve_under
 
 _MAX_LISTED = 10
 
@@ -53,9 +53,12 @@ def resolve_media(
     differing: list[str] = []
     for name in sorted(set(needed)):
         rel = table.get(name, (None, name))[1]
-        candidates = [root / rel, root / name] if rel != name else [root / name]
+        # names come from the benchmark's data files (and the checksum lists): never outside the folder
+        what = f"{bench_name} {kind} name"
+        candidates = [resolve_under(root, rel, what=what), resolve_under(root, name, what=what)] if rel != name \
+            else [resolve_under(root, name, what=what)]
         if kind == "video" and "." not in name:
-            candidates += [root / f"{name}.mp4", root / name]  # a folder of frames is allowed too
+            candidates += [resolve_under(root, f"{name}.mp4", what=what)]  # candidates[0]: a folder of frames
         path = next((c for c in candidates if c.exists()), None)
         if path is None:
             missing.append(f"{name} (looked for {', '.join(str(c) for c in candidates)})")
