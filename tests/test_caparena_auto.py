@@ -187,6 +187,8 @@ def test_request_parsing_and_score_against_the_official_code(tmp_path, monkeypat
         mine = ours[p["messages"][1]["content"][1]["text"]]
         assert mine["messages"] == p["messages"]
         assert (mine["temperature"], mine["top_p"], mine["max_tokens"]) == (p["temperature"], p["top_p"], p["max_tokens"])
+        assert "seed" not in mine and "seed" not in p  # call_llm sends none (issue 47 item 10)
+        assert set(p) - {"model"} <= set(mine)  # every field of the official payload is sent
     # the official leaderboard (it reads every default model's file: one unjudged battle each)
     board = tmp_path / "board"
     board.mkdir()
@@ -220,3 +222,13 @@ def test_missing_caption_names_the_image(tmp_path):
     del data["test_00004.jpg"]
     with pytest.raises(InputError, match="test_00004.jpg"):
         ca.evaluate(TEST, data, auto, imgs, base_url="http://127.0.0.1:9/v1", cache=None)
+
+
+def test_a_seed_is_sent_only_when_asked(tmp_path):
+    auto, results, imgs = make_fixture(tmp_path)
+    srv = server()
+    try:
+        ca.evaluate(TEST, results, auto, imgs, base_url=srv.base_url, cache=None, retry_backoff=0.0, seed=7)
+        assert srv.bodies and all(b["seed"] == 7 for b in srv.bodies)
+    finally:
+        srv.close()

@@ -47,7 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, default=0.1, help="judge temperature (default 0.1, the official)")
     p.add_argument("--top-p", type=float, default=0.9, help="judge top_p, (0, 1] (default 0.9, the official)")
     p.add_argument("--max-new-tokens", type=int, default=1500, help="judge max_tokens (default 1500, the official)")
-    p.add_argument("--seed", type=int, default=0, help="seed sent to the server (default 0)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed sent to the server (default: none, as the official request)")
     p.add_argument("--concurrency", type=int, default=4, help="requests in flight (default 4)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
     p.add_argument("--max-retries", type=int, default=5, help="retries of a failed request (default 5)")

@@ -18,7 +18,8 @@ What the official code does, followed here (file:function of the repository):
   ``system_prompt_with_ref`` (one text part), then a user message: the image file's bytes as
   ``data:image/png;base64,...`` with ``"detail": "high"``, then :data:`COMPARE`. Decoding:
   ``temperature`` 0.1 (``call_llm`` overrides the payload's 0.5), ``top_p`` 0.9, ``max_tokens``
-  1500; the paper's judge is ``gpt-4o-2024-08-06``.
+  1500; no ``seed`` (``call_llm`` sends none; ``seed=N`` sends one, and the cache keys on it);
+  the paper's judge is ``gpt-4o-2024-08-06``.
 - parsing: ``Reason:\s*(.+?)\s*Judgment:`` (DOTALL) and ``Judgment:\s*(.+)``, both needed,
   the judgment stripped; otherwise asked again, up to 5 tries (each try its own cache entry);
   a battle never parsed has no judgment. Those regexes backtrack quadratically (110 s on a
@@ -230,7 +231,7 @@ class CapArenaJudge(OpenAICompat):
 def evaluate(test_model: str, results: str | os.PathLike[str] | Mapping[str, str],
              auto600: str | os.PathLike[str] | Mapping[str, Any], images: str | os.PathLike[str], *,
              model: str | None = None, base_url: str | None = None, api_key: str | None = None,
-             temperature: float = 0.1, top_p: float = 0.9, max_new_tokens: int = 1500, seed: int | None = 0,
+             temperature: float = 0.1, top_p: float = 0.9, max_new_tokens: int = 1500, seed: int | None = None,
              tries: int = 5, orders: str = "random", order_seed: int = 0, concurrency: int = 4,
              timeout: float = 120.0, max_retries: int = 5, retry_backoff: float = 1.0,
              cache: bool | str | os.PathLike[str] | None = True, refresh: bool = False,
