@@ -305,6 +305,8 @@ def checkpoint(name: str, directory: Any = None) -> list[Requirement]:
         return [Requirement("checkpoint", name, present, fix, str(path))]
     path = ck.local_path(entry, directory)
     present, note = path.is_file(), ""
+    if not present and path.exists():  # a folder or a FIFO where the file goes: never opened
+        note = f"{path} is not a regular file: remove it first"
     if present and entry.kind not in ("text", "vocab", "zip"):
         try:
             problem = ck.sniff(path)  # an HTML page saved under the name: reads 4 kB, hashes nothing
