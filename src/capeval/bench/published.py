@@ -218,6 +218,11 @@ def signature_options(signature: str) -> tuple[tuple[str, str], ...]:
     return tuple((k, v) for k, _, v in (kv.partition(":") for kv in signature.split("|") if ":" in kv))
 
 
+def published_cell(benchmark: str, metric: str, statistic: str, signature: str = "") -> Cell | None:
+    """The :class:`Cell` whose value :func:`published` gives (its comparability reason with it), or None."""
+    return _best(benchmark, metric, statistic, signature_options(signature))
+
+
 def published(benchmark: str, metric: str, statistic: str, signature: str = "") -> tuple[float, str] | None:
     """``(value x100, source)`` published for this benchmark, metric and statistic, or None.
 
@@ -226,7 +231,7 @@ def published(benchmark: str, metric: str, statistic: str, signature: str = "") 
     comparison tables win over a table that repeats them. Backbone and ablation tables are not used.
     ``signature``: the run's benchmark signature; a cell whose loader options (LongCap-Arena's
     split and perspective, Nebula's scores) differ from the run's is not its published value."""
-    c = _best(benchmark, metric, statistic, signature_options(signature))
+    c = published_cell(benchmark, metric, statistic, signature)
     return None if c is None else (c.x100, c.source)
 
 
@@ -250,31 +255,60 @@ def fixed(value: float, digits: int = 2, signed: bool = False) -> str:
 
 def beside(records: Iterable[Any]) -> list[dict[str, Any]]:
     """Bench records (``benchmark``, ``metric``, ``statistic``, ``value``) that have a published
-    value, as ``{benchmark, metric, statistic, capeval, published, delta, source}`` rows."""
+    value, as ``{benchmark, metric, statistic, capeval, published, delta, source, tolerance, status,
+    not_comparable}`` rows; ``status`` (and ``tolerance``, ``not_comparable``: the registry's reason)
+    are ``capeval reproduce``'s for the same cell and value (:func:`capeval.bench.reproduce.verdict`)."""
+    from capeval.bench import reproduce
+
     rows = []
     for r in records:
-        found = published(r.benchmark, r.metric, r.statistic, getattr(r, "benchmark_signature", ""))
-        if found is None:
+        cell = published_cell(r.benchmark, r.metric, r.statistic, getattr(r, "benchmark_signature", ""))
+        if cell is None:
             continue
         value = None if r.value is None or math.isnan(r.value) else float(r.value)
+        found = reproduce.verdict(cell, value)
         rows.append({"benchmark": r.benchmark, "metric": r.metric, "statistic": r.statistic, "capeval": value,
-                     "published": found[0], "delta": None if value is None else value - found[0], "source": found[1]})
+                     "published": cell.x100, "delta": None if value is None else value - cell.x100,
+                     "source": cell.source, "tolerance": found.tolerance, "status": found.status,
+                     "not_comparable": cell.not_comparable})
     return rows
 
 
+def status_notes(statuses: Iterable[str]) -> tuple[dict[str, str], list[str]]:
+    """Short forms of statuses for a table column, and the notes below it: a status with a reason
+    (``not comparable: <reason>``, ``not run: ...``) is its first words and a mark (``not
+    comparable [1]``), the note ``[1] not comparable: <reason>`` gives it whole, once per status."""
+    short: dict[str, str] = {}
+    notes: list[str] = []
+    for status in statuses:
+        if status in short:
+            continue
+        word, sep, _ = status.partition(": ")
+        if not sep:
+            short[status] = status
+            continue
+        notes.append(f"[{len(notes) + 1}] {status}")
+        short[status] = f"{word} [{len(notes)}]"
+    return short, notes
+
+
 def table(rows: list[dict[str, Any]]) -> str:
-    """The rows of :func:`beside` as plain text (``capeval bench`` prints it under its table)."""
+    """The rows of :func:`beside` as plain text (``capeval bench`` prints it under its table):
+    ``tol`` and ``status`` are ``capeval reproduce``'s, a status's reason given below the table."""
     if not rows:
         return ""
-    head = ("benchmark", "metric", "statistic", "capeval", "published", "delta", "source")
+    short, notes = status_notes(r.get("status", "") for r in rows)
+    head = ("benchmark", "metric", "statistic", "capeval", "published", "delta", "tol", "status", "source")
     cells_ = [head] + [(r["benchmark"], r["metric"], r["statistic"],
                         "nan" if r["capeval"] is None else f"{r['capeval']:.2f}", f"{r['published']:.1f}",
-                        "" if r["delta"] is None else f"{r['delta']:+.2f}", r["source"]) for r in rows]
+                        "" if r["delta"] is None else fixed(r["delta"], signed=True),
+                        "" if r.get("tolerance") is None else f"{r['tolerance']:g}", short[r.get("status", "")],
+                        r["source"]) for r in rows]
     widths = [max(len(c[i]) for c in cells_) for i in range(len(head))]
-    lines = ["published values beside capeval's (x100):"]
+    lines = ["published values beside capeval's (x100; status as capeval reproduce gives it):"]
     for k, row in enumerate(cells_):
-        lines.append("  ".join(c.ljust(w) if i in (0, 1, 2, 6) else c.rjust(w)
+        lines.append("  ".join(c.ljust(w) if i in (0, 1, 2, 7, 8) else c.rjust(w)
                                for i, (c, w) in enumerate(zip(row, widths))).rstrip())
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join(lines + ([""] + notes if notes else []))

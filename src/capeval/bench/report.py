@@ -20,6 +20,7 @@ from capeval.significance.html import CSP_META
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
 .scroll{overflow-x:auto;max-width:100%}.differs{background:#fce8e6}.reproduced{background:#e6f4ea}
+.not-comparable{background:#f1f3f4}
 h3{font-size:1.05em;margin:1.2em 0 .3em}
 h1{font-size:1.5em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:.5em 0 1em}td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:right}
@@ -70,26 +71,31 @@ def _fmt(v: Any, stat: str = "") -> str:
     return fixed(v, 0) if stat.startswith("ties") else fixed(v)
 
 
-def _paper_cell(r: Any, found: tuple[float, str]) -> str:
-    """The published value, marked as ``capeval reproduce`` marks it: ``differs`` when ours is
-    further from it than the tolerance of the benchmark and metric kind, else ``reproduced``."""
-    from capeval.bench.published import tolerance
-    from capeval.bench.reproduce import kind
+# the shade of each status of capeval reproduce's vocabulary (a "not run" cell has none) and the
+# mark after the value where it is no reproduction
+_SHADE = {"reproduced": ("reproduced", ""), "differs": ("differs", " ≠"), "not comparable": ("not-comparable", " †")}
 
-    value, source = found
-    if r.value is None or math.isnan(r.value):
-        return f"<td class='paper' title='{_e(source)}'>{value:.1f}</td>"
-    tol, _ = tolerance(r.benchmark, kind(r.metric))
-    diff = r.value - value
-    status = "reproduced" if abs(diff) <= tol + 1e-9 else "differs"
-    return (f"<td class='paper {status}' title='{_e(source)}; ours - published = {fixed(diff, signed=True)}, "
-            f"tolerance {tol:g}: {status}'>{value:.1f}{'' if status == 'reproduced' else ' ≠'}</td>")
+
+def _paper_cell(r: Any, cell: Any) -> tuple[str, str]:
+    """The published value of ``cell`` (:class:`capeval.bench.published.Cell`) as a ``<td>``,
+    marked with the status ``capeval reproduce`` gives it (:func:`capeval.bench.reproduce.verdict`,
+    the same function): ``reproduced``, ``differs``, ``not comparable: <reason>`` or ``not run: no
+    value (...)``; and that status (the title carries it whole, the table's notes too)."""
+    from capeval.bench.reproduce import verdict
+
+    found = verdict(cell, float(r.value) if _is_number(r.value) else None)
+    shade, mark = _SHADE.get(found.word, ("", ""))
+    diff = "" if found.difference is None else f"ours - published = {fixed(found.difference, signed=True)}, "
+    tol = "–" if found.tolerance is None else f"{found.tolerance:g}"
+    title = f"{cell.source}; {diff}tolerance {tol}: {found.status}"
+    return (f"<td class='paper{' ' + shade if shade else ''}' title='{_e(title)}'>{cell.x100:.1f}{_e(mark)}</td>",
+            found.status)
 
 
 def _stat_table(records: list[Any]) -> str:
     """Metrics x statistics, each statistic followed by a "paper" column where the
     published-values registry has a value for one of its metrics (capeval.bench.published)."""
-    from capeval.bench.published import published
+    from capeval.bench.published import published_cell
 
     stats_order: list[str] = []
     metrics: list[str] = []
@@ -100,11 +106,13 @@ def _stat_table(records: list[Any]) -> str:
         if r.metric not in metrics:
             metrics.append(r.metric)
         cell[(r.metric, r.statistic)] = r
-    paper = {(m, s): published(r.benchmark, m, s, getattr(r, "benchmark_signature", "")) for (m, s), r in cell.items()}
+    paper = {(m, s): published_cell(r.benchmark, m, s, getattr(r, "benchmark_signature", ""))
+             for (m, s), r in cell.items()}
     with_paper = {s for (m, s), v in paper.items() if v is not None}
     head = "".join(f"<th>{_e(s)}</th>" + ("<th class='paper'>paper</th>" if s in with_paper else "")
                    for s in stats_order)
     rows = []
+    reasons: dict[str, list[str]] = {}  # a status with a reason -> the cells that have it
     for m in metrics:
         tds = []
         for s in stats_order:
@@ -116,9 +124,17 @@ def _stat_table(records: list[Any]) -> str:
                 tds.append(f"<td title='n={_e(r.n)}'>{_fmt(r.value, s)}{ci}</td>")
             if s in with_paper:
                 found = paper.get((m, s))
-                tds.append("<td class='paper'>–</td>" if found is None or r is None else _paper_cell(r, found))
+                if found is None or r is None:
+                    tds.append("<td class='paper'>–</td>")
+                    continue
+                td, status = _paper_cell(r, found)
+                tds.append(td)
+                if ": " in status:
+                    reasons.setdefault(status, []).append(f"{m} {s}")
         rows.append(f"<tr><td>{_e(m)}</td>{''.join(tds)}</tr>")
-    return f"<div class='scroll'><table><tr><th>metric</th>{head}</tr>{''.join(rows)}</table></div>"
+    # each reason once, visible without hovering, with the cells it applies to
+    notes = "".join(f"<p class='note'>{_e(', '.join(where))}: {_e(status)}</p>" for status, where in reasons.items())
+    return f"<div class='scroll'><table><tr><th>metric</th>{head}</tr>{''.join(rows)}</table></div>{notes}"
 
 
 def _heatmap_svg(plot: dict[str, Any]) -> str:
@@ -242,9 +258,12 @@ def provenance(config: dict[str, Any]) -> str:
     return (f"capeval {_e(version)}, seed {_e(config.get('seed', 'not recorded'))}, run {_e(date)}")
 
 
-_PAPER_NOTE = ("<p class='note'>paper: the published value (capeval/data/published), marked as <code>capeval "
-               "reproduce</code> marks it: <span class='reproduced'>within</span> or <span class='differs'>"
-               "outside (≠)</span> the tolerance of the benchmark and metric kind; hover for the source.</p>")
+_PAPER_NOTE = ("<p class='note'>paper: the published value (capeval/data/published), with the status <code>capeval "
+               "reproduce</code> gives it: <span class='reproduced'>reproduced</span> (within the tolerance of the "
+               "benchmark and metric kind), <span class='differs'>differs (≠)</span> (outside it) or "
+               "<span class='not-comparable'>not comparable (†)</span> (the paper's number was made with another "
+               "implementation or protocol, capeval/data/published/comparability.csv); hover for the source, "
+               "the difference, the tolerance and the reason.</p>")
 
 
 def render_html(run: Any, link_base: str | None = None) -> str:

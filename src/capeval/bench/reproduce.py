@@ -209,8 +209,7 @@ def reproduce(
     todo: dict[tuple[str, str], set[str]] = {}
     runs: list[tuple[str, str]] = []
     for c in cells:
-        tol, _ = pub.tolerance(c.benchmark, kind(c.metric)) if c.metric in known else (None, "")
-        o = Outcome(c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic, c.x100, tolerance=tol,
+        o = Outcome(c.paper, c.table, c.benchmark, c.metric, c.variant, c.statistic, c.x100, tolerance=cell_tolerance(c),
                     source=c.source, protocol=c.protocol, not_comparable=c.not_comparable, options=c.options)
         o.status = _blocker(c, known, images, videos, checkpoints) or ""
         runs.append((c.benchmark, c.options))
@@ -237,23 +236,69 @@ def reproduce(
                 bar.update(1)
             for r in result:
                 records[(r.benchmark, opts, r.metric, r.statistic)] = r
-    for o, run_key in zip(outcomes, runs):
+    for c, o, run_key in zip(cells, outcomes, runs):
         if o.status:
             continue
         if run_key in failed:
             o.status = f"not run: data ({failed[run_key]})"
             continue
         r = records.get((o.benchmark, run_key[1], o.metric, o.statistic))
-        if r is None or r.value is None or math.isnan(r.value):
-            o.status = "not run: no value (the benchmark gave none for this metric)"
-            continue
-        o.ours, o.ci_low, o.ci_high = float(r.value), r.ci_low, r.ci_high
-        o.difference = round(o.ours - o.published, 6)
-        if o.not_comparable:
-            o.status = f"not comparable: {o.not_comparable}"
-        else:
-            o.status = "reproduced" if abs(o.difference) <= (o.tolerance or 0.0) + 1e-9 else "differs"
+        # the one rule of the vocabulary, shared with capeval bench's tables, HTML and JSON
+        found = verdict(c, None if r is None else r.value)
+        o.status, o.difference = found.status, found.difference
+        if found.difference is not None and r is not None:
+            o.ours, o.ci_low, o.ci_high = float(r.value), r.ci_low, r.ci_high
     return outcomes
+
+
+#: the status of a cell whose benchmark ran but gave no number for it (NaN)
+NO_VALUE = "not run: no value (the benchmark gave none for this metric)"
+
+
+def cell_tolerance(cell: pub.Cell) -> float | None:
+    """How far (x100) capeval's value may be from the cell's: ``tolerances.csv`` for its benchmark
+    and the metric's kind; None for a metric capeval does not have."""
+    if cell.metric not in registry.metrics():
+        return None
+    return pub.tolerance(cell.benchmark, kind(cell.metric))[0]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a published cell says beside capeval's value: the status text of :func:`reproduce`,
+    the difference (ours - published, x100; None without a value) and the tolerance."""
+
+    status: str
+    difference: float | None
+    tolerance: float | None
+
+    @property
+    def word(self) -> str:
+        """The status without its reason: ``reproduced``, ``differs``, ``not comparable``, ``not run``."""
+        return self.status.split(": ", 1)[0]
+
+    @property
+    def reason(self) -> str:
+        """What follows ``not comparable: `` / ``not run: `` (empty for the two-word statuses)."""
+        return self.status.split(": ", 1)[1] if ": " in self.status else ""
+
+
+def verdict(cell: pub.Cell, ours: float | None) -> Verdict:
+    """The status of one published ``cell`` beside capeval's value ``ours`` (x100; None or NaN:
+    the run gave none): ``not comparable: <reason>`` for a cell of ``comparability.csv`` whatever
+    the difference, else ``reproduced`` within the tolerance (:func:`cell_tolerance`, none: 0) and
+    ``differs`` outside it; ``not run: no value (...)`` without a value. The one place where the
+    vocabulary is decided: :func:`reproduce` and ``capeval bench`` (its terminal table, HTML and
+    JSON, :func:`capeval.bench.published.beside`) both call it, so they say the same of a cell."""
+    tol = cell_tolerance(cell)
+    if ours is None or math.isnan(ours):
+        return Verdict(NO_VALUE, None, tol)
+    difference = round(float(ours) - cell.x100, 6)
+    if cell.not_comparable:
+        status = f"not comparable: {cell.not_comparable}"
+    else:
+        status = "reproduced" if abs(difference) <= (tol or 0.0) + 1e-9 else "differs"
+    return Verdict(status, difference, tol)
 
 
 #: the statuses :func:`reproduce` gives: two words, or a prefix followed by the reason
