@@ -22,7 +22,12 @@ beside it. Loader options: ``split`` (``test-a``, ``test-b``) and ``perspective`
 ``rel``, ``flu``); the ``vela`` metric is told the perspective (its ``perspective`` option,
 :attr:`Loaded.metric_options`; a user's ``-O vela.perspective`` still wins). Scores are accepted
 in [0, 1] (the card's example is 0.625; the card does not state the scale): anything else, NaN
-included, is a one-line error naming the shard and row. Strings are passed on as written.
+included, is a one-line error naming the shard and row. Whitespace in the candidate and in every
+reference is collapsed by default (runs of spaces, tabs and newlines to one space, none at either
+end: ``" ".join(s.split())``), as that kit's loader does (same file and commit: ``_normalize_text``,
+line 76, applied to ``row["cand"]`` and each of ``row["refs"]`` in ``_write_hf_longcaparena_cache``,
+lines 665-666). Loader option ``whitespace=keep`` passes the strings on as written (what capeval's
+protocol ``longcap-arena-v1`` did); it is named in the benchmark signature (``whitespace:keep``).
 """
 
 from __future__ import annotations
@@ -33,8 +38,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from capeval.bench._common import kendall_specs
-from capeval.bench.base import (Benchmark, Loaded, ScoreItem, Setting, StatSpec, check_loader_options, judgment,
-                                malformed)
+from capeval.bench.base import (Benchmark, Loaded, ScoreItem, Setting, StatSpec, check_loader_options, collapse,
+                                judgment, malformed)
 from capeval.errors import ResourceError
 
 REPO = "Ka2ukiMatsuda/LongCap-Arena"
@@ -44,6 +49,8 @@ REVISION = "main"
 SPLITS = {"test-a": "dci_val", "test-b": "dci_test"}  # the paper's names -> the release's
 PERSPECTIVES = {"desc": "Descriptiveness", "rel": "Relevance", "flu": "Fluency"}
 HUMAN_SCALE = (0.0, 1.0)
+#: how the captions' whitespace is read: collapsed as CaptionEvalKit's loader does (default), or as written
+WHITESPACE = ("collapse", "keep")
 _COLUMNS = ["file_name", "refs", "cand", "score"]
 
 
@@ -58,18 +65,20 @@ class LongCapArena(Benchmark):
     citation = ("Matsuda et al. 2025, VELA: An LLM-Hybrid-as-a-Judge Approach for Evaluating Long Image Captions "
                 f"(EMNLP); data: huggingface.co/datasets/{REPO}")
     protocol = ("One test set (split=test-a: dci_val, test-b: dci_test) and one perspective (perspective=desc, rel, "
-                "flu) per run: every row (long candidate, all its long references, image, human score in [0, 1]); "
+                "flu) per run: every row (long candidate, all its long references, image, human score in [0, 1]), "
+                "whitespace collapsed as CaptionEvalKit's loader does (whitespace=keep: strings as written); "
                 "Kendall tau-c (headline) and tau-b x100 between metric and human scores; bootstrap resamples rows. "
                 "Images are embedded in the Parquet files: capeval download writes them to "
                 "<data>/longcap-arena/images/<file_name> (--images <data> for image-conditioned metrics).")
-    protocol_id = "longcap-arena-v1"
+    protocol_id = "longcap-arena-v2"  # v2: whitespace collapsed by default (v1: strings as written)
     files: dict[str, str | None] = {}  # no sha256 published for the shards: recorded as computed
     human_label = "human score"
-    loader_options = {"split": tuple(SPLITS), "perspective": tuple(PERSPECTIVES)}
+    loader_options = {"split": tuple(SPLITS), "perspective": tuple(PERSPECTIVES), "whitespace": WHITESPACE}
 
     def load(self, root: Path, seed: int = 0, split: str = "test-a", perspective: str = "desc",
-             **options: Any) -> Loaded:
-        check_loader_options([self], {self.name: {"split": split, "perspective": perspective, **options}})
+             whitespace: str = "collapse", **options: Any) -> Loaded:
+        check_loader_options([self], {self.name: {"split": split, "perspective": perspective,
+                                                  "whitespace": whitespace, **options}})
         prefix = shard_prefix(split, perspective)
         folder = root / self.name / "data"
         shards = sorted(folder.glob(f"{Path(prefix).name}*.parquet"))
@@ -89,7 +98,7 @@ class LongCapArena(Benchmark):
                     for row in batch.to_pylist():
                         k += 1
                         where = f"row {k}"
-                        items[str(len(items))] = _item(row, shard, where)
+                        items[str(len(items))] = _item(row, shard, where, whitespace == "collapse")
                         human.append(judgment(row["score"], shard, where, "score", *HUMAN_SCALE))
             except Exception as exc:
                 if type(exc).__module__.startswith("pyarrow"):
@@ -100,11 +109,13 @@ class LongCapArena(Benchmark):
             raise malformed(shards[0], "whole file", "no rows")
         info: dict[str, Any] = {"rows": len(items), "split": split, "release_split": f"{SPLITS[split]}.{perspective}",
                                 "perspective": PERSPECTIVES[perspective], "revision": REVISION,
-                                "shards": [s.name for s in shards]}
+                                "whitespace": whitespace, "shards": [s.name for s in shards]}
         files = self.checksum_files(root, {f"{self.name}/data/{s.name}": s for s in shards}, info)
         info["unverified_files"] = sorted(files)  # nothing published to compare with
-        return Loaded(self, {"": Setting("", items)}, np.array(human, float), files, info, root,
-                      options={"split": split, "perspective": perspective},
+        # the default (collapse) is what protocol v2 means; the old reading is named where chosen
+        named = {"split": split, "perspective": perspective, **({"whitespace": whitespace} if whitespace != "collapse"
+                                                                  else {})}
+        return Loaded(self, {"": Setting("", items)}, np.array(human, float), files, info, root, options=named,
                       metric_options={"vela": {"perspective": perspective}})
 
     def statistics(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> list[StatSpec]:
@@ -114,13 +125,17 @@ class LongCapArena(Benchmark):
         return loaded.data, np.asarray(scores[""], float)
 
 
-def _item(row: Mapping[str, Any], shard: Path, where: str) -> ScoreItem:
+def _item(row: Mapping[str, Any], shard: Path, where: str, collapsed: bool = True) -> ScoreItem:
+    """One row as a :class:`ScoreItem`; ``collapsed``: its candidate and references whitespace-collapsed
+    (``" ".join(s.split())``, CaptionEvalKit's ``_normalize_text``), else as written."""
     refs, cand, name = row["refs"], row["cand"], row["file_name"]
     if not isinstance(refs, list) or not refs or not all(isinstance(r, str) and r.strip() for r in refs):
         raise malformed(shard, where, "refs must be a non-empty list of non-empty strings")
     if not isinstance(cand, str) or not cand.strip():
         raise malformed(shard, where, "empty candidate (cand)")
     _image_name(name, shard, where)
+    if collapsed:
+        cand, refs = collapse(cand), [collapse(r) for r in refs]
     return ScoreItem(cand, tuple(refs), image=f"longcap-arena/images/{name}")
 
 
