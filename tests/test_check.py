@@ -375,3 +375,17 @@ def test_download_factual_prints_no_hub_progress_line(tmp_path):
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["name"] == "factual/flan-t5-base-VG-factual-sg"
     assert run.stderr == ""
+
+
+def test_caption_score_checks_at_construction(tmp_path, monkeypatch):
+    """CaptionScore says what is missing when it is built, not at the first update() (issue 47 item 6)."""
+    pytest.importorskip("torchmetrics")
+    from capeval.errors import MissingDependencyError, ResourceError
+    from capeval.torchmetrics import CaptionScore
+
+    monkeypatch.setenv("CAPEVAL_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises((MissingDependencyError, ResourceError)) as info:
+        CaptionScore("clip-s")
+    message = str(info.value)
+    assert "\n" not in message and "openai/ViT-B-32" in message and "capeval download" in message
+    CaptionScore("bleu-4")  # nothing to fetch: built as before

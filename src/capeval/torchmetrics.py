@@ -96,6 +96,11 @@ class CaptionScore(_tm.Metric):
         if unsupported:
             raise _input_error(f"CaptionScore: {', '.join(unsupported)} cannot run per process yet (supported: text "
                                f"metrics and {', '.join(sorted(ITEM_LOCAL))})")
+        from capeval.requirements import check as check_requirements
+
+        # every missing package, model, data file or folder, now and in one line, not at the first
+        # update() after an epoch of training (issue 47 item 6)
+        check_requirements(self.names, self.options)
         self.local = [n for n in self.names if n in ITEM_LOCAL]
         self.text = [n for n in self.names if n not in ITEM_LOCAL]
         self._evaluator: Any = None  # the model metrics' Evaluator, built on the first update, kept across resets
