@@ -27,10 +27,11 @@ class Foil(Benchmark):
     protocol = (
         "Annotations of foilv1.0_test_2017.json grouped by `id`: one original caption (foil: false) and its "
         "foils. Each (original, foil) pair is scored with references = the image's COCO val2014 captions minus "
-        "the original (exact text), 4-ref setting, and the first of those, 1-ref setting. Accuracy x100 = share "
-        "of pairs with score(original) > score(foil), strictly (ties are errors, counted as ties_*)."
+        "the original (exact text), 4-ref setting, and the first of those, 1-ref setting; CHAIR's ground truth "
+        "leaves the original out too, for both captions. Accuracy x100 = share of pairs with score(original) > "
+        "score(foil), strictly (ties are errors, counted as ties_*: capeval's rule, which the papers do not state)."
     )
-    protocol_id = "clipscore-v1"
+    protocol_id = "clipscore-v2"  # v2: CHAIR's ground truth without the original (issue 47)
     image_checksums = ()
     files = {_FOIL: None, _COCO: None}
     human_label = "original (1) vs foil (0)"
@@ -85,8 +86,10 @@ class Foil(Benchmark):
             settings[name] = Setting(name, items, description=f"{name} references")
         info = {"pairs": len(pairs), "caption_groups": len(groups), "images": len({p[1] for p in pairs})}
         files = self.checksum_files(root, paths, info)
+        # CHAIR's ground truth leaves the original out for both captions of a pair, as the references do
+        excludes = {f"{k}/{side}": orig for k, (_, _, orig, _, _) in enumerate(pairs) for side in ("orig", "foil")}
         return Loaded(self, settings, pairs, files, info, root, options={"ties": "wrong"},
-                      metric_options=MID_ALL_PAIRS)
+                      metric_options={**MID_ALL_PAIRS, "chair": {"truth_excludes": excludes}})
 
     def statistics(self, loaded: Loaded, scores: Mapping[str, np.ndarray]) -> list[StatSpec]:
         out = []

@@ -43,13 +43,17 @@ class Chair(ScorerBase):
 
     ``annotations``: the COCO 2014 annotation folder (required); ``variant``: ``official``
     (default) or ``stripped`` (synonym entries stripped of stray spaces); ``cache``: keep the
-    compact annotation table in the capeval cache.
+    compact annotation table in the capeval cache; ``truth_excludes``: ``{item id: caption}``,
+    a COCO caption (exact text) left out of that item's ground truth (None: none, the official).
+    FOIL's protocol sets it (``capeval bench foil``): a FOIL original is one of its image's COCO
+    captions, so without it the original could never be hallucinated, while the references the
+    other metrics get leave it out; recorded in the signature as ``truth:coco-minus(n=...)``.
     """
 
     produces: ClassVar[tuple[str, ...]] = ("chair-s", "chair-i")
 
     def __init__(self, metrics: Sequence[str] | None = None, annotations: str | None = None,
-                 variant: str = "official", cache: bool = True):
+                 variant: str = "official", cache: bool = True, truth_excludes: Mapping[Any, str] | None = None):
         from capeval.metrics.chair.annotations import load_annotations
 
         self.metrics = self._select(metrics)
@@ -59,17 +63,21 @@ class Chair(ScorerBase):
                              "and captions_{train,val}2014.json")
         self.vocab: ObjectVocabulary = vocabulary(variant)
         self.variant = variant
+        self.excludes = _check_excludes(truth_excludes)
         self.coco = load_annotations(annotations, cache=cache)
-        self._truth: dict[int, frozenset[str]] = {}
+        self._truth: dict[tuple[int, str | None], frozenset[str]] = {}
 
-    def ground_truth(self, image_id: int) -> frozenset[str]:
-        """The CHAIR objects of one COCO image: its instance categories and its captions' objects."""
-        if image_id not in self._truth:
+    def ground_truth(self, image_id: int, leave_out: str | None = None) -> frozenset[str]:
+        """The CHAIR objects of one COCO image: its instance categories and its captions' objects
+        (without the caption ``leave_out``, exact text, when given)."""
+        key = (image_id, leave_out)
+        if key not in self._truth:
             objects = {self.vocab.object_of_category(name) for name in self.coco.categories.get(image_id, ())}
             for caption in self.coco.captions.get(image_id, ()):
-                objects.update(m.object for m in self.vocab.mentions(caption))
-            self._truth[image_id] = frozenset(objects)
-        return self._truth[image_id]
+                if caption != leave_out:
+                    objects.update(m.object for m in self.vocab.mentions(caption))
+            self._truth[key] = frozenset(objects)
+        return self._truth[key]
 
     def score(self, candidates: Mapping[Any, Any] | Sequence[str], references: Mapping[Any, Any] | None = None,
               *, images: Any = None, progress: bool | None = False, **_: Any) -> Report:
@@ -87,8 +95,13 @@ class Chair(ScorerBase):
             image_ids = [self.coco.image_id(i) for i in ids]
         sentence, instance, hallucinated, mentioned = [], [], {}, {}
         total_h = total_m = 0
+        if self.excludes is not None:
+            unknown = [i for i in self.excludes if i not in cands]
+            if unknown:
+                raise InputError(f"chair option truth_excludes: item {unknown[0]!r} is not among the candidates "
+                                 f"({len(unknown)} such)")
         for item, image_id in zip(ids, image_ids):
-            truth = self.ground_truth(image_id)
+            truth = self.ground_truth(image_id, None if self.excludes is None else self.excludes.get(item))
             mentions = self.vocab.mentions(cands[item])
             bad = [(m.word, m.object) for m in mentions if m.object not in truth]
             sentence.append(1.0 if bad else 0.0)
@@ -99,6 +112,8 @@ class Chair(ScorerBase):
             total_m += len(mentions)
         params = {"variant": self.variant, "tok": TOKENIZER, "singularize": SINGULARIZE,
                   "coco": f"2014:{self.coco.digest[:12]}"}
+        if self.excludes is not None:
+            params["truth"] = f"coco-minus(n={len(self.excludes)})"
         extras = {"hallucinated": hallucinated, "objects": mentioned, "mentions": total_m, "hallucinations": total_h}
         out = []
         if "chair-s" in self.metrics:
@@ -110,3 +125,18 @@ class Chair(ScorerBase):
             out.append(MetricResult("chair-i", system, dict(zip(ids, instance)),
                                     Signature.build("chair-i", **params), extras))
         return Report(out)
+
+
+def _check_excludes(value: Any) -> dict[str, str] | None:
+    """``truth_excludes`` as ``{str item id: caption}``, or a one-line error naming the option."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InputError(f"chair option truth_excludes: expected {{item id: caption}}, got {type(value).__name__}")
+    out: dict[str, str] = {}
+    for key, caption in value.items():
+        if not isinstance(caption, str):
+            raise InputError(f"chair option truth_excludes: item {str(key)!r}: expected a caption (text), "
+                             f"got {type(caption).__name__}")
+        out[str(key)] = caption
+    return out
