@@ -69,6 +69,15 @@ def test_terminal_default_is_text_and_json_on_request() -> None:
     assert json.loads(_on_a_terminal("--format", "json"))["scores"]
 
 
+def test_a_terminal_line_never_wraps() -> None:
+    from capeval.cli.score import text_table
+
+    payload = {"results": [{"metric": "meteor", "system": 0.28, "n": 4, "signature": "metric:meteor|" + "x" * 300}]}
+    lines = text_table(payload, width=80).splitlines()
+    assert max(len(line) for line in lines) <= 80 and lines[1].endswith("...")
+    assert text_table(payload).splitlines()[1].endswith("x" * 300)  # off a terminal: whole
+
+
 def test_pipe_default_stays_json() -> None:
     assert set(_json_scores()["scores"]) == {"bleu-4", "rouge-l", "cider-d"}
 

@@ -355,13 +355,20 @@ def _finish(args: argparse.Namespace, report: Any, inputs: dict[str, Any]) -> in
         except OSError as exc:
             raise InputError(f"cannot write {exc.filename or 'the output files'}: {exc.strerror or exc}") from None
     fmt = args.format or ("text" if sys.stdout.isatty() else "json")
-    sys.stdout.write((text_table(payload) if fmt == "text" else text) + "\n")
+    if fmt == "text":  # one line per metric: on a terminal, signatures cut to its width (JSON keeps them whole)
+        import shutil
+
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+        sys.stdout.write(text_table(payload, width) + "\n")
+    else:
+        sys.stdout.write(text + "\n")
     return 0
 
 
-def text_table(payload: dict[str, Any]) -> str:
+def text_table(payload: dict[str, Any], width: int | None = None) -> str:
     """``--format text``: one aligned line per metric (name, system score to 4 decimals, items,
-    signature without the metric's name and capeval's version, which the header carries)."""
+    signature without the metric's name and capeval's version, which the header carries); with
+    ``width``, a signature longer than the line allows is cut and ends in ``...``."""
     from capeval._version import __version__
 
     rows = [("metric", "score", "n", f"signature (capeval {__version__})")]
@@ -372,4 +379,10 @@ def text_table(payload: dict[str, Any]) -> str:
                   if f != f"metric:{result.get('metric')}" and f != f"version:{__version__}"]
         rows.append((str(result.get("metric")), score, str(result.get("n", "")), "|".join(fields)))
     widths = [max(len(row[k]) for row in rows) for k in range(3)]
-    return "\n".join(f"{m:<{widths[0]}}  {s:>{widths[1]}}  {n:>{widths[2]}}  {sig}".rstrip() for m, s, n, sig in rows)
+    room = None if width is None else max(width - sum(widths) - 6, 12)
+
+    def cut(sig: str) -> str:
+        return sig if room is None or len(sig) <= room else sig[: room - 3] + "..."
+
+    return "\n".join(f"{m:<{widths[0]}}  {s:>{widths[1]}}  {n:>{widths[2]}}  {cut(sig)}".rstrip()
+                     for m, s, n, sig in rows)
