@@ -13,8 +13,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="is system B better than A? paired bootstrap / approximate randomisation",
         description="Paired significance of each candidate file against the first (the baseline), per metric: "
         "paired bootstrap resampling (--method bs, as sacreBLEU --paired-bs) or approximate randomisation "
-        "(--method ar, as --paired-ar), corpus scores recomputed on every resample. Prints JSON; a table on a "
-        "terminal.",
+        "(--method ar, as --paired-ar), corpus scores recomputed on every resample from the statistics of one "
+        "scoring pass per system. Prints JSON; a table on a terminal. Progress on stderr (-q: none).",
     )
     p.add_argument("--candidates", "-c", nargs="+", required=True, metavar="[NAME=]FILE",
                    help="candidate files, the baseline first; NAME= names a system (default: the file name)")
@@ -33,6 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", "-o", metavar="FILE", help="also write the JSON to FILE")
     p.add_argument("--html", metavar="FILE", help="also write the comparison as an HTML page")
     p.add_argument("--table", action="store_true", help="print a table instead of JSON (default on a terminal)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress (neither the bar on a terminal nor the "
+                   "lines elsewhere)")
     p.set_defaults(func=run)
 
 
@@ -40,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from capeval.cli.score import check_outputs, parse_options
     from capeval.significance.output import compare_files
 
+    # progress on stderr as capeval bench: a bar on a terminal, a line every few seconds elsewhere
     return compare_files(args.candidates, args.references, args.metrics, parse_options(args.option), check_outputs,
                          method=args.method, samples=args.samples, seed=args.seed, confidence=args.confidence,
-                         out=args.out, html=args.html, as_table=args.table)
+                         out=args.out, html=args.html, as_table=args.table, progress=not args.quiet)

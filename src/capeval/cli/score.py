@@ -273,7 +273,7 @@ def _compare(args: argparse.Namespace) -> int:
     if not args.candidates or not args.references:
         raise InputError("--compare needs the baseline's candidates (-c FILE) and the references (-r FILE)")
     return compare_files([args.candidates, *args.compare], args.references, args.metrics, parse_options(args.option),
-                         check_outputs, out=args.out)
+                         check_outputs, out=args.out, progress=False if args.quiet else None)
 
 
 def _run_stream(args: argparse.Namespace, names: list[str], options: dict[str, dict[str, Any]],

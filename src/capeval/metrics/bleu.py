@@ -105,6 +105,13 @@ def table_bleu_stats(table: NgramTable) -> tuple[list[int], list[int], list[list
     return testlen.tolist(), reflen.tolist(), guess.tolist(), correct.tolist()
 
 
+def _keeping() -> dict[str, Any] | None:
+    """``capeval compare``'s collector of per-item statistics, or None (see :mod:`capeval.significance.keep`)."""
+    from capeval.significance.keep import kept
+
+    return kept()
+
+
 class Bleu(TextScorer):
     """BLEU-1..4 (pycocoevalcap variant). ``metrics`` picks which orders to report."""
 
@@ -118,10 +125,21 @@ class Bleu(TextScorer):
         scores = [_bleu_from_counts(t, r, g, c) for t, r, g, c in zip(testlen, reflen, guess, correct)]
         totals = [sum(testlen), sum(reflen)] + [sum(g[k] for g in guess) for k in range(n)]
         totals += [sum(c[k] for c in correct) for k in range(n)]
-        return np.array(scores, dtype=np.float64).reshape(len(testlen), n), totals
+        out = np.array(scores, dtype=np.float64).reshape(len(testlen), n), totals
+        if _keeping() is not None:  # for capeval compare: every item's counts, resamples sum them
+            rows = np.column_stack([np.array(testlen, dtype=np.int64), np.array(reflen, dtype=np.int64),
+                                    np.array(guess, dtype=np.int64).reshape(-1, n),
+                                    np.array(correct, dtype=np.int64).reshape(-1, n)])
+            return (*out, rows)
+        return out
 
     def merge(self, ids: list[str], parts: list[Any], nrefs: str) -> list[MetricResult]:
         n = self.n
+        kept = _keeping()
+        if kept is not None and all(len(p) == 3 for p in parts):
+            rows = np.concatenate([p[2] for p in parts]) if parts else np.zeros((0, 2 + 2 * n), dtype=np.int64)
+            for name in self.metrics:
+                kept[name] = rows
         per_item = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, n))
         tot = [sum(p[1][j] for p in parts) for j in range(2 + 2 * n)]
         tot_test, tot_ref = tot[0], tot[1]

@@ -73,14 +73,30 @@ class CiderD(TextScorer):
             return np.zeros(0)
         table = chunk.table(self.n)
         df, n_docs = document_frequencies(table, self.corpus if self.corpus is not None else corpus)
-        return cider_table_scores(table, df, n_docs, self.sigma)
+        scores = cider_table_scores(table, df, n_docs, self.sigma)
+        if self.corpus is None and _keeping() is not None:  # for capeval compare: what resampling needs, from this pass
+            from capeval.significance.cider_resample import chunk_statistics
+
+            return scores, chunk_statistics(table, corpus, self.sigma)
+        return scores
 
     def merge(self, ids: list[str], parts: list[Any], nrefs: str) -> list[MetricResult]:
+        kept = _keeping()
+        if kept is not None and self.corpus is None:
+            kept["cider-d"] = [p[1] for p in parts if isinstance(p, tuple)]
+        parts = [p[0] if isinstance(p, tuple) else p for p in parts]
         scores = np.concatenate(parts) if parts else np.zeros(0)
         system = float(np.mean(scores))
         df = "corpus" if self.corpus is None else f"fitted(n={self.corpus.n_docs},sha={self.corpus.digest[:12]})"
         sig = Signature.build("cider-d", **self.signature_params(nrefs), n=self.n, sigma=self.sigma, df=df)
         return [MetricResult("cider-d", system, item_scores(ids, scores), sig)]
+
+
+def _keeping() -> dict[str, Any] | None:
+    """``capeval compare``'s collector of per-item statistics, or None (see :mod:`capeval.significance.keep`)."""
+    from capeval.significance.keep import kept
+
+    return kept()
 
 
 @dataclass(frozen=True)

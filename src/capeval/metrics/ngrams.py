@@ -212,6 +212,31 @@ class GramIndex:
             out[lo + np.nonzero(found)[0]] = self._df[k][prev_ids[found]]
         return out
 
+    def n_ids(self) -> int:
+        """Number of distinct n-grams added (all orders): the range of :meth:`ids_of`."""
+        return sum(len(self._df[k]) for k in range(1, self.n + 1))
+
+    def ids_of(self, table: NgramTable) -> np.ndarray:
+        """One id per n-gram of ``table`` over the whole index (order 1's first, then order 2's, ...),
+        -1 for an n-gram never added; the same n-gram has the same id in every table, so
+        per-chunk statistics can be merged (``capeval compare`` recounts ``df`` on resamples)."""
+        out = np.full(int(table.n_grams), -1, dtype=np.int64)
+        vocab = self.vocab
+        wid = np.array([vocab.get(w, -1) for w in table.words], dtype=np.int64)
+        prev_ids = None
+        offset = 0
+        for k in range(1, min(self.n, table.n) + 1):
+            q = self._query(table, k, wid, prev_ids)
+            keys = self._keys[k]
+            at = np.searchsorted(keys, q)
+            found = _contains(keys, q, at)
+            prev_ids = np.full(len(q), -1, dtype=np.int64)
+            prev_ids[found] = self._ids[k][at[found]]
+            lo = table.gram_offset[k - 1]
+            out[lo + np.nonzero(found)[0]] = offset + prev_ids[found]
+            offset += len(self._df[k])
+        return out
+
     @staticmethod
     def _query(table: "NgramTable | DfPart", k: int, wid: np.ndarray, prev_ids: np.ndarray | None) -> np.ndarray:
         last = wid[table.last[k]]

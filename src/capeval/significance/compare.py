@@ -1,21 +1,26 @@
 """``capeval.compare``: is system B better than system A on the same items?
 
-Every system is scored with :func:`capeval.score`; each metric's corpus score is then rebuilt
-on resamples of the items (:mod:`capeval.significance.statistics`) by a paired test
+Every system is scored once (the scorers of :class:`capeval.Evaluator`, keeping their per-item
+statistics); each metric's corpus score is then rebuilt from those statistics on resamples of
+the items (:mod:`capeval.significance.statistics`) by a paired test
 (:mod:`capeval.significance.paired`): paired bootstrap (``method="bs"``, the default, as
-sacreBLEU ``--paired-bs``) or approximate randomisation (``"ar"``, as ``--paired-ar``).
+sacreBLEU ``--paired-bs``) or approximate randomisation (``"ar"``, as ``--paired-ar``). The
+draws are made once for all systems and metrics, and the baseline's scores on them once.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from capeval.significance.paired import PairedResult, approximate_randomization, paired_bootstrap
-from capeval.significance.statistics import CiderStatistic, bleu_statistic, check_mean, mean_statistic, meteor_statistic
+from capeval.significance.paired import (PairedResult, bootstrap_result, bootstrap_scores, estimate_ci,
+                                         randomization_gaps, randomization_result)
+from capeval.significance.statistics import (bleu_statistic, check_mean, cider_statistic, mean_statistic,
+                                             meteor_statistic)
 from capeval.errors import InputError
 from capeval.io.inputs import normalize_candidates, normalize_references
 
@@ -23,6 +28,13 @@ METHODS = ("bs", "ar")
 #: sacreBLEU's defaults: 1,000 bootstrap resamples, 10,000 randomisation trials, seed 12345
 DEFAULT_SAMPLES = {"bs": 1000, "ar": 10000}
 DEFAULT_SEED = 12345
+#: fewer items than this: the test is reported but no row is marked significant, with a warning.
+#: Why 10: the bootstrap sees the spread of the items' differences as (n-1)/n of the sample
+#: variance and cuts its interval at normal quantiles, so for a mean of normally distributed
+#: item differences a nominal 5% test rejects a true null with probability
+#: P(|t_(n-1)| > 1.96 sqrt((n-1)/n)): 19% at 4 items, 10.2% at 9, 9.6% at 10, 7.1% at 20. From
+#: 10 items the real error rate is at most twice the nominal one (docs/compare.md).
+MIN_ITEMS = 10
 
 
 def _check(method: str, samples: int | None, seed: int | None, confidence: float) -> int:
@@ -57,32 +69,43 @@ def _systems(systems: Mapping[str, Any]) -> dict[str, dict[str, str]]:
 
 
 def _statistics(name: str, cands: dict[str, str], refs: dict[str, list[str]], metrics: list[str],
-                options: Mapping[str, Mapping[str, Any]] | None) -> tuple[dict[str, Any], Any]:
-    """(metric -> Statistic, the system's Report) for one system."""
-    from capeval.api import score
+                options: Mapping[str, Mapping[str, Any]] | None, *, shared: dict[str, Any] | None = None,
+                samples: int = 1000, method: str = "bs") -> tuple[dict[str, Any], Any]:
+    """(metric -> Statistic, the system's Report) for one system, from its one scoring pass.
 
-    report = score(cands, refs, metrics, options=options)
+    The scorers keep their per-item statistics in that pass (:mod:`capeval.significance.keep`):
+    BLEU's counts, METEOR's statistics, CIDEr-D's n-gram tables; nothing is tokenised or run
+    again. ``shared``: what the systems' statistics share (CIDEr-D's document frequencies of each
+    resample, the references' norms), filled by the first system; none for ``method="ar"``, whose
+    trials swap whole outputs (the references, hence CIDEr-D's df, stay those of the full set)."""
+    from capeval import api
+    from capeval.significance.keep import keeping
+
+    shared = {} if shared is None else shared
+    with keeping() as kept:
+        report = api.score(cands, refs, metrics, options=options)
     ids = list(cands)
     out: dict[str, Any] = {}
-    table = None
     for metric in metrics:
         result = report[metric]
-        if metric == "meteor":
-            stat = _meteor(ids, cands, refs, options)
+        stats = kept.get(metric)
+        if metric == "meteor" and stats is not None:
+            stat = meteor_statistic(stats)
             _same(metric, name, stat.score(), result.system)
-        elif metric.startswith("bleu-") or metric == "cider-d":
-            if table is None:
-                table = _ngram_table(ids, cands, refs, options)
-            if metric == "cider-d":
-                sigma = float(((options or {}).get("cider-d") or {}).get("sigma", 6.0))
-                stat = CiderStatistic(table, sigma)
-            else:
-                from capeval.metrics.bleu import table_bleu_stats
+        elif metric.startswith("bleu-") and stats is not None:
+            stat = bleu_statistic(stats, int(metric[5:]))
+            _same(metric, name, stat.score(), result.system)
+        elif metric == "cider-d" and stats is not None:
+            from capeval.significance.cider_resample import CiderResampling
 
-                testlen, reflen, guess, correct = table_bleu_stats(table)
-                rows = np.column_stack([testlen, reflen, np.array(guess), np.array(correct)])
-                stat = bleu_statistic(rows, int(metric[5:]))
-            _same(metric, name, stat.score(), result.system)
+            items = np.array([result.items[i] for i in ids], dtype=np.float64)
+            common = shared.get(metric)
+            if method == "ar":
+                common = None
+            elif common is None or not common.same_references(stats):
+                common = CiderResampling(len(ids), stats, samples_hint=samples)
+                shared.setdefault(metric, common)
+            stat = cider_statistic(stats, items, common)
         else:
             _every_item_scored(metric, name, ids, result)
             items = np.array([result.items[i] for i in ids], dtype=np.float64)
@@ -129,49 +152,38 @@ def _every_item_scored(metric: str, name: str, ids: list[str], result: Any) -> N
 
 
 def _same(metric: str, name: str, rebuilt: float, system: float) -> None:
+    """A statistic rebuilt from the kept per-item statistics must give the system's score (a
+    guard against a scorer whose statistics mean something else)."""
     if not math.isclose(rebuilt, system, rel_tol=1e-12, abs_tol=1e-15):
         raise InputError(f"compare: {metric} of {name!r} rebuilt from its statistics ({rebuilt!r}) differs from its "
                          f"score ({system!r}); options that change its statistics are not supported by compare")
 
 
-def _meteor(ids: list[str], cands: dict[str, str], refs: dict[str, list[str]],
-            options: Mapping[str, Mapping[str, Any]] | None) -> Any:
-    from capeval.metrics.meteor.metric import Meteor
-    from capeval.metrics.text import TextChunk
-    from capeval.significance.statistics import meteor_statistic
-
-    opts = dict((options or {}).get("meteor") or {})
-    scorer = Meteor(**{k: v for k, v in opts.items() if k in ("tokenizer", "cache_dir")})
-    hyps, tok_refs = scorer.tokenize(ids, cands, refs)
-    return meteor_statistic([st for st, _ in scorer.item_stats(TextChunk(hyps, tok_refs))])
-
-
-def _ngram_table(ids: list[str], cands: dict[str, str], refs: dict[str, list[str]],
-                 options: Mapping[str, Mapping[str, Any]] | None) -> Any:
-    from capeval.metrics.bleu import Bleu
-    from capeval.metrics.ngrams import NgramTable
-
-    tokenizer = ((options or {}).get("bleu") or {}).get("tokenizer", "ptb")
-    hyps, tok_refs = Bleu(tokenizer=tokenizer).tokenize(ids, cands, refs)
-    return NgramTable(hyps, tok_refs, 4)
-
-
 def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: str | Sequence[str] = "bleu-4",
             *, method: str = "bs", samples: int | None = None, seed: int | None = DEFAULT_SEED,
-            confidence: float = 0.95, options: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+            confidence: float = 0.95, options: Mapping[str, Mapping[str, Any]] | None = None,
+            progress: bool | None = False) -> dict[str, Any]:
     """Paired significance of every system against the first (the baseline), per metric.
 
     ``systems``: ``{name: {id: caption}}`` in order, the first is the baseline; all must cover
     the same ids. ``method``: ``"bs"`` (paired bootstrap, sacreBLEU ``--paired-bs``) or ``"ar"``
     (approximate randomisation, ``--paired-ar``); ``samples``: resamples or trials (default 1,000
     / 10,000, range [1, 10^6]); ``seed``: numpy ``default_rng`` seed (default 12345 as sacreBLEU;
-    ``None`` draws fresh entropy); ``confidence``: of the bootstrap interval of the difference.
+    ``None`` draws fresh entropy, once for all systems); ``confidence``: of the bootstrap interval
+    of the difference. ``progress``: progress on stderr (scoring, then the resamples; None: when
+    stderr is a terminal).
 
-    Returns JSON-ready data: ``{"baseline", "method", "samples", "seed", "confidence",
+    Each system is scored once; every metric's corpus score on a resample is rebuilt from the
+    per-item statistics of that pass, on draws shared by every system and metric.
+
+    Returns JSON-ready data: ``{"baseline", "method", "samples", "seed", "confidence", "items",
     "signatures": {metric: str}, "systems": {name: {metric: {"score", "diff", "p_value", ...}}}}``;
-    for the bootstrap also the system's bootstrap ``mean``, ``ci`` (sacreBLEU's half-width) and
-    ``diff_ci`` ``[low, high]``. Raises :class:`~capeval.errors.InputError` (one line) on bad input.
+    for the bootstrap also each system's bootstrap ``mean`` and ``ci`` (sacreBLEU's half-width;
+    the baseline's too) and ``diff_ci`` ``[low, high]``. With fewer than :data:`MIN_ITEMS` items
+    every compared row carries ``"too_few_items": true`` and one warning says why. Raises
+    :class:`~capeval.errors.InputError` (one line) on bad input.
     """
+    from capeval.progress import make_progress, progress_setting, resolve
     from capeval.registry import expand
 
     samples = _check(method, samples, seed, confidence)
@@ -179,32 +191,75 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
     cands = _systems(systems)
     refs = normalize_references(references)
     names = list(cands)
+    n_items = len(next(iter(cands.values())))
     stats: dict[str, dict[str, Any]] = {}
     signatures: dict[str, str] = {}
-    for name in names:
-        stats[name], report = _statistics(name, cands[name], refs, names_metrics, options)
-        if not signatures:
-            signatures = {m: f"{report[m].signature}|paired:{method}|samples:{samples}|seed:{str(seed).lower()}"
-                          for m in names_metrics}
-    baseline = names[0]
-    out: dict[str, Any] = {"baseline": baseline, "method": method, "samples": samples, "seed": seed,
-                           "confidence": confidence if method == "bs" else None, "signatures": signatures,
-                           "systems": {baseline: {m: {"score": stats[baseline][m].score()} for m in names_metrics}}}
-    for name in names[1:]:
-        row = {}
-        for metric in names_metrics:
-            base, other = stats[baseline][metric], stats[name][metric]
+    # compare's own progress (capeval bench's: a bar on a terminal, a line every few seconds
+    # elsewhere) says how far the scoring and the resampling are; an error ends it without a
+    # line (the error is the one line); the scorers' own bars stay off
+    show = resolve(progress)
+    with progress_setting(False):
+        shared: dict[str, Any] = {}
+        with make_progress(len(names) * n_items, "compare: scoring", show) as bar:
+            for name in names:
+                stats[name], report = _statistics(name, cands[name], refs, names_metrics, options, shared=shared,
+                                                  samples=samples, method=method)
+                if not signatures:
+                    signatures = {m: f"{report[m].signature}|paired:{method}|samples:{samples}|"
+                                     f"seed:{str(seed).lower()}" for m in names_metrics}
+                bar.update(n_items)
+        few = n_items < MIN_ITEMS
+        if few:
+            warnings.warn(f"compare: {n_items} item{'s' if n_items != 1 else ''} only: too few for a paired test to "
+                          f"mean much (fewer than {MIN_ITEMS}; see docs/compare.md); no row is marked significant",
+                          UserWarning, stacklevel=2)
+        baseline = names[0]
+        order = [(m, name) for m in names_metrics for name in names]
+        label = "paired bootstrap" if method == "bs" else "approximate randomisation"
+        with make_progress(samples, f"compare: {label}", show) as bar:
             if method == "bs":
-                res = paired_bootstrap(base, other, samples, seed, confidence)
+                scores = bootstrap_scores([stats[name][m] for m, name in order], samples, seed, bar)
+                by = {key: scores[j] for j, key in enumerate(order)}
             else:
-                res = approximate_randomization(base, other, samples, seed)
-            row[metric] = _row(res)
+                gaps = {m: randomization_gaps(stats[baseline][m], [stats[name][m] for name in names[1:]], samples,
+                                              seed, bar) for m in names_metrics}
+    out: dict[str, Any] = {"baseline": baseline, "method": method, "samples": samples, "seed": seed,
+                           "confidence": confidence if method == "bs" else None, "items": n_items,
+                           "signatures": signatures, "systems": {}}
+    base_row: dict[str, Any] = {}
+    for m in names_metrics:
+        base_row[m] = {"score": stats[baseline][m].score()}
+        if method == "bs":
+            mean, ci = estimate_ci(by[(m, baseline)])
+            base_row[m].update(mean=mean, ci=ci)
+    out["systems"][baseline] = base_row
+    for j, name in enumerate(names[1:]):
+        row = {}
+        for m in names_metrics:
+            base, other = stats[baseline][m], stats[name][m]
+            if method == "bs":
+                res = bootstrap_result(base, other, by[(m, baseline)], by[(m, name)], confidence)
+            else:
+                res = randomization_result(base, other, gaps[m][j])
+            row[m] = _row(res, few)
         out["systems"][name] = row
     return out
 
 
-def _row(res: PairedResult) -> dict[str, Any]:
+def _row(res: PairedResult, few: bool = False) -> dict[str, Any]:
     row: dict[str, Any] = {"score": res.system, "diff": res.system - res.baseline, "p_value": res.p_value}
     if res.mean is not None:
         row.update(mean=res.mean, ci=res.ci, diff_ci=[res.diff_low, res.diff_high])
+    if few:
+        row["too_few_items"] = True
     return row
+
+
+def significant(row: Mapping[str, Any], alpha: float = 0.05) -> bool:
+    """Whether a compared row is shown as significant (shaded, starred): ``p < alpha``, a
+    difference at all (identical outputs get ``p = 1/(samples+1)`` from sacreBLEU's formula),
+    and enough items (no ``too_few_items``)."""
+    p = row.get("p_value")
+    diff = row.get("diff")
+    real = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)  # noqa: E731
+    return (real(p) and p < alpha and real(diff) and diff != 0 and row.get("too_few_items") is not True)

@@ -26,40 +26,71 @@ def named_files(values: list[str]) -> list[tuple[str, str]]:
 
 
 def table(result: dict[str, Any]) -> str:
-    """The comparison as an aligned text table (one row per system and metric)."""
-    rows = [("system", "metric", "score", "diff", "p-value", "diff CI" if result["method"] == "bs" else "")]
+    """The comparison as an aligned text table (one row per system and metric).
+
+    ``*`` after a p-value: significant (p < 0.05, a difference at all, enough items: see
+    :func:`capeval.significance.compare.significant`); the bootstrap's ``mean ± ci`` per system,
+    the baseline's too, as sacreBLEU prints them."""
+    from capeval.significance.compare import significant
+
+    bs = result["method"] == "bs"
+    rows = [("system", "metric", "score", "mean ± ci" if bs else "", "diff", "p-value", "diff CI" if bs else "")]
     for name, metrics in result["systems"].items():
         for metric, row in metrics.items():
+            mean = (f"{row['mean']:.4f} ± {row['ci']:.4f}" if bs and isinstance(row.get("mean"), (int, float))
+                    and isinstance(row.get("ci"), (int, float)) else "")
             if name == result["baseline"]:
-                rows.append((f"{name} (baseline)", metric, f"{row['score']:.4f}", "", "", ""))
+                rows.append((f"{name} (baseline)", metric, f"{row['score']:.4f}", mean, "", "", ""))
                 continue
             ci = row.get("diff_ci")
-            rows.append((name, metric, f"{row['score']:.4f}", signed(row['diff']), f"{row['p_value']:.4f}",
+            star = "*" if significant(row) else ""
+            rows.append((name, metric, f"{row['score']:.4f}", mean, signed(row['diff']), f"{row['p_value']:.4f}{star}",
                          f"[{signed(ci[0])}, {signed(ci[1])}]" if ci else ""))
     widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    how = "paired bootstrap" if result["method"] == "bs" else "approximate randomisation"
-    lines.append(f"{how}, {result['samples']} samples, seed {result['seed']}")
+    how = "paired bootstrap" if bs else "approximate randomisation"
+    lines.append(f"{how}, {result['samples']} samples, seed {result['seed']}; * p < 0.05")
+    note = few_items_note(result)
+    if note:
+        lines.append(note)
     return "\n".join(lines)
 
 
+def few_items_note(result: dict[str, Any]) -> str:
+    """One sentence when the comparison has too few items for its p-values to mean much, else ''."""
+    from capeval.significance.compare import MIN_ITEMS
+
+    systems = result.get("systems")
+    rows = [r for m in (systems.values() if isinstance(systems, dict) else ()) if isinstance(m, dict)
+            for r in m.values() if isinstance(r, dict)]
+    if not any(r.get("too_few_items") is True for r in rows):
+        return ""
+    items = result.get("items")
+    many = f"{items} items" if isinstance(items, int) and not isinstance(items, bool) else "too few items"
+    return (f"{many}: fewer than {MIN_ITEMS}, too few for a paired test to mean much; no row is marked "
+            "significant (see docs/compare.md)")
 
 
 def compare_files(candidates: list[str], references: str, metrics: str, options: dict[str, Any],
                   check_outputs: Callable[..., None], *, method: str = "bs", samples: int | None = None,
                   seed: int | None = 12345, confidence: float = 0.95, out: str | None = None, html: str | None = None,
-                  as_table: bool = False) -> int:
-    """Compare the systems of ``[NAME=]FILE`` candidates (the first is the baseline); print JSON or a table."""
+                  as_table: bool = False, progress: bool | None = None) -> int:
+    """Compare the systems of ``[NAME=]FILE`` candidates (the first is the baseline); print JSON or a table.
+
+    Options are checked as ``capeval score`` checks them (an option for a metric not compared is
+    refused); ``progress``: progress lines on stderr (None: a bar when stderr is a terminal)."""
     from capeval.io.atomic import atomic_write_text
     from capeval.io.captions import read_caption_file
+    from capeval.options import check_options
     from capeval.significance.compare import compare
 
+    names, options = check_options(metrics, options, strict=True)
     named = named_files(candidates)
     check_outputs({"--out": out, "--html": html}, [p for _, p in named] + [references])
     systems = {name: read_caption_file(path, "candidates").data for name, path in named}
     refs = read_caption_file(references, "references").data
-    result = compare(systems, refs, metrics, method=method, samples=samples, seed=seed, confidence=confidence,
-                     options=options or None)
+    result = compare(systems, refs, names, method=method, samples=samples, seed=seed, confidence=confidence,
+                     options=options or None, progress=progress)
     text = json.dumps(result, indent=2)
     if out:
         atomic_write_text(out, text + "\n")

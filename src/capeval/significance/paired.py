@@ -20,8 +20,9 @@ BLEU, document frequencies for CIDEr-D, item means otherwise).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -71,28 +72,38 @@ def _p_value(stats: np.ndarray, observed: float) -> float:
 
 
 def _counts(idx: np.ndarray, n: int) -> np.ndarray:
-    rows = np.repeat(np.arange(idx.shape[0]), idx.shape[1])
-    out = np.zeros((idx.shape[0], n), dtype=np.float64)
-    np.add.at(out, (rows, idx.ravel()), 1.0)
-    return out
+    """``(k, n)`` multiplicities (float64) of the items drawn in each row of ``idx``."""
+    k = idx.shape[0]
+    flat = (np.arange(k, dtype=np.int64)[:, None] * n + idx).ravel()
+    return np.bincount(flat, minlength=k * n).astype(np.float64).reshape(k, n)
 
 
-def paired_bootstrap(base: Statistic, system: Statistic, samples: int = 1000, seed: int | None = 12345,
-                     confidence: float = 0.95) -> PairedResult:
-    """Paired bootstrap resampling as sacreBLEU's ``_paired_bs_test`` (see the module docs).
+def bootstrap_scores(statistics: Sequence[Statistic], samples: int = 1000, seed: int | None = 12345,
+                     progress: Any = None) -> np.ndarray:
+    """``(len(statistics), samples)`` corpus scores of each statistic on the same resamples.
 
-    ``diff_low``/``diff_high``: the percentile interval of ``score_sys - score_base`` over the
-    resamples at ``confidence`` (capeval's addition; sacreBLEU reports only the p-value).
-    """
+    The draws are sacreBLEU's (``rng.choice(n, size=(k, n))`` per block, see :data:`_BLOCK`),
+    made once for all the statistics: the baseline's scores are computed once however many
+    systems are compared with it, and a statistic may share work between systems per block
+    (CIDEr-D's document frequencies). ``progress``: a :class:`~capeval.progress.Progress`
+    told of each block's resamples."""
     rng = np.random.default_rng(seed)
-    n = base.n
-    base_scores, sys_scores = [], []
+    n = statistics[0].n
+    out = np.empty((len(statistics), samples), dtype=np.float64)
     for start in range(0, samples, _BLOCK):
         idx = rng.choice(n, size=(min(_BLOCK, samples - start), n), replace=True)
         counts = _counts(idx, n)
-        base_scores.append(base.resampled(counts))
-        sys_scores.append(system.resampled(counts))
-    b, s = np.concatenate(base_scores), np.concatenate(sys_scores)
+        for j, stat in enumerate(statistics):
+            out[j, start:start + len(counts)] = stat.resampled(counts)
+        if progress is not None:
+            progress.update(len(counts))
+    return out
+
+
+def bootstrap_result(base: Statistic, system: Statistic, base_scores: np.ndarray, sys_scores: np.ndarray,
+                     confidence: float = 0.95) -> PairedResult:
+    """The paired bootstrap's result from both systems' scores on the same resamples."""
+    b, s = np.ascontiguousarray(base_scores), np.ascontiguousarray(sys_scores)
     observed = abs(base.score() - system.score())
     diffs = np.abs(s - b)
     p = _p_value(diffs - diffs.mean(), observed)
@@ -102,16 +113,43 @@ def paired_bootstrap(base: Statistic, system: Statistic, samples: int = 1000, se
     return PairedResult(base.score(), system.score(), p, mean, ci, float(low), float(high))
 
 
+def paired_bootstrap(base: Statistic, system: Statistic, samples: int = 1000, seed: int | None = 12345,
+                     confidence: float = 0.95) -> PairedResult:
+    """Paired bootstrap resampling as sacreBLEU's ``_paired_bs_test`` (see the module docs).
+
+    ``diff_low``/``diff_high``: the percentile interval of ``score_sys - score_base`` over the
+    resamples at ``confidence`` (capeval's addition; sacreBLEU reports only the p-value).
+    """
+    b, s = bootstrap_scores([base, system], samples, seed)
+    return bootstrap_result(base, system, b, s, confidence)
+
+
+def randomization_gaps(base: Statistic, systems: Sequence[Statistic], samples: int = 10000,
+                       seed: int | None = 12345, progress: Any = None) -> list[np.ndarray]:
+    """Per system ``|score_a - score_b|`` of each trial, the trials drawn once for all systems
+    (sacreBLEU's draws: ``rng.integers(2, size=(k, n), dtype=bool)`` per block)."""
+    rng = np.random.default_rng(seed)
+    n = base.n
+    gaps: list[list[np.ndarray]] = [[] for _ in systems]
+    for start in range(0, samples, _BLOCK):
+        take_base = rng.integers(2, size=(min(_BLOCK, samples - start), n), dtype=bool)
+        for j, system in enumerate(systems):
+            a = base.mixed(take_base, system)
+            b = system.mixed(take_base, base)
+            gaps[j].append(np.abs(a - b))
+        if progress is not None:
+            progress.update(len(take_base))
+    return [np.concatenate(g) for g in gaps]
+
+
+def randomization_result(base: Statistic, system: Statistic, gaps: np.ndarray) -> PairedResult:
+    """The approximate randomisation's result from the trials' gaps."""
+    observed = abs(base.score() - system.score())
+    return PairedResult(base.score(), system.score(), _p_value(gaps, observed))
+
+
 def approximate_randomization(base: Statistic, system: Statistic, samples: int = 10000,
                               seed: int | None = 12345) -> PairedResult:
     """Paired approximate randomisation as sacreBLEU's ``_paired_ar_test`` (see the module docs)."""
-    rng = np.random.default_rng(seed)
-    n = base.n
-    gaps = []
-    for start in range(0, samples, _BLOCK):
-        take_base = rng.integers(2, size=(min(_BLOCK, samples - start), n), dtype=bool)
-        a = base.mixed(take_base, system)
-        b = system.mixed(take_base, base)
-        gaps.append(np.abs(a - b))
-    observed = abs(base.score() - system.score())
-    return PairedResult(base.score(), system.score(), _p_value(np.concatenate(gaps), observed))
+    [gaps] = randomization_gaps(base, [system], samples, seed)
+    return randomization_result(base, system, gaps)

@@ -52,7 +52,14 @@ class Meteor(TextScorer):
         from capeval.metrics.meteor.fast_align import sum_stats
 
         best = self.item_stats(chunk)
-        return np.array([sc for _, sc in best], dtype=np.float64), sum_stats(st for st, _ in best)
+        out = np.array([sc for _, sc in best], dtype=np.float64), sum_stats(st for st, _ in best)
+        from capeval.significance.keep import kept
+
+        if kept() is not None:  # for capeval compare: every item's statistics, resamples sum them
+            from capeval.significance.statistics import meteor_item_rows
+
+            return (*out, meteor_item_rows([st for st, _ in best]))
+        return out
 
     def item_stats(self, chunk: TextChunk) -> list[tuple[MeteorStats, float]]:
         """Per item: the best reference's statistics and the item's METEOR."""
@@ -64,7 +71,11 @@ class Meteor(TextScorer):
 
     def merge(self, ids: list[str], parts: list[Any], nrefs: str) -> list[MetricResult]:
         from capeval.metrics.meteor.stats import add_totals, compute
+        from capeval.significance.keep import kept
 
+        keep = kept()
+        if keep is not None and all(len(p) == 3 for p in parts):
+            keep["meteor"] = np.concatenate([p[2] for p in parts]) if parts else np.zeros((0, 23))
         items = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0)
         system = compute(add_totals([p[1] for p in parts])).score
         sig = Signature.build(
