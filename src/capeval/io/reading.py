@@ -14,15 +14,28 @@ in a one-line error naming the file, not in gigabytes of memory or the kernel's 
 Both limits come from environment variables (``CAPEVAL_MAX_JSON_BYTES``,
 ``CAPEVAL_MAX_LINE_BYTES``; ``capeval score --max-json-bytes / --max-line-bytes`` set them),
 each with a declared range (:data:`LIMITS`).
+
+Two more kinds of file are bounded here:
+
+- annotation files streamed entry by entry (COCO's instance files for CHAIR: 160-330 MB each,
+  too big to parse whole): :class:`JsonStream`, at most :func:`max_annotation_bytes` (default
+  1 GiB, three times COCO 2014's largest, ``instances_train2014.json``, so that a real file
+  always fits while a hostile one is refused unread), each chunk checked for depth, string
+  length and top-level keys before the parser sees it (:class:`~capeval.io.nesting.StreamShape`);
+- Parquet tables (``--items``, benchmarks): :func:`parquet_rows` reads only the columns
+  asked for, and refuses, before reading, a column whose uncompressed size (from the file's
+  metadata) passes :func:`max_json_bytes`: a Parquet column is read whole like a JSON
+  document, and compression lets a 4 MB file hold gigabytes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from capeval.errors import InputError
 
@@ -34,6 +47,8 @@ LIMITS = {
     "max_image_pixels": ("CAPEVAL_MAX_IMAGE_PIXELS", 2 * 89_478_485, 1, 2**40),
     # 200 x the largest reference set of a shipped benchmark (Pascal-50S: ~50 per image)
     "max_references": ("CAPEVAL_MAX_REFERENCES", 10_000, 1, 2**31 - 1),
+    # a streamed annotation file: 3 x COCO 2014's largest (instances_train2014.json, ~330 MB)
+    "max_annotation_bytes": ("CAPEVAL_MAX_ANNOTATION_BYTES", 2**30, 1, 2**40),
 }
 #: the unit of a limit in its messages (bytes unless named here)
 UNITS = {"max_image_pixels": "pixels", "max_references": "references"}
@@ -76,6 +91,11 @@ def max_image_pixels() -> int:
 def max_references() -> int:
     """Most references one item may have (``CAPEVAL_MAX_REFERENCES``; default 10,000)."""
     return _limit("max_references")
+
+
+def max_annotation_bytes() -> int:
+    """Largest annotation file streamed entry by entry (``CAPEVAL_MAX_ANNOTATION_BYTES``; default 1 GiB)."""
+    return _limit("max_annotation_bytes")
 
 
 def open_input(path: Path) -> tuple[BinaryIO, os.stat_result]:
@@ -159,3 +179,248 @@ def iter_lines(path: Path) -> Iterator[str]:
                 raise InputError(f"{path}, line {n}: longer than {limit:,} bytes (set CAPEVAL_MAX_LINE_BYTES or "
                                  "--max-line-bytes to raise the limit)")
             yield _decode(raw, path, n)
+
+
+def read_json(path: Path, duplicates: bool = False) -> Any:
+    """A whole JSON document from a file, bounded: :func:`read_json_text`'s size limit, the
+    nesting limit and the 4,300-digit integer limit of :func:`~capeval.io.nesting.json_loads`;
+    a key twice in one object is refused unless ``duplicates`` (a parser keeps the last one
+    silently). Anything wrong is an InputError naming the file."""
+    from capeval.io.nesting import json_loads
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(pairs)
+        if len(out) < len(pairs):
+            seen: set[str] = set()
+            key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+            raise InputError(f"{path}: key {key!r} appears twice in one object (only one value can be kept; remove "
+                             "or rename the duplicate)")
+        return out
+
+    text = read_json_text(path)
+    try:
+        return json_loads(text, str(path), **({} if duplicates else {"object_pairs_hook": unique}))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})") from None
+
+
+class JsonStream:
+    """A JSON file opened for a streaming parser (``ijson``), bounded while it is read.
+
+    Refused with an InputError naming the file: a path that is not a regular file (a FIFO
+    would block, ``/dev/zero`` never ends), a file larger than ``max_bytes`` (before reading),
+    and whatever :class:`~capeval.io.nesting.StreamShape` refuses (depth, string length,
+    top-level ``keys``) in a chunk, before the parser sees that chunk. A UTF-8 byte order mark
+    is dropped, as :func:`read_json_text` does. Give the parser ``buf_size=`` :data:`CHUNK`:
+    a string split over many small reads costs it time quadratic in the string's length.
+    """
+
+    #: bytes handed to the parser per read
+    CHUNK = 2**20
+
+    def __init__(self, path: Path, *, max_bytes: int, keys: tuple[str, ...] = (), limit_hint: str = "") -> None:
+        from capeval.io.nesting import StreamShape
+
+        self.path = path
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            raise InputError(f"file not found: {path}") from None
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise InputError(f"{path}: {kind}; expected a JSON file")
+        self.max_bytes = max_bytes
+        self._hint = limit_hint
+        if info.st_size > max_bytes:
+            raise self._too_big(f"{info.st_size:,} bytes")
+        self._file, _ = open_input(path)
+        self._read = 0
+        self.shape = StreamShape(str(path), max_string=max_line_bytes(), keys=keys)
+
+    def _too_big(self, size: str) -> InputError:
+        hint = f" ({self._hint})" if self._hint else ""
+        return InputError(f"{self.path}: {size}, more than the {self.max_bytes:,} an annotation file may have{hint}")
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (the parser's read), checked first."""
+        try:
+            data = self._file.read(self.CHUNK if size is None or size < 0 else size)
+        except OSError as exc:
+            raise InputError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        if self._read == 0 and data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]  # a byte order mark: not JSON, but harmless
+            self._read = 3
+        self._read += len(data)
+        if self._read > self.max_bytes:  # the file grew after its size was checked
+            raise self._too_big(f"more than {self.max_bytes:,} bytes")
+        self.shape.feed(data)
+        return data
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+    def __enter__(self) -> "JsonStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- Parquet --------------------------------------------------------------------------------------
+
+
+def _leaves(arrow_type: Any) -> int:
+    """How many Parquet leaf columns an Arrow field of this type is stored as."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(arrow_type):
+        return sum(_leaves(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+    if pa.types.is_map(arrow_type):
+        return _leaves(arrow_type.key_type) + _leaves(arrow_type.item_type)
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type):
+        return _leaves(arrow_type.value_type)
+    return 1
+
+
+def _leaf_ranges(parquet_file: Any) -> dict[str, range]:
+    """Top-level column -> the indices of its Parquet leaf columns (in schema order)."""
+    out, start = {}, 0
+    for field in parquet_file.schema_arrow:
+        n = _leaves(field.type)
+        out[field.name] = range(start, start + n)
+        start += n
+    return out
+
+
+def column_sizes(parquet_file: Any) -> dict[str, int]:
+    """Top-level column -> the bytes it takes once read, as far as the file's metadata tells
+    (nothing is decompressed): per leaf and row group, its uncompressed size, or 8 bytes per
+    value when that is more (a run-length encoded page of a billion zeros is a few bytes)."""
+    meta = parquet_file.metadata
+    ranges = _leaf_ranges(parquet_file)
+    sizes = dict.fromkeys(ranges, 0)
+    for r in range(meta.num_row_groups):
+        group = meta.row_group(r)
+        for name, leaves in ranges.items():
+            for c in leaves:
+                if c < group.num_columns:
+                    chunk = group.column(c)
+                    sizes[name] += max(0, int(chunk.total_uncompressed_size), 8 * max(0, int(chunk.num_values)))
+    return sizes
+
+
+def open_parquet(path: Path, what: str, error: type[Exception] = InputError) -> Any:
+    """``pyarrow.parquet.ParquetFile`` of a regular file, or an ``error`` (InputError; a
+    benchmark's data file: ResourceError) whose message starts with ``what`` (the file's role:
+    "items file", "malformed data file") and the path."""
+    import pyarrow.parquet as pq
+
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise error(f"file not found: {path}") from None
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block pyarrow's seek to the footer
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise error(f"{what} {path}: {kind}; expected a Parquet file")
+    try:
+        return pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
+        raise error(f"{what} {path}: not a readable Parquet file ({_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:200]
+
+
+class _DenseSize:
+    """The bytes a column takes once its dictionaries are expanded (what ``to_pylist`` makes
+    of it), computed without expanding them; the value lengths of a dictionary shared by
+    several batches are computed once."""
+
+    def __init__(self) -> None:
+        self._lengths: dict[tuple[int, int], Any] = {}
+
+    def __call__(self, array: Any) -> int:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        kind = array.type
+        if pa.types.is_dictionary(kind):
+            values = array.dictionary
+            if not (pa.types.is_string(values.type) or pa.types.is_binary(values.type)
+                    or pa.types.is_large_string(values.type) or pa.types.is_large_binary(values.type)):
+                return array.indices.nbytes + 8 * len(array)
+            key = (values.buffers()[-1].address if values.buffers()[-1] is not None else 0, len(values))
+            lengths = self._lengths.get(key)
+            if lengths is None:
+                if len(self._lengths) > 64:
+                    self._lengths.clear()
+                lengths = self._lengths[key] = pc.binary_length(values)
+            total = pc.sum(pc.take(lengths, array.indices)).as_py()
+            return int(total or 0) + array.indices.nbytes
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+            return self(array.flatten()) + 8 * len(array)
+        if pa.types.is_struct(kind):
+            return sum(self(array.field(i)) for i in range(kind.num_fields)) + len(array)
+        return array.nbytes
+
+
+def parquet_rows(parquet_file: Any, path: Path, columns: list[str], what: str, batch_size: int = 8192,
+                 error: type[Exception] = InputError) -> Iterator[dict[str, Any]]:
+    """The rows of ``columns`` (all present in the file: the caller checks) of a Parquet file,
+    batch by batch; nothing of the other columns is read.
+
+    Each column is bounded by :func:`max_json_bytes` (it is read whole, like a JSON document),
+    refused with an ``error`` naming the file and column: before reading, by its size from the
+    file's metadata (:func:`column_sizes`); while reading, by the bytes its rows expand to.
+    The second check matters because of dictionary encoding: a 3 KB file can repeat one 64 MB
+    value 40 times, which its metadata counts once. Text columns are therefore read as
+    dictionaries and measured before they are expanded into Python rows. pyarrow's own
+    failures (a truncated or corrupt file, memory) are errors naming the file; ``what`` and
+    ``error`` as in :func:`open_parquet`.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    limit = max_json_bytes()
+    hint = "set CAPEVAL_MAX_JSON_BYTES or --max-json-bytes to raise the limit"
+    sizes = column_sizes(parquet_file)
+    for name in columns:
+        if sizes.get(name, 0) > limit:
+            raise error(f"{what} {path}: column {name!r} holds {sizes[name]:,} bytes uncompressed, more than "
+                        f"the {limit:,} a column may have ({hint})")
+    ranges = _leaf_ranges(parquet_file)
+    schema = parquet_file.schema
+    plain = pa.schema([parquet_file.schema_arrow.field(name) for name in columns])
+    text_leaves = [schema.column(c).path for name in columns for c in ranges[name]
+                   if schema.column(c).physical_type == "BYTE_ARRAY"]
+    dense = _DenseSize()
+    read = dict.fromkeys(columns, 0)
+    try:
+        reader = pq.ParquetFile(path, read_dictionary=text_leaves) if text_leaves else parquet_file
+        for batch in reader.iter_batches(columns=columns, batch_size=batch_size, use_threads=False):
+            for name in columns:
+                read[name] += dense(batch.column(name))
+                if read[name] > limit:
+                    raise _Refused(f"{what} {path}: column {name!r} holds more than the {limit:,} bytes a column "
+                                   f"may have once read ({hint})")
+            # within the limit: expanded back to the file's own types (plain strings), then to Python
+            rows = pa.Table.from_batches([batch]).cast(plain).to_pylist()
+            del batch
+            yield from rows
+    except _Refused as exc:
+        raise error(str(exc)) from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("pyarrow") or isinstance(exc, (OSError, MemoryError)):
+            raise error(f"{what} {path}: not a readable Parquet file ({_first_line(exc)})") from None
+        raise
+
+
+class _Refused(Exception):
+    """A limit passed while a Parquet file is read (raised as the caller's error type)."""
