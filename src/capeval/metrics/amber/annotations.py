@@ -130,9 +130,28 @@ def annotation_files(folder: str | os.PathLike[str]) -> list[Path]:
                         "AMBER's data/ folder of junyangwang0410/AMBER")
 
 
+#: the largest safe_words.txt read (AMBER's has 57 words)
+MAX_SAFE_WORDS_BYTES = 10_000_000
+
+
+def _check_sizes(paths: list[Path]) -> None:
+    """Each file within its limit, refused before anything is hashed or read (a 2 GB file
+    would otherwise be hashed whole first)."""
+    from capeval.io.reading import max_json_bytes
+
+    for path in paths:
+        size = path.stat().st_size
+        if path.name == "safe_words.txt":
+            if size > MAX_SAFE_WORDS_BYTES:
+                raise InputError(f"{path}: {size:,} bytes; a word list of AMBER has 57")
+        elif size > max_json_bytes():
+            raise InputError(f"{path}: {size:,} bytes, more than the {max_json_bytes():,} a JSON document may have "
+                             "(set CAPEVAL_MAX_JSON_BYTES to raise the limit)")
+
+
 def read_safe_words(path: Path) -> tuple[str, ...]:
     """``safe_words.txt`` as inference.py reads it: each line of the text file up to its newline."""
-    if path.stat().st_size > 10_000_000:
+    if path.stat().st_size > MAX_SAFE_WORDS_BYTES:
         raise InputError(f"{path}: {path.stat().st_size:,} bytes; a word list of AMBER has 57")
     try:
         with open(path, encoding="utf-8") as f:
@@ -147,6 +166,7 @@ _LOADED: dict[tuple[str, str], AmberData] = {}
 def load(folder: str | os.PathLike[str]) -> AmberData:
     """The AMBER annotation folder, checked and parsed (kept per process, keyed by its digest)."""
     paths = annotation_files(folder)
+    _check_sizes(paths)
     digest = files_digest(paths)
     key = (str(Path(folder).resolve()), digest)
     if key not in _LOADED:
