@@ -15,9 +15,11 @@ evaluation metric's consistency evaluation"). One Parquet file, ``DetailCaps-487
 - ``GPT4_Eval``: a JSON object ``{"CogVLM": s, "ShareCaptioner": s, "LLaVA_v15": s}``, the
   judgments; rows where it is null carry no judgment and are skipped (counted in
   ``info["rows_without_judgment"]``), as the public loaders of this file do;
-- ``image`` (an identifier: path, URL or SAM item id, per ``source``), ``source``; the image
-  itself is embedded in ``binary`` and is not read (text metrics need none; extract it to
-  ``detailcaps/images/<row>.jpg`` for image-conditioned metrics).
+- ``image`` (an identifier: path, URL or SAM item id, per ``source``), ``source``; neither
+  is read, nor the image itself, embedded in ``binary`` (text metrics need none; extract it to
+  ``detailcaps/images/<row>.jpg`` for image-conditioned metrics). Only the seven columns
+  above are read, each refused unread when its uncompressed size passes the JSON document
+  limit (:func:`capeval.io.reading.parquet_rows`).
 
 The score scale of ``GPT4_Eval`` is not documented in the card, the CAPTURE README or the
 code: :data:`HUMAN_SCALE` accepts [0, 100] and refuses anything else (NaN, infinities).
@@ -60,7 +62,8 @@ MODELS = ("CogVLM", "ShareCaptioner", "LLaVA_v15")
 REFERENCES = ("GT_Caption_GPT4O", "GT_Caption_GPT4V", "GT_Caption_Gemini15Pro")
 JUDGMENTS = "GPT4_Eval"
 HUMAN_SCALE = (0.0, 100.0)  # not documented by the release: a guard against NaN/garbage only
-_COLUMNS = ("image", *REFERENCES, *MODELS, JUDGMENTS)
+#: the columns read (nothing else of the file is decompressed: ``binary`` holds the images)
+_COLUMNS = (*REFERENCES, *MODELS, JUDGMENTS)
 
 
 def sample_taus(metric: np.ndarray, human: np.ndarray) -> np.ndarray:
@@ -117,36 +120,34 @@ class DetailCaps(Benchmark):
         path = self.path(root, rel)
         from capeval._optional import require
 
-        pq = require("pyarrow.parquet", extra="parquet", purpose="the DetailCaps benchmark (Parquet file)")
-        try:
-            batches = pq.ParquetFile(path).iter_batches(columns=list(_COLUMNS), batch_size=256)
-        except Exception as exc:  # pyarrow's errors: not Parquet, missing columns
-            raise malformed(path, "whole file", f"expected Parquet with {', '.join(_COLUMNS)} "
-                            f"({str(exc).splitlines()[0]})") from None
+        require("pyarrow.parquet", extra="parquet", purpose="the DetailCaps benchmark (Parquet file)")
+        from capeval.errors import ResourceError
+        from capeval.io.reading import open_parquet, parquet_rows
+
+        table = open_parquet(path, "malformed data file", ResourceError)
+        names = table.schema_arrow.names
+        missing = [c for c in _COLUMNS if c not in names]
+        if missing or len(set(names)) < len(names):
+            what = f"no column {missing[0]!r}" if missing else "a column name appears twice"
+            raise malformed(path, "whole file", f"expected Parquet with {', '.join(_COLUMNS)} ({what})")
         items: dict[str, ScoreItem] = {}
         human: list[list[float]] = []
-        skipped, k = 0, -1
-        try:
-            for batch in batches:  # bounded memory: the embedded images (``binary``) are never read
-                for row in batch.to_pylist():
-                    k += 1
-                    scores = _row_scores(row, path, f"row {k}")
-                    if scores is None:
-                        skipped += 1
-                        continue
-                    refs = tuple(str(row[c]) for c in REFERENCES if isinstance(row[c], str) and row[c].strip())
-                    if not refs:
-                        raise malformed(path, f"row {k}", f"no reference caption ({', '.join(REFERENCES)})")
-                    for model in MODELS:
-                        cand = row[model]
-                        if not isinstance(cand, str) or not cand.strip():
-                            raise malformed(path, f"row {k}", f"empty candidate caption {model!r}")
-                        items[f"{k}|{model}"] = ScoreItem(cand, refs, image=f"detailcaps/images/{k}.jpg")
-                    human.append(scores)
-        except Exception as exc:
-            if type(exc).__module__.startswith("pyarrow"):
-                raise malformed(path, "whole file", f"unreadable Parquet ({str(exc).splitlines()[0]})") from None
-            raise
+        skipped = 0
+        # bounded memory: batch by batch, the seven columns only (parquet_rows)
+        for k, row in enumerate(parquet_rows(table, path, list(_COLUMNS), "malformed data file", error=ResourceError)):
+            scores = _row_scores(row, path, f"row {k}")
+            if scores is None:
+                skipped += 1
+                continue
+            refs = tuple(str(row[c]) for c in REFERENCES if isinstance(row[c], str) and row[c].strip())
+            if not refs:
+                raise malformed(path, f"row {k}", f"no reference caption ({', '.join(REFERENCES)})")
+            for model in MODELS:
+                cand = row[model]
+                if not isinstance(cand, str) or not cand.strip():
+                    raise malformed(path, f"row {k}", f"empty candidate caption {model!r}")
+                items[f"{k}|{model}"] = ScoreItem(cand, refs, image=f"detailcaps/images/{k}.jpg")
+            human.append(scores)
         if not human:
             raise malformed(path, "whole file", f"no row with judgments ({JUDGMENTS})")
         info: dict[str, Any] = {"images": len(human), "rows": len(items), "release": str(release),
@@ -184,13 +185,28 @@ class DetailCaps(Benchmark):
 
 def _row_scores(row: Mapping[str, Any], path: Path, where: str) -> list[float] | None:
     """The three judgments of a row (``GPT4_Eval``, a JSON object), None where it is null."""
+    from capeval.errors import InputError
+    from capeval.io.nesting import json_loads
+
     raw = row[JUDGMENTS]
     if raw is None:
         return None
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) < len(keys):  # json.loads would keep the last judgment silently
+            raise malformed(path, where, f"{JUDGMENTS} has the key {next(k for k in keys if keys.count(k) > 1)!r} "
+                            "twice")
+        return dict(pairs)
+
     try:
-        obj = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
+        # bounded like every JSON read: nesting depth, integers of at most 4,300 digits
+        obj = json_loads(raw, f"{JUDGMENTS}", lines=False, object_pairs_hook=unique) if isinstance(
+            raw, (str, bytes)) else raw
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise malformed(path, where, f"{JUDGMENTS} is not JSON ({exc})") from None
+    except InputError as exc:
+        raise malformed(path, where, str(exc)) from None
     if not isinstance(obj, dict) or any(m not in obj for m in MODELS):
         raise malformed(path, where, f"{JUDGMENTS} must be an object with {', '.join(MODELS)}, got {raw!r:.60}")
     return [judgment(obj[m], path, where, f"{JUDGMENTS}[{m}]", *HUMAN_SCALE) for m in MODELS]

@@ -37,6 +37,8 @@ ID_COLUMNS = ("id", "image_id", "video_id")
 CANDIDATE_COLUMNS = ("candidate", "caption")
 #: columns read as text (CSV readers must not turn ``007`` into 7)
 TEXT_COLUMNS = (*ID_COLUMNS, *CANDIDATE_COLUMNS, "references", "image", "video")
+#: every column a row is read from (the rest of a Parquet table is never read)
+USED_COLUMNS = frozenset((*ID_COLUMNS, *CANDIDATE_COLUMNS, "references", "image", "video", "start", "end"))
 FORMATS = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet"}
 
 
@@ -186,14 +188,16 @@ def _read_rows(path: Path, fmt: str) -> Iterable[Any]:
         from capeval._optional import require
 
         require("pyarrow", "ray", "reading Parquet item tables")
-        import pyarrow.parquet as pq
+        from capeval.io.reading import open_parquet, parquet_rows
 
-        try:
-            return pq.read_table(path).to_pylist()
-        except FileNotFoundError:
-            raise InputError(f"file not found: {path}") from None
-        except Exception as exc:  # pyarrow raises several types for a broken file
-            raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
+        # only the columns a row can use: an unused column (embedded images, say) is never
+        # decompressed, and each used one is bounded like a JSON table (parquet_rows)
+        table = open_parquet(path, "items file")
+        used = [name for name in table.schema_arrow.names if name in USED_COLUMNS]
+        if len(set(used)) < len(used):
+            dup = next(n for n in used if used.count(n) > 1)
+            raise InputError(f"items file {path}: column {dup!r} appears twice")
+        return parquet_rows(table, path, used, "items file")
     if fmt in ("csv", "tsv"):
         return _csv_rows(path, fmt)
     if fmt == "jsonl":
