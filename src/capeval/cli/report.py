@@ -5,7 +5,6 @@ run's own ``--html``)."""
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from capeval.errors import InputError
@@ -22,15 +21,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _read(path: str) -> Any:
-    """The saved JSON, read with the input size limit; a one-line error when it is not JSON."""
+    """The saved JSON, bounded as every input is (size, nesting depth, integer length; a key
+    twice in one object refused): a one-line error when it is not such JSON."""
     from pathlib import Path
 
-    from capeval.io.reading import read_json_text
+    from capeval.io.reading import read_json
 
-    try:
-        return json.loads(read_json_text(Path(path)))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg})") from None
+    return read_json(Path(path))
 
 
 def render(data: Any, html_path: str) -> str:
