@@ -184,6 +184,19 @@ def malformed(path: Path, where: str, what: str) -> ResourceError:
     return ResourceError(f"malformed data file {path} ({where}): {what}")
 
 
+def read_release_json(path: Path) -> Any:
+    """A benchmark's JSON file, read within :func:`capeval.io.reading.read_json`'s bounds (size,
+    nesting, 4,300-digit integers); what is wrong is a :func:`malformed` data-file error naming
+    it (keys repeated in an object are kept as the release's own parser would keep them)."""
+    from capeval.errors import InputError
+    from capeval.io.reading import read_json
+
+    try:
+        return read_json(path, duplicates=True)
+    except InputError as exc:
+        raise malformed(path, "JSON", str(exc).removeprefix(f"{path}: ")) from None
+
+
 def judgment(value: Any, path: Path, where: str, what: str, low: float, high: float, integer: bool = False) -> float:
     """One human judgment of a data file as a float: a finite number on its dataset's documented
     scale ``[low, high]`` (a whole number there when ``integer``), else a one-line

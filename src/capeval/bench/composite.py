@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from capeval.bench._common import kendall_specs
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, judgment, malformed
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, judgment, malformed, read_release_json
 from capeval.bench.flickr8k import read_flickr8k_tokens
 from capeval.errors import ResourceError
 
@@ -49,7 +49,7 @@ def _token_refs(path: Path) -> dict[str, list[str]]:
 
 def _coco_refs(path: Path) -> dict[str, list[str]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_release_json(path)
         anns = data["annotations"]
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise malformed(path, "JSON", f"expected a COCO captions file with 'annotations' ({exc})") from None

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+from capeval.bench.base import read_release_json
 
 
 def _folder_name(name: str) -> str:
@@ -38,7 +39,7 @@ def explain_worst(evaluator: Any, members: Sequence[str], report: Any, specs: Ma
         files: dict[str, Path] = {}
         for path in target.glob("*.json"):
             try:
-                files[str(json.loads(path.read_text(encoding="utf-8")).get("id"))] = path
+                files[str(read_release_json(path).get("id"))] = path
             except (OSError, ValueError):
                 continue
         out[m] = [{"id": i, "score": float(items[i]), "json": str(files[i]), "png": str(files[i].with_suffix(".png"))}

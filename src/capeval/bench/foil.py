@@ -10,7 +10,7 @@ import numpy as np
 
 from capeval.bench import statistics as stats
 from capeval.bench._common import MID_ALL_PAIRS, accuracy_spec, count_spec
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed, read_release_json
 
 _FOIL = "foil/foilv1.0_test_2017.json"
 _COCO = "foil/captions_val2014.json"
@@ -39,13 +39,13 @@ class Foil(Benchmark):
     def load(self, root: Path, seed: int = 0, **options: Any) -> Loaded:
         paths = {_FOIL: self.path(root, _FOIL), _COCO: self.path(root, _COCO, _COCO_ALT)}
         try:
-            foil = json.loads(paths[_FOIL].read_text(encoding="utf-8"))
+            foil = read_release_json(paths[_FOIL])
             images = {int(im["id"]): str(im["file_name"]) for im in foil["images"]}
             anns = foil["annotations"]
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise malformed(paths[_FOIL], "JSON", f"expected {{images: [{{id, file_name}}], annotations: [...]}} ({exc})") from None
         try:
-            coco = json.loads(paths[_COCO].read_text(encoding="utf-8"))
+            coco = read_release_json(paths[_COCO])
             refs: dict[int, list[str]] = {}
             for a in coco["annotations"]:
                 refs.setdefault(int(a["image_id"]), []).append(str(a["caption"]))

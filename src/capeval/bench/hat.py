@@ -55,7 +55,7 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from capeval.bench._common import count_spec
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, malformed, read_release_json
 
 ALOHA_COMMIT = "7da6b90ebe392228ea532a84d78eab830c2b3cb2"
 ANNOTATIONS = "hat/hat-trainval.json"
@@ -84,7 +84,7 @@ def average_precision(positive: np.ndarray, score: np.ndarray) -> float:
 def _samples(path: Path) -> list[Any]:
     """The release's JSON list of samples (a one-line error naming the file otherwise)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_release_json(path)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise malformed(path, "JSON", str(exc)) from None
     if not isinstance(data, list) or not data:

@@ -11,7 +11,7 @@ import numpy as np
 from capeval.bench import statistics as stats
 from capeval.bench._common import accuracy_spec, count_spec
 from capeval.bench.base import (Benchmark, Loaded, ScoreItem, Setting, StatSpec, check_loader_options, collapse,
-                                judgment, malformed)
+                                judgment, malformed, read_release_json)
 from capeval.ranges import POSITIVE_INT
 
 CATEGORIES = ("HC", "HI", "HM", "MM")
@@ -53,7 +53,7 @@ class Pascal50S(Benchmark):
             paths[_MAT] = self.path(root, _MAT)
         jpath = paths[_JSON]
         try:
-            data = json.loads(jpath.read_text(encoding="utf-8"))
+            data = read_release_json(jpath)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise malformed(jpath, "JSON", str(exc)) from None
         if not isinstance(data, dict) or set(CATEGORIES) - set(data):

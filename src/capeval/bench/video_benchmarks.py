@@ -47,7 +47,7 @@ import numpy as np
 
 from capeval.bench import statistics as stats
 from capeval.bench._common import accuracy_spec, count_spec
-from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, judgment, malformed
+from capeval.bench.base import Benchmark, Loaded, ScoreItem, Setting, StatSpec, collapse, judgment, malformed, read_release_json
 from capeval.errors import ResourceError
 
 _ALLOWED = {
@@ -198,7 +198,7 @@ _AN_MAX_WORDS = 66  # ActivityNet-FOIL_demo.py drops longer training sentences f
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return read_release_json(path)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise malformed(path, "JSON", str(exc)) from None
 
