@@ -165,6 +165,20 @@ def test_resampled_cider_equals_a_full_rescoring_per_resample(monkeypatch, kerne
         assert np.array_equal(row[drawn], want[drawn])
 
 
+def test_statistics_from_forked_and_replaced_workers(monkeypatch):
+    """The scoring pass in worker processes, replaced every two chunks (a pool forks the new ones
+    from its own thread): every chunk's statistics still come back (they were missing with a
+    context variable: 'operands could not be broadcast' at 40,000 items)."""
+    from capeval.metrics import text
+
+    monkeypatch.setattr(text, "RECYCLE_ITEMS", 64)
+    systems, refs = _random_set(300, 45)
+    opts = {"bleu": {"workers": 2, "chunk_size": 32}, "cider-d": {"workers": 2, "chunk_size": 32}}
+    old = _quiet(before.compare, systems, refs, "bleu-4,cider-d", samples=70, options=opts)
+    new = _quiet(compare, systems, refs, "bleu-4,cider-d", samples=70, options=opts)
+    _assert_same(old, new)
+
+
 def test_vectorised_bleu_and_meteor_aggregates_equal_the_per_row_formulas():
     from capeval.functional import bleu_from_stats
     from capeval.metrics.meteor.stats import MeteorStats, compute

@@ -72,13 +72,14 @@ class CiderD(TextScorer):
         if len(chunk) == 0:
             return np.zeros(0)
         table = chunk.table(self.n)
-        df, n_docs = document_frequencies(table, self.corpus if self.corpus is not None else corpus)
-        scores = cider_table_scores(table, df, n_docs, self.sigma)
         if self.corpus is None and _keeping() is not None:  # for capeval compare: what resampling needs, from this pass
-            from capeval.significance.cider_resample import chunk_statistics
+            from capeval.significance.cider_resample import chunk_statistics, table_ids
 
-            return scores, chunk_statistics(table, corpus, self.sigma)
-        return scores
+            gid, df = table_ids(table, corpus)  # df as document_frequencies gives it, and the n-grams' ids
+            scores = cider_table_scores(table, df, corpus.n_docs, self.sigma)
+            return scores, chunk_statistics(table, gid, corpus.n_ids(), self.sigma)
+        df, n_docs = document_frequencies(table, self.corpus if self.corpus is not None else corpus)
+        return cider_table_scores(table, df, n_docs, self.sigma)
 
     def merge(self, ids: list[str], parts: list[Any], nrefs: str) -> list[MetricResult]:
         kept = _keeping()

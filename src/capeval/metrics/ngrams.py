@@ -216,6 +216,11 @@ class GramIndex:
         """Number of distinct n-grams added (all orders): the range of :meth:`ids_of`."""
         return sum(len(self._df[k]) for k in range(1, self.n + 1))
 
+    def df_by_id(self) -> np.ndarray:
+        """The df of every n-gram by its :meth:`ids_of` id (int64)."""
+        parts = [self._df[k] for k in range(1, self.n + 1)]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
     def ids_of(self, table: NgramTable) -> np.ndarray:
         """One id per n-gram of ``table`` over the whole index (order 1's first, then order 2's, ...),
         -1 for an n-gram never added; the same n-gram has the same id in every table, so

@@ -78,11 +78,22 @@ class CiderChunk:
     n_ids: int = 0
 
 
-def chunk_statistics(table: Any, corpus: Any, sigma: float) -> CiderChunk:
-    """The resampling statistics of one chunk's :class:`~capeval.metrics.ngrams.NgramTable`,
-    with ``corpus`` the :class:`~capeval.metrics.ngrams.GramIndex` of all references."""
-    n = table.n
+def table_ids(table: Any, corpus: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(id of every n-gram of ``table`` in the :class:`~capeval.metrics.ngrams.GramIndex`
+    ``corpus``, -1 for one of no reference; its df as floats): the df is the one
+    :func:`capeval.metrics.cider.document_frequencies` gives (the same integers), from one lookup."""
     gid = corpus.ids_of(table)
+    flat = corpus.df_by_id()
+    df = np.zeros(len(gid), dtype=np.float64)
+    found = gid >= 0
+    df[found] = flat[gid[found]]
+    return gid, df
+
+
+def chunk_statistics(table: Any, gid: np.ndarray, n_ids: int, sigma: float) -> CiderChunk:
+    """The resampling statistics of one chunk's :class:`~capeval.metrics.ngrams.NgramTable`,
+    ``gid`` its n-grams' ids over all references (:func:`table_ids`), ``n_ids`` their number."""
+    n = table.n
     n_sent = table.n_sent
     # the length penalty exactly as cider_table_scores computes it (df plays no part)
     length = np.bincount(table.ent_sent, weights=np.where(table.ent_order == 1, table.ent_tf, 0), minlength=n_sent)
@@ -98,7 +109,7 @@ def chunk_statistics(table: Any, corpus: Any, sigma: float) -> CiderChunk:
         ent_order=table.ent_order.astype(np.int64), hyp_sid=table.hyp_sid.astype(np.int64),
         slot_sid=table.slot_sid.astype(np.int64), hit_slot=h_slot[hit], hit_h=h_ent[hit], hit_r=r_ent[hit],
         factor=np.array([factor[d] for d in delta], dtype=np.float64), df_item=item, df_gid=gid[gram],
-        n_ids=corpus.n_ids())
+        n_ids=n_ids)
 
 
 def _weights(n: int) -> np.ndarray:
@@ -125,7 +136,7 @@ class CiderResampling:
                  threads: int | None = None):
         self.n = n_items
         item, gid = _df_pairs(chunks, n_items)
-        self.df_signature = _digest((item, gid))
+        self.df_signature = _pairs_digest(chunks)
         self.n_ids = max([c.n_ids for c in chunks] + [int(gid.max()) + 1 if len(gid) else 0])
         # n-grams held by the same items' references have the same df on every resample: one
         # sum per distinct set of items (the n-grams of a caption used as a reference by the
@@ -150,7 +161,7 @@ class CiderResampling:
 
     def same_references(self, chunks: list[CiderChunk]) -> bool:
         """Do ``chunks`` (another system's) hold the same reference n-grams per item?"""
-        return _digest(_df_pairs(chunks, self.n)) == self.df_signature
+        return _pairs_digest(chunks) == self.df_signature
 
     def register(self, stat: "CiderStatistic") -> None:
         """Compute ``stat``'s resamples with the others' (the same blocks, shared norms)."""
@@ -332,14 +343,22 @@ def _df_pairs(chunks: list[CiderChunk], n_items: int) -> tuple[np.ndarray, np.nd
     return key % max(n_items, 1), key // max(n_items, 1)
 
 
-def _digest(arrays: tuple[np.ndarray, ...]) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
-        h.update(b"|")
-    return h.hexdigest()
+def _pairs_digest(chunks: list[CiderChunk]) -> tuple[int, ...]:
+    """The (item, n-gram id) pairs of the references, in any order, as two 64-bit sums of mixed
+    hashes and their count: equal for two systems scored on the same references in the same
+    chunks (their n-gram ids then agree), without sorting millions of pairs per system."""
+    s1 = s2 = np.uint64(0)
+    count = 0
+    base = 0
+    with np.errstate(over="ignore"):
+        for c in chunks:
+            x = (c.df_item + base).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + c.df_gid.astype(np.uint64)
+            x ^= x >> np.uint64(29)
+            s1 += (x * np.uint64(0xBF58476D1CE4E5B9)).sum(dtype=np.uint64)
+            s2 += ((x ^ np.uint64(0x94D049BB133111EB)) * np.uint64(0xD6E8FEB86659FD93)).sum(dtype=np.uint64)
+            count += len(x)
+            base += c.n_items
+    return int(s1), int(s2), count, base
 
 
 def _df_numpy(ct: np.ndarray, item: np.ndarray, ptr: np.ndarray, out: np.ndarray) -> None:
@@ -444,6 +463,15 @@ class _Group:
         sets = shared.set_of[np.where(gid < 0, shared.n_ids, gid)]
         self.loc_g, ent_loc_all = np.unique(sets, return_inverse=True)
         ent_loc_all = ent_loc_all.reshape(-1).astype(np.int64)
+        # the group's sets numbered in order of first use by its sentences: the rows a sentence
+        # reads lie near each other (its own n-grams' sets were first used by it or a neighbour)
+        first_use = np.full(len(self.loc_g), len(take), dtype=np.int64)
+        np.minimum.at(first_use, ent_loc_all[take], np.arange(len(take), dtype=np.int64))
+        by_use = np.argsort(first_use, kind="stable")
+        renumber = np.empty_like(by_use)
+        renumber[by_use] = np.arange(len(by_use), dtype=np.int64)
+        self.loc_g = self.loc_g[by_use]
+        ent_loc_all = renumber[ent_loc_all]
         self.ent_loc = ent_loc_all[take]
         self.ent_order = order[take].astype(np.int64)
         self.tf_f = tf[take].astype(np.float64)
@@ -486,30 +514,33 @@ class _Group:
                                       it.seg_order, it.hit_ptr, it.hit_j, it.hit_th, it.hit_tr, it.hit_ones,
                                       per[s, :, base:base + it.n_items])
         else:
-            w, norms = self._norms_numpy(df, rare)
+            w, ww, norms = self._norms_numpy(df, rare)
             for s, base, it in zip(self.which, self.bases, self.items):
-                per[s, :, base:base + it.n_items] = it.block_numpy(w, norms).transpose(2, 0, 1)
+                per[s, :, base:base + it.n_items] = it.block_numpy(w, ww, norms).transpose(2, 0, 1)
 
-    def _norms_numpy(self, df: np.ndarray, rare: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(weights of the group's sets, norms of its sentences) for the df of k resamples."""
+    def _norms_numpy(self, df: np.ndarray, rare: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(weights of the group's sets, their products with themselves, norms of its sentences)
+        for the df of k resamples; each entry's square is read from its count's table row (per
+        set) or from the rare squares, where it lies, never copied per entry."""
         shared = self.shared
         if self._numpy is None:
             ent_sent = np.repeat(np.arange(self.n_sent, dtype=np.int64), np.diff(self.ent_ptr))
-            self._numpy = {"ent": _runs(ent_sent * self.n_ord + self.ent_order)}
+            rows = np.unique(self.ent_row[self.ent_row >= 0])
+            n_loc = len(self.loc_g)
+            source = np.empty(len(self.ent_row), dtype=np.int64)  # row of the stacked squares
+            tab = self.ent_row >= 0
+            source[tab] = np.searchsorted(rows, self.ent_row[tab]) * n_loc + self.ent_loc[tab]
+            source[~tab] = len(rows) * n_loc + self.ent_rare[~tab]
+            self._numpy = {"ent": _runs(ent_sent * self.n_ord + self.ent_order), "rows": rows, "source": source}
+        ix = self._numpy
         k = df.shape[1]
         d = df[self.loc_g]  # (sets of the group, k)
         w = shared.weights[d]
-        sq = np.empty((len(self.ent_row), k), dtype=np.float64)
-        for row in np.unique(self.ent_row[self.ent_row >= 0]).tolist():
-            at = np.flatnonzero(self.ent_row == row)
-            sq[at] = shared.table[row][d][self.ent_loc[at]] if len(at) * 4 > len(self.loc_g) else \
-                shared.table[row][d[self.ent_loc[at]]]
-        if len(self.rare):
-            sq[self.rare] = rare
+        stacked = np.concatenate([shared.table[row][d] for row in ix["rows"].tolist()] + [rare])
         norms = np.zeros((self.n_sent * self.n_ord, k), dtype=np.float64)
-        seg, sums = _sequential(self._numpy["ent"], sq)
+        seg, sums = _sequential(ix["ent"], stacked, ix["source"])
         norms[seg] = np.sqrt(sums)
-        return w, norms.reshape(self.n_sent, self.n_ord, k)
+        return w, w * w, norms.reshape(self.n_sent, self.n_ord, k)
 
 
 class _Items:
@@ -538,35 +569,46 @@ class _Items:
         self.hit_ones = (c.ent_tf[c.hit_h] == 1) & (c.ent_tf[c.hit_r] == 1)
         self._numpy: dict[str, Any] | None = None
 
-    def block_numpy(self, w: np.ndarray, norms: np.ndarray) -> np.ndarray:
-        """``(items, orders, k)`` per-item sums (see :meth:`_Group.block`)."""
+    def block_numpy(self, w: np.ndarray, ww: np.ndarray, norms: np.ndarray) -> np.ndarray:
+        """``(items, orders, k)`` per-item sums (see :meth:`_Group.block`), over the (reference,
+        order) runs of hits only: one without hits adds 0.0 to its item's sum."""
         n_ord = self.n_ord
         k = w.shape[1]
-        n_slots = len(self.slot_u)
+        n_seg = len(self.seg_order)
         if self._numpy is None:
-            seg = np.repeat(np.arange(len(self.seg_order), dtype=np.int64), np.diff(self.hit_ptr))
-            seg_slot = np.repeat(np.arange(n_slots, dtype=np.int64), np.diff(self.seg_ptr))
+            seg_of_hit = np.repeat(np.arange(n_seg, dtype=np.int64), np.diff(self.hit_ptr))
+            seg_slot = np.repeat(np.arange(len(self.slot_u), dtype=np.int64), np.diff(self.seg_ptr))
             slot_item = np.repeat(np.arange(self.n_items, dtype=np.int64), np.diff(self.slot_ptr))
-            self._numpy = {"hit": _runs(seg), "seg_key": seg_slot * n_ord + self.seg_order,
-                           "slot": _runs(slot_item), "hyp_of_slot": self.hyp_u[slot_item]}
+            seg_item = slot_item[seg_slot]
+            # the runs' order within an (item, order): by reference, as the scorer adds them
+            by_item = np.lexsort((seg_slot, self.seg_order, seg_item))
+            others = np.flatnonzero(~self.hit_ones)
+            source = self.hit_j.copy()  # ones: the set's w * w; others: their own row after the sets
+            source[others] = len(w) + np.arange(len(others), dtype=np.int64)
+            self._numpy = {
+                "hit": _runs(seg_of_hit), "source": source, "others": others,
+                "nh": (self.hyp_u[seg_item], self.seg_order), "nr": (self.slot_u[seg_slot], self.seg_order),
+                "factor": self.factor[seg_slot][:, None],
+                "item": _runs((seg_item * n_ord + self.seg_order)[by_item]), "by_item": by_item,
+            }
         ix = self._numpy
-        wh = w[self.hit_j]
-        vh = self.hit_th[:, None] * wh
-        vr = self.hit_tr[:, None] * wh
-        contrib = np.minimum(vh, vr) * vr
-        val = np.zeros((n_slots * n_ord, k), dtype=np.float64)
-        seg, sums = _sequential(ix["hit"], contrib)
-        val[ix["seg_key"][seg]] = sums
-        val = val.reshape(n_slots, n_ord, k)
-        nh = norms[ix["hyp_of_slot"]]
-        nr = norms[self.slot_u]
+        o = ix["others"]
+        wo = w[self.hit_j[o]]
+        vh = self.hit_th[o][:, None] * wo
+        vr = self.hit_tr[o][:, None] * wo
+        stacked = np.concatenate([ww, np.minimum(vh, vr) * vr])
+        val = np.zeros((n_seg, k), dtype=np.float64)
+        seg, sums = _sequential(ix["hit"], stacked, ix["source"])
+        val[seg] = sums
+        nh = norms[ix["nh"]]
+        nr = norms[ix["nr"]]
         ok = (nh != 0) & (nr != 0)
         np.divide(val, nh * nr, out=val, where=ok)
-        val *= self.factor[:, None, None]
-        per = np.zeros((self.n_items, n_ord, k), dtype=np.float64)
-        seg, sums = _sequential(ix["slot"], val)
+        val *= ix["factor"]
+        per = np.zeros((self.n_items * n_ord, k), dtype=np.float64)
+        seg, sums = _sequential(ix["item"], val, ix["by_item"])
         per[seg] = sums
-        return per
+        return per.reshape(self.n_items, n_ord, k)
 
 
 def _runs(seg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -580,9 +622,11 @@ def _runs(seg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return seg[starts[order]], starts[order], lengths[order]
 
 
-def _sequential(runs: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(run values, sums): each run's rows of ``x`` summed one after the other from 0.0 (the
-    order of ``np.bincount`` and ``np.add.at``, not numpy's pairwise sum), whole rows at a time."""
+def _sequential(runs: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarray,
+                rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(run values, sums): each run's elements summed one after the other from 0.0 (the order of
+    ``np.bincount`` and ``np.add.at``, not numpy's pairwise sum), whole rows at a time. Element j
+    is row ``x[j]``, or ``x[rows[j]]`` (read where it lies, not copied per element)."""
     values, starts, lengths = runs
     acc = np.zeros((len(values),) + x.shape[1:], dtype=np.float64)
     if not len(values):
@@ -591,5 +635,6 @@ def _sequential(runs: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarray) 
     longer = np.searchsorted(-lengths, -np.arange(1, int(lengths[0]) + 1), side="right")
     for p in range(int(lengths[0])):
         m = int(longer[p])
-        acc[:m] += x[starts[:m] + p]
+        at = starts[:m] + p
+        acc[:m] += x[at if rows is None else rows[at]]
     return values, acc

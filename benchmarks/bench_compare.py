@@ -1,0 +1,177 @@
+"""``capeval compare`` of two systems against ``capeval score`` of one, same machine, same run (issue 47 item 2).
+
+Rows: 2,000 and 40,000 items (``--sizes``), 1,000 resamples (``--samples``), CIDEr-D
+(``--metrics``; BLEU-4 and METEOR too with ``-m bleu-4,cider-d,meteor``). Each job is a whole
+process (``capeval score -q`` / ``capeval compare -q``), its wall and CPU time measured (CPU:
+the process tree's user + system), the median of ``--repeat`` runs; printed: the ratio of
+compare's time to score's (goal: at most 3).
+
+The p-values, means and intervals are checked against the former implementation
+(``benchmarks/_compare_before.py``, rescoring the whole CIDEr-D table per resample): run in full
+at the sizes of ``--old-at`` (default 2,000; at 40,000 it takes about 0.5 s per resample and
+system, half an hour for this row), and at the other sizes on the first ``--old-samples``
+resamples only (default 64: one block of draws), beside a new run with the same number.
+
+Data: Flickr8k's captions (``--data`` or ``$CAPEVAL_DATA``, default ../shared/data), each
+caption against the other four of its image (leave-one-out, the 40,460 items of
+bench_speed.py), the first N items in file order. System A is the held-out human caption;
+system B the same caption with one word deleted at a seeded random position (captions of more
+than three words), a real but small difference.
+
+    python benchmarks/bench_compare.py                     # both sizes, CIDEr-D
+    python benchmarks/bench_compare.py --sizes 2000 -m bleu-4,cider-d,meteor --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from _peers import flickr8k_data  # noqa: E402
+from bench_scale import leave_one_out, measure  # noqa: E402
+
+_OLD = """
+import json, sys, time, warnings
+sys.path.insert(0, {here!r})
+import _compare_before
+a, b, r, metrics, samples, out = sys.argv[1:7]
+load = lambda p: json.load(open(p, encoding="utf-8"))
+warnings.simplefilter("ignore")
+t = time.perf_counter()
+res = _compare_before.compare({{"a": load(a), "b": load(b)}}, load(r), metrics, samples=int(samples))
+res["seconds_in_process"] = time.perf_counter() - t
+json.dump(res, open(out, "w"))
+"""
+
+
+def perturbed(cands: dict[str, str], seed: int = 1) -> dict[str, str]:
+    """Each caption with one word deleted at a random position (captions of more than 3 words)."""
+    rng = random.Random(seed)
+    out = {}
+    for i, text in cands.items():
+        words = text.split()
+        if len(words) > 3:
+            del words[rng.randrange(len(words))]
+        out[i] = " ".join(words)
+    return out
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    e.setdefault("HF_HUB_OFFLINE", "1")
+    return e
+
+
+def timed(cmd: list[str], repeat: int) -> tuple[float, float, str]:
+    """(median wall s, median CPU s, stdout of the last run) of ``cmd`` run ``repeat`` times."""
+    walls, cpus, out = [], [], ""
+    for _ in range(repeat):
+        r = measure(cmd, env(), sample=False)  # raises on a failed job
+        walls.append(r["wall"])
+        cpus.append(r["cpu"])
+        out = r["out"]
+    return statistics.median(walls), statistics.median(cpus), out
+
+
+def same(old: dict, new: dict) -> tuple[bool, str]:
+    """Whether every field of the former result equals the new one (==: to the last bit)."""
+    for name, metrics in old["systems"].items():
+        for metric, row in metrics.items():
+            for key, value in row.items():
+                got = new["systems"][name][metric].get(key)
+                if got != value:
+                    return False, f"{name}/{metric}/{key}: before {value!r}, now {got!r}"
+    return True, "every p-value, score, difference, mean, ci and interval equal"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=os.environ.get("CAPEVAL_DATA", str(ROOT.parent / "shared" / "data")))
+    ap.add_argument("--sizes", default="2000,40000")
+    ap.add_argument("--metrics", "-m", default="cider-d")
+    ap.add_argument("--samples", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each timed job (median)")
+    ap.add_argument("--old-at", default="2000", help="sizes at which the former implementation runs in full")
+    ap.add_argument("--old-samples", type=int, default=64, help="resamples of the former implementation elsewhere "
+                    "(0: not run)")
+    args = ap.parse_args()
+    data = flickr8k_data(args.data, "bench_compare")
+    if data is None:
+        return 1
+    cands, refs = leave_one_out(data)
+    ids = list(cands)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    old_at = {int(s) for s in args.old_at.split(",") if s}
+    py = sys.executable
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_compare_") as tmp:
+        folder = Path(tmp)
+        files = {}
+        for n in sizes:
+            sub = ids[:n]
+            a = {i: cands[i] for i in sub}
+            paths = [folder / f"{k}{n}.json" for k in "abr"]
+            for path, obj in zip(paths, (a, perturbed(a), {i: refs[i] for i in sub})):
+                path.write_text(json.dumps(obj, ensure_ascii=False), encoding="utf-8")
+            files[n] = paths
+        # warm-up: METEOR's index, numba's compiled kernels (cached), the OS file cache
+        a, b, r = files[sizes[0]]
+        timed([py, "-m", "capeval.cli", "compare", "-c", str(a), str(b), "-r", str(r), "-m", args.metrics,
+               "--samples", "300", "-q"], 1)
+        for n in sizes:
+            a, b, r = files[n]
+            new_json = folder / f"new{n}.json"
+            score_wall, score_cpu, _ = timed([py, "-m", "capeval.cli", "score", "-c", str(a), "-r", str(r), "-m",
+                                              args.metrics, "-q"], args.repeat)
+            cmp_wall, cmp_cpu, _ = timed([py, "-m", "capeval.cli", "compare", "-c", f"a={a}", f"b={b}", "-r", str(r),
+                                          "-m", args.metrics, "--samples", str(args.samples), "-q", "--out",
+                                          str(new_json)], args.repeat)
+            row = {"items": n, "metrics": args.metrics, "samples": args.samples,
+                   "score_one_wall_s": round(score_wall, 2), "score_one_cpu_s": round(score_cpu, 2),
+                   "compare_two_wall_s": round(cmp_wall, 2), "compare_two_cpu_s": round(cmp_cpu, 2),
+                   "ratio_wall": round(cmp_wall / score_wall, 2), "ratio_cpu": round(cmp_cpu / score_cpu, 2)}
+            samples_old = args.samples if n in old_at else args.old_samples
+            if samples_old:
+                new = json.loads(new_json.read_text())
+                if samples_old != args.samples:  # the new implementation again, on the old one's draws
+                    new_json = folder / f"new{n}_{samples_old}.json"
+                    timed([py, "-m", "capeval.cli", "compare", "-c", f"a={a}", f"b={b}", "-r", str(r), "-m",
+                           args.metrics, "--samples", str(samples_old), "-q", "--out", str(new_json)], 1)
+                    new = json.loads(new_json.read_text())
+                old_json = folder / f"old{n}.json"
+                old_wall, old_cpu, _ = timed([py, "-c", _OLD.format(here=str(HERE)), str(a), str(b), str(r),
+                                              args.metrics, str(samples_old), str(old_json)], 1)
+                equal, why = same(json.loads(old_json.read_text()), new)
+                row.update({"before_samples": samples_old, "before_wall_s": round(old_wall, 1),
+                            "before_cpu_s": round(old_cpu, 1), "equal_to_before": equal, "check": why})
+                p_values = {m: new["systems"]["b"][m]["p_value"] for m in new["systems"]["b"]}
+                row["p_values"] = p_values
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print()
+    head = (f"{'items':>6}  {'metrics':<22} {'score one':>10} {'compare two':>12} {'ratio':>6} {'ratio cpu':>9}  "
+            "former implementation")
+    print(head)
+    for row in rows:
+        before = (f"{row['before_wall_s']} s at {row['before_samples']} resamples, "
+                  f"{'equal' if row['equal_to_before'] else 'DIFFERENT: ' + row['check']}" if "before_wall_s" in row
+                  else "not run")
+        print(f"{row['items']:>6}  {row['metrics']:<22} {row['score_one_wall_s']:>8.2f} s {row['compare_two_wall_s']:>10.2f}"
+              f" s {row['ratio_wall']:>6.2f} {row['ratio_cpu']:>9.2f}  {before}")
+    print(f"(wall and CPU: median of {args.repeat} run(s) per job; CPU of the process tree; "
+          f"{os.cpu_count()} CPUs, load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end)")
+    return 0 if all(r.get("equal_to_before", True) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
