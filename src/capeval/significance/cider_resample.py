@@ -44,6 +44,8 @@ _NUMPY_BUDGET = 1 << 21
 #: a count gets a row of squares when its entries need this many times the row's squares over
 #: the resamples (see :meth:`CiderResampling.rows_for`)
 _ROW_FACTOR = 1.0
+#: bytes of a sub-block's per-item sums, all systems together (bounds memory on large sets)
+_PER_ITEM_BUDGET = 256 << 20
 #: doubles in the squares table (one row of N + 1 per tabulated count, at most 64 rows)
 _TABLE_BUDGET = 1 << 24
 
@@ -218,35 +220,50 @@ class CiderResampling:
             _df_numpy(ct, self._set_items, self._set_ptr, out)
         return out
 
-    def item_scores(self, stat: "CiderStatistic", counts: np.ndarray) -> np.ndarray:
-        """``(k, N)`` item scores of ``stat`` on each resample of ``counts`` (an item not drawn
-        scores 0). Every registered system's are computed at the first call for a block."""
+    def resampled(self, stat: "CiderStatistic", counts: np.ndarray) -> np.ndarray:
+        """``stat``'s CIDEr-D on each resample of ``counts`` (``(k, N)`` multiplicities). Every
+        registered system's are computed at the first call for a block (one df per sub-block)."""
         last, done = self._done
         if last is not counts or id(stat) not in done:
             if stat not in self._systems:
                 self.register(stat)
-            done = self._all(counts)
+            done = self._all(counts, self._systems, lambda s, rows, scores: np.array(
+                # the mean over the drawn items as the rescoring did it: counts . scores / N, the
+                # same dot product (BLAS's, on a fresh array; its last bits depend on BLAS's
+                # threads, as before)
+                [float(c @ s_.copy()) / s.n for c, s_ in zip(rows, scores)]))
             self._done = (counts, done)
         return done[id(stat)]
 
-    def _all(self, counts: np.ndarray) -> dict[int, np.ndarray]:
-        systems = self._systems
+    def item_scores(self, stat: "CiderStatistic", counts: np.ndarray) -> np.ndarray:
+        """``(k, N)`` item scores of ``stat`` on each resample of ``counts`` (an item not drawn
+        scores 0)."""
+        if stat not in self._systems:
+            self.register(stat)
+        return self._all(counts, [stat], lambda s, rows, scores: scores)[id(stat)]
+
+    def _all(self, counts: np.ndarray, systems: list["CiderStatistic"], reduce: Any) -> dict[int, np.ndarray]:
+        """Per system, ``reduce(system, counts rows, their item scores)`` concatenated over the
+        sub-blocks (only a sub-block's item scores are held at a time)."""
         if self._groups is None:
-            self._groups = _groups(self, systems)
+            self._groups = _groups(self, self._systems)
         k, n = counts.shape
-        n_ord = systems[0].n_ord
-        out = {id(s): np.empty((k, n), dtype=np.float64) for s in systems}
-        per_item = np.empty((len(systems), self.sub_block, n, n_ord), dtype=np.float64)
-        for a in range(0, k, self.sub_block):
-            b = min(k, a + self.sub_block)
+        n_ord = self._systems[0].n_ord
+        which = [self._systems.index(s) for s in systems]
+        # a sub-block's per-item sums of every system within _PER_ITEM_BUDGET
+        step = int(max(1, min(self.sub_block, _PER_ITEM_BUDGET // max(1, len(self._systems) * n * n_ord * 8))))
+        parts: dict[int, list[np.ndarray]] = {id(s): [] for s in systems}
+        per_item = np.empty((len(self._systems), step, n, n_ord), dtype=np.float64)
+        for a in range(0, k, step):
+            b = min(k, a + step)
             df = self.df_block(counts[a:b])
             per = per_item[:, :b - a]
             _in_threads(self.threads if self.jit else 1, [(g.block, (df, per)) for g in self._groups])
-            for j, s in enumerate(systems):
+            for j, s in zip(which, systems):
                 # numpy's mean over the orders on an (items, orders) array, as cider_table_scores
                 means = per[j].reshape((b - a) * n, n_ord).mean(axis=1).reshape(b - a, n)
-                out[id(s)][a:b] = means / s.ref_counts * 10.0
-        return out
+                parts[id(s)].append(reduce(s, counts[a:b], means / s.ref_counts * 10.0))
+        return {key: np.concatenate(v) for key, v in parts.items()}
 
 
 def _dedupe_runs(ptr: np.ndarray, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -400,11 +417,9 @@ class CiderStatistic:
         return self.shared.item_scores(self, np.asarray(counts, dtype=np.float64))
 
     def resampled(self, counts: np.ndarray) -> np.ndarray:
-        counts = np.asarray(counts, dtype=np.float64)
-        scores = self.item_scores(counts)
-        # the mean over the drawn items as the rescoring did it: counts . scores / N (the same
-        # dot product: BLAS's, on a fresh array; its last bits depend on BLAS's threads, as before)
-        return np.array([float(c @ s.copy()) / self.n for c, s in zip(counts, scores)])
+        if self.shared is None:
+            raise ValueError("CiderStatistic.resampled needs the shared CiderResampling")
+        return self.shared.resampled(self, np.asarray(counts, dtype=np.float64))
 
     def mixed(self, take_self: np.ndarray, other: "CiderStatistic") -> np.ndarray:
         # the approximate randomisation swaps outputs; the references, hence df, do not change
