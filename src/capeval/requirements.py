@@ -504,7 +504,7 @@ def _hice(names: list[str], opts: dict[str, Any]) -> list[Requirement]:
     region_options = opts.get("region_options") or {}
     key = regions.strip().lower() if isinstance(regions, str) else None
     if key == "sam":
-        from capeval.models.regions.registry import SAM_CHECKPOINT
+        from capeval.models.regions.base import SAM_CHECKPOINT
 
         sam = region_options.get("checkpoint", SAM_CHECKPOINT) if isinstance(region_options, Mapping) \
             else SAM_CHECKPOINT

@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             explain=args.explain,
             explain_worst=args.explain_worst,
         )
-    from capeval.bench.published import beside, table
+    from capeval.bench.beside import beside, table
 
     payload: dict[str, Any] = result.to_dict()
     published = beside(result)

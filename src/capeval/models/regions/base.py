@@ -14,6 +14,10 @@ import numpy as np
 
 from capeval.errors import InputError
 
+#: the SAM checkpoint of region backend ``sam`` (a hub name; ``checkpoint=`` picks another); named
+#: here, where nothing heavy is imported, for the backend, its registry and ``capeval check``
+SAM_CHECKPOINT = "facebook/sam-vit-base"
+
 if TYPE_CHECKING:  # PIL is only needed by the callers that pass images
     from PIL import Image
 

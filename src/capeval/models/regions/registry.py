@@ -7,10 +7,8 @@ import os
 from typing import Any
 
 from capeval.errors import UnknownNameError
-from capeval.models.regions.base import RegionBackend
+from capeval.models.regions.base import SAM_CHECKPOINT, RegionBackend
 
-#: the SAM checkpoint of region backend ``sam`` (a hub name; ``checkpoint=`` picks another)
-SAM_CHECKPOINT = "facebook/sam-vit-base"
 
 BACKENDS: dict[str, str] = {
     "sam": "SAM everything-mode on a transformers SamModel (any SAM/SlimSAM checkpoint); needs torch + transformers",

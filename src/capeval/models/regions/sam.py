@@ -40,8 +40,8 @@ from capeval.models.regions.amg import (
     stability_score,
     upsample_logits,
 )
+from capeval.models.regions.base import SAM_CHECKPOINT as DEFAULT_CHECKPOINT  # named where no torch is imported
 from capeval.models.regions.base import Region, check_number, image_size, ordered
-from capeval.models.regions.registry import SAM_CHECKPOINT as DEFAULT_CHECKPOINT  # named where no torch is imported
 
 # segment-anything SamAutomaticMaskGenerator.__init__ defaults (and transformers' mask-generation pipeline)
 DEFAULTS: dict[str, Any] = {
