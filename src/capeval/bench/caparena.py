@@ -182,12 +182,12 @@ class CapArena(Benchmark):
 def read_battles(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], int]:
     """(row number, battle) for each battle without the human captioner, and the count of those skipped.
     A row missing a key, with a non-string field, equal sources or an unknown cluster is a one-line error."""
-    from capeval.io.captions import _loads  # duplicate keys refused, nesting bounded
+    from capeval.io.captions import loads_unique  # duplicate keys refused, nesting bounded
     from capeval.io.reading import read_json_text  # within capeval's JSON size limit
     from capeval.paths import resolve_under
 
     try:
-        raw = _loads(read_json_text(path), path)
+        raw = loads_unique(read_json_text(path), path)
     except InputError as exc:
         raise malformed(path, "whole file", str(exc)) from None
     except ValueError as exc:  # an integer of more than 4,300 digits, ...

@@ -97,8 +97,9 @@ def _duplicate_key_line(text: str) -> tuple[str, int]:
     return "", 0
 
 
-def _loads(text: str, path: Path, line_offset: int | None = None) -> Any:
-    """``json.loads`` that refuses duplicate object keys (plain json keeps the last one)."""
+def loads_unique(text: str, path: Path, line_offset: int | None = None) -> Any:
+    """``json.loads`` that refuses duplicate object keys (plain json keeps the last one), with
+    the nesting and digit bounds of :func:`capeval.io.nesting.json_loads`; errors name ``path``."""
     try:
         return json_loads(text, str(path), line_offset, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
@@ -167,7 +168,7 @@ def _read_csv(path: Path, dialect: str) -> Iterator[dict[str, str]]:
 def _jsonl_records(path: Path) -> Iterator[tuple[int, Any]]:
     for lineno, line in enumerate(iter_lines(path), 1):
         if line.strip():
-            yield lineno, _loads(line, path, lineno)
+            yield lineno, loads_unique(line, path, lineno)
 
 
 def read_captions(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
@@ -201,7 +202,7 @@ def read_caption_file(path: str | os.PathLike[str], kind: str) -> CaptionFile:
     streamed = file_records(path)
     if streamed is not None:
         return _from_records(streamed[0], kind, path, *streamed[1:])
-    obj = _loads(read_json_text(path), path)
+    obj = loads_unique(read_json_text(path), path)
     if isinstance(obj, dict) and isinstance(obj.get("annotations"), list):
         return _from_records(list(enumerate(obj["annotations"], 1)), kind, path, "COCO annotations file",
                              "annotation")

@@ -329,13 +329,13 @@ def _load(obj: Any, what: str) -> Mapping[str, Any]:
     would keep the last silently)."""
     if isinstance(obj, Mapping):
         return obj
-    from capeval.io.captions import _loads  # the duplicate-refusing, depth-bounded parse
+    from capeval.io.captions import loads_unique  # the duplicate-refusing, depth-bounded parse
     from capeval.io.reading import read_json_text
 
     path = Path(os.fspath(obj))
     text = read_json_text(path)
     try:
-        data = _loads(text, path)
+        data = loads_unique(text, path)
     except ValueError as exc:  # an integer of more than 4,300 digits, ...
         raise InputError(f"{what} {os.fspath(path)!r}: cannot read JSON ({str(exc).splitlines()[0][:200]})") from None
     if not isinstance(data, dict):

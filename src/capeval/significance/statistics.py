@@ -99,7 +99,7 @@ def meteor_item_rows(pair_stats: Iterable[tuple]) -> np.ndarray:
 def meteor_scores(sums: np.ndarray) -> np.ndarray:
     """METEOR of each row of summed statistics, with :func:`capeval.metrics.meteor.stats.compute`'s
     operations in its order (Java's double division: x/0 is ±inf, 0/0 NaN; NaN scores 0)."""
-    from capeval.metrics.meteor.stats import ALPHA, BETA, DELTA, GAMMA, MODULE_WEIGHTS, _pow
+    from capeval.metrics.meteor.stats import ALPHA, BETA, DELTA, GAMMA, MODULE_WEIGHTS, nan_pow
 
     s = np.asarray(sums, dtype=np.float64)
     d = DELTA
@@ -128,7 +128,7 @@ def meteor_scores(sums: np.ndarray) -> np.ndarray:
             ref_total = ref_total + s[:, 7 + 4 * i]
         perfect = (test_total == s[:, 0]) & (ref_total == s[:, 1]) & (s[:, 20] == 1.0)
         frag = np.where(perfect, 0.0, s[:, 20] / ((s[:, 21] + s[:, 22]) / 2.0))
-    penalty = np.array([GAMMA * _pow(f, BETA) for f in frag.tolist()], dtype=np.float64)
+    penalty = np.array([GAMMA * nan_pow(f, BETA) for f in frag.tolist()], dtype=np.float64)
     with np.errstate(invalid="ignore"):  # inf * 0 is NaN, as in Java; NaN scores 0
         value = fmean * (1.0 - penalty)
         return np.where(value > 0.0, value, 0.0)

@@ -167,14 +167,15 @@ def compute(stats: MeteorStats) -> MeteorScore:
         frag = 0.0
     else:
         frag = _div(stats.chunks, (stats.test_word_matches + stats.reference_word_matches) / 2.0)
-    penalty = GAMMA * _pow(frag, BETA)
+    penalty = GAMMA * nan_pow(frag, BETA)
     value = fmean * (1.0 - penalty)
     # Java: NaN -> 0, else Math.max(value, 0.0) (which also maps -0.0 to 0.0)
     score = value if value > 0.0 else 0.0
     return MeteorScore(precision, recall, fmean, penalty, score)
 
 
-def _pow(a: float, b: float) -> float:
+def nan_pow(a: float, b: float) -> float:
+    """``math.pow`` that keeps a NaN base NaN (``math.pow(nan, 0)`` would give 1.0)."""
     if math.isnan(a):
         return math.nan
     return math.pow(a, b)
