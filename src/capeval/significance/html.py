@@ -68,7 +68,6 @@ def render_html(result: dict[str, Any], alpha: float = 0.05) -> str:
 
     Every value of ``result`` is escaped (system names come from file names and ``NAME=``)."""
     from capeval.significance.compare import significant
-    from capeval.significance.output import few_items_note
 
     e = html.escape
     how = "paired bootstrap resampling" if result.get("method") == "bs" else "approximate randomisation"
@@ -111,3 +110,18 @@ def render_html(result: dict[str, Any], alpha: float = 0.05) -> str:
         f"<th>difference</th><th>interval</th><th>p-value</th></tr>{''.join(rows)}</table></div>"
         f"<p class='note'>capeval {e(__version__)}, {when}. Signatures:</p><ul class='note'>{sigs}</ul>"
         "</body></html>\n")
+
+
+def few_items_note(result: dict[str, Any]) -> str:
+    """One sentence when the comparison has too few items for its p-values to mean much, else ''."""
+    from capeval.significance.compare import MIN_ITEMS
+
+    systems = result.get("systems")
+    rows = [r for m in (systems.values() if isinstance(systems, dict) else ()) if isinstance(m, dict)
+            for r in m.values() if isinstance(r, dict)]
+    if not any(r.get("too_few_items") is True for r in rows):
+        return ""
+    items = result.get("items")
+    many = f"{items} items" if isinstance(items, int) and not isinstance(items, bool) else "too few items"
+    return (f"{many}: fewer than {MIN_ITEMS}, too few for a paired test to mean much; no row is marked "
+            "significant (see docs/compare.md)")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from capeval.errors import InputError
-from capeval.significance.html import render_html, signed
+from capeval.significance.html import few_items_note, render_html, signed
 
 
 def named_files(values: list[str]) -> list[tuple[str, str]]:
@@ -54,21 +54,6 @@ def table(result: dict[str, Any]) -> str:
     if note:
         lines.append(note)
     return "\n".join(lines)
-
-
-def few_items_note(result: dict[str, Any]) -> str:
-    """One sentence when the comparison has too few items for its p-values to mean much, else ''."""
-    from capeval.significance.compare import MIN_ITEMS
-
-    systems = result.get("systems")
-    rows = [r for m in (systems.values() if isinstance(systems, dict) else ()) if isinstance(m, dict)
-            for r in m.values() if isinstance(r, dict)]
-    if not any(r.get("too_few_items") is True for r in rows):
-        return ""
-    items = result.get("items")
-    many = f"{items} items" if isinstance(items, int) and not isinstance(items, bool) else "too few items"
-    return (f"{many}: fewer than {MIN_ITEMS}, too few for a paired test to mean much; no row is marked "
-            "significant (see docs/compare.md)")
 
 
 def compare_files(candidates: list[str], references: str, metrics: str, options: dict[str, Any],
