@@ -73,7 +73,7 @@ class CiderD(TextScorer):
             return np.zeros(0)
         table = chunk.table(self.n)
         if self.corpus is None and _keeping() is not None:  # for capeval compare: what resampling needs, from this pass
-            from capeval.significance.cider_resample import chunk_statistics, table_ids
+            from capeval.significance.cider_arrays import chunk_statistics, table_ids
 
             gid, df = table_ids(table, corpus)  # df as document_frequencies gives it, and the n-grams' ids
             scores = cider_table_scores(table, df, corpus.n_docs, self.sigma)

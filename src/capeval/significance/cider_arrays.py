@@ -1,0 +1,258 @@
+"""Array work of CIDEr-D resampling (:mod:`capeval.significance.cider_resample`): the per-chunk
+statistics, the document-frequency pairs and their numpy kernel, run and thread helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: resamples x items from which the numba kernels are used when numba is installed (below,
+#: importing numba and loading the compiled kernels, about half a second, cost more than they save)
+JIT_MIN_WORK = 500_000
+#: bytes of a sub-block's document frequencies (n-grams x resamples, int32): bounds memory
+_DF_BUDGET = 64 << 20
+#: elements of the numpy kernel's per-entry work arrays (entries x resamples; ~40 bytes each)
+_NUMPY_BUDGET = 1 << 21
+#: a count gets a row of squares when its entries need this many times the row's squares over
+#: the resamples (see :meth:`CiderResampling.rows_for`)
+_ROW_FACTOR = 1.0
+#: bytes of a sub-block's per-item sums, all systems together (bounds memory on large sets)
+_PER_ITEM_BUDGET = 256 << 20
+#: doubles in the squares table (one row of N + 1 per tabulated count, at most 64 rows)
+_TABLE_BUDGET = 1 << 24
+
+
+@dataclass
+class CiderChunk:
+    """What one chunk's CIDEr-D needs on a resample, apart from ``df`` (see the module docs).
+
+    Sentences are the chunk table's (distinct sentences, entries in pycocoevalcap's order);
+    ``ent_gid``: the n-gram's id in the corpus index (-1: in no reference, so ``df`` is 0 on
+    every resample); hits: (slot, candidate entry, reference entry) of every candidate n-gram
+    found in a reference, in the order the scorer sums them; ``factor``: the length penalty of
+    each (item, reference) slot; ``df_item``/``df_gid``: the distinct (item, n-gram) pairs of the
+    references (items numbered within the chunk).
+    """
+
+    n_items: int
+    n_ord: int
+    ref_counts: np.ndarray
+    ent_ptr: np.ndarray
+    ent_gid: np.ndarray
+    ent_tf: np.ndarray
+    ent_order: np.ndarray
+    hyp_sid: np.ndarray
+    slot_sid: np.ndarray
+    hit_slot: np.ndarray
+    hit_h: np.ndarray
+    hit_r: np.ndarray
+    factor: np.ndarray
+    df_item: np.ndarray
+    df_gid: np.ndarray
+    n_ids: int = 0
+
+
+def table_ids(table: Any, corpus: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(id of every n-gram of ``table`` in the :class:`~capeval.metrics.ngrams.GramIndex`
+    ``corpus``, -1 for one of no reference; its df as floats): the df is the one
+    :func:`capeval.metrics.cider.document_frequencies` gives (the same integers), from one lookup."""
+    gid = corpus.ids_of(table)
+    flat = corpus.df_by_id()
+    df = np.zeros(len(gid), dtype=np.float64)
+    found = gid >= 0
+    df[found] = flat[gid[found]]
+    return gid, df
+
+
+def chunk_statistics(table: Any, gid: np.ndarray, n_ids: int, sigma: float) -> CiderChunk:
+    """The resampling statistics of one chunk's :class:`~capeval.metrics.ngrams.NgramTable`,
+    ``gid`` its n-grams' ids over all references (:func:`table_ids`), ``n_ids`` their number."""
+    n = table.n
+    n_sent = table.n_sent
+    # the length penalty exactly as cider_table_scores computes it (df plays no part)
+    length = np.bincount(table.ent_sent, weights=np.where(table.ent_order == 1, table.ent_tf, 0), minlength=n_sent)
+    hyp_of_slot = table.hyp_sid[table.slot_item]
+    delta = (length[hyp_of_slot] - length[table.slot_sid]).tolist()
+    factor = {d: np.e ** (-(d**2) / (2 * sigma**2)) for d in set(delta)}
+    h_slot, h_ent, r_ent = table.pairs()
+    hit = r_ent >= 0
+    item, gram = table.item_grams()
+    return CiderChunk(
+        n_items=int(table.n_items), n_ord=n, ref_counts=table.ref_counts.astype(np.int64),
+        ent_ptr=table.ent_ptr.astype(np.int64), ent_gid=gid[table.ent_gram], ent_tf=table.ent_tf.astype(np.int64),
+        ent_order=table.ent_order.astype(np.int64), hyp_sid=table.hyp_sid.astype(np.int64),
+        slot_sid=table.slot_sid.astype(np.int64), hit_slot=h_slot[hit], hit_h=h_ent[hit], hit_r=r_ent[hit],
+        factor=np.array([factor[d] for d in delta], dtype=np.float64), df_item=item, df_gid=gid[gram],
+        n_ids=n_ids)
+
+
+def _weights(n: int) -> np.ndarray:
+    """``w[d] = log N - log max(1, d)`` for d = 0..N, the expression of ``cider_table_scores``
+    (numpy's log of the same values, so the same doubles)."""
+    df = np.arange(n + 1, dtype=np.float64)
+    return np.log(float(n)) - np.log(np.maximum(1.0, df))
+
+
+def _squares(values: np.ndarray) -> np.ndarray:
+    """``v ** 2`` of every value as Python computes it (libm's ``pow``), each distinct value once,
+    as ``cider_table_scores`` squares them."""
+    uniq, inv = np.unique(values, return_inverse=True)
+    return np.array([v**2 for v in uniq.tolist()], dtype=np.float64)[inv.reshape(values.shape)]
+
+
+def _dedupe_runs(ptr: np.ndarray, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(id of each run, the runs kept): runs ``ptr[u]:ptr[u + 1]`` of the rows of ``cols`` with
+    the same content get one id (the first such run is kept). Told apart by length and two
+    64-bit hashes, then checked element by element (after a collision, never seen, no run is
+    merged)."""
+    n_runs = len(ptr) - 1
+    if n_runs <= 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    lengths = np.diff(ptr)
+    total = int(ptr[-1])
+    starts = ptr[:-1]
+    pos = (np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)).astype(np.uint64)
+    h1 = np.zeros(total, dtype=np.uint64)
+    h2 = np.zeros(total, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j, c in enumerate(cols):
+            x = c.astype(np.int64).astype(np.uint64) + np.uint64(j + 1)
+            h1 = (h1 ^ x) * np.uint64(0x9E3779B97F4A7C15) + pos
+            h2 = (h2 + x * np.uint64(0xC2B2AE3D27D4EB4F)) ^ (x >> np.uint64(7)) ^ (pos * np.uint64(0x165667B19E3779F9))
+        nonempty = lengths > 0
+        r1 = np.zeros(n_runs, dtype=np.uint64)
+        r2 = np.zeros(n_runs, dtype=np.uint64)
+        if total:
+            r1[nonempty] = np.add.reduceat(h1, starts[nonempty])
+            r2[nonempty] = np.add.reduceat(h2, starts[nonempty])
+    order = np.lexsort((r2, r1, lengths))
+    new = np.r_[True, (np.diff(lengths[order]) != 0) | (r1[order][1:] != r1[order][:-1])
+                | (r2[order][1:] != r2[order][:-1])]
+    group = np.cumsum(new) - 1
+    first = np.full(int(group[-1]) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, group, order)  # the first run of each group, in run order
+    rep = np.empty(n_runs, dtype=np.int64)
+    rep[order] = first[group]
+    idx = np.repeat(starts[rep], lengths) + pos.astype(np.int64)
+    if not all(np.array_equal(c, c[idx]) for c in cols):
+        return np.arange(n_runs, dtype=np.int64), np.arange(n_runs, dtype=np.int64)
+    kept = np.unique(rep)
+    ids = np.searchsorted(kept, rep)
+    return ids, kept
+
+
+def _item_sets(item: np.ndarray, gid: np.ndarray, n_ids: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(set of each n-gram id, the sets' items, their pointers): the distinct item lists of the
+    n-grams (``item``/``gid`` sorted by n-gram, then item); ids of no reference get set ``n_sets``."""
+    set_of = np.full(n_ids + 1, -1, dtype=np.int64)
+    if not len(gid):
+        set_of[:] = 0
+        return set_of, np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
+    ptr = np.r_[starts, len(gid)].astype(np.int64)
+    ids, kept = _dedupe_runs(ptr, [item])
+    set_of[gid[starts]] = ids
+    set_of[set_of < 0] = len(kept)
+    lengths = np.diff(ptr)[kept]
+    set_ptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    take = np.repeat(ptr[kept], lengths) + (np.arange(int(set_ptr[-1]), dtype=np.int64) - np.repeat(set_ptr[:-1], lengths))
+    return set_of, item[take].astype(np.int64), set_ptr
+
+
+def _threads() -> int:
+    """Threads for the kernels: the cores this process may use, at most 4 (as the scorers' workers)."""
+    import os
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 4))
+
+
+def _in_threads(threads: int, calls: list[tuple[Any, tuple]]) -> list[Any]:
+    """``fn(*args)`` for each call, on ``threads`` threads (numba's kernels release the GIL)."""
+    if threads <= 1 or len(calls) <= 1:
+        return [fn(*args) for fn, args in calls]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads) as pool:
+        futures = [pool.submit(fn, *args) for fn, args in calls]
+        return [f.result() for f in futures]
+
+
+def _df_pairs(chunks: list[CiderChunk], n_items: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (item, n-gram) pairs of the references, sorted by n-gram, then item."""
+    keys = []
+    base = 0
+    for c in chunks:
+        keys.append(c.df_gid.astype(np.int64) * max(n_items, 1) + (c.df_item + base))
+        base += c.n_items
+    if not keys:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    key = np.sort(np.concatenate(keys))
+    return key % max(n_items, 1), key // max(n_items, 1)
+
+
+def _pairs_digest(chunks: list[CiderChunk]) -> tuple[int, ...]:
+    """The (item, n-gram id) pairs of the references, in any order, as two 64-bit sums of mixed
+    hashes and their count: equal for two systems scored on the same references in the same
+    chunks (their n-gram ids then agree), without sorting millions of pairs per system."""
+    s1 = s2 = np.uint64(0)
+    count = 0
+    base = 0
+    with np.errstate(over="ignore"):
+        for c in chunks:
+            x = (c.df_item + base).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + c.df_gid.astype(np.uint64)
+            x ^= x >> np.uint64(29)
+            s1 += (x * np.uint64(0xBF58476D1CE4E5B9)).sum(dtype=np.uint64)
+            s2 += ((x ^ np.uint64(0x94D049BB133111EB)) * np.uint64(0xD6E8FEB86659FD93)).sum(dtype=np.uint64)
+            count += len(x)
+            base += c.n_items
+    return int(s1), int(s2), count, base
+
+
+def _df_numpy(ct: np.ndarray, item: np.ndarray, ptr: np.ndarray, out: np.ndarray) -> None:
+    """``out[u] = sum(ct[item[ptr[u]:ptr[u + 1]]])`` for every set u (integers: exact in any order)."""
+    k = ct.shape[1]
+    step = max(1, _NUMPY_BUDGET // max(k, 1))
+    starts, ends = ptr[:-1], ptr[1:]
+    n_sets = len(starts)
+    a = 0
+    while a < n_sets:
+        # whole sets, at most ``step`` items at a time (one set at least)
+        b = max(a + 1, int(np.searchsorted(ends, starts[a] + step, side="right")))
+        lo, hi = int(starts[a]), int(ends[b - 1])
+        out[a:b] = np.add.reduceat(ct[item[lo:hi]], starts[a:b] - lo, axis=0)
+        a = b
+
+
+def _runs(seg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of equal values of ``seg`` (sorted): (value, start, length) of each, longest first."""
+    if not len(seg):
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z
+    starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
+    lengths = np.diff(np.r_[starts, len(seg)])
+    order = np.argsort(-lengths, kind="stable")
+    return seg[starts[order]], starts[order], lengths[order]
+
+
+def _sequential(runs: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarray,
+                rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(run values, sums): each run's elements summed one after the other from 0.0 (the order of
+    ``np.bincount`` and ``np.add.at``, not numpy's pairwise sum), whole rows at a time. Element j
+    is row ``x[j]``, or ``x[rows[j]]`` (read where it lies, not copied per element)."""
+    values, starts, lengths = runs
+    acc = np.zeros((len(values),) + x.shape[1:], dtype=np.float64)
+    if not len(values):
+        return values, acc
+    # step p adds the p-th element of every run longer than p: a prefix, runs being longest first
+    longer = np.searchsorted(-lengths, -np.arange(1, int(lengths[0]) + 1), side="right")
+    for p in range(int(lengths[0])):
+        m = int(longer[p])
+        at = starts[:m] + p
+        acc[:m] += x[at if rows is None else rows[at]]
+    return values, acc

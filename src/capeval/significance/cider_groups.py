@@ -1,0 +1,216 @@
+"""Per-block kernels of CIDEr-D resampling (:mod:`capeval.significance.cider_resample`): systems
+grouped by shared chunks, each block's norms and item sums (numpy, or numba via ``cider_jit``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from capeval.significance.cider_arrays import (
+    CiderChunk,
+    _squares,
+    _dedupe_runs,
+    _runs,
+    _sequential,
+)
+
+
+def _groups(shared: CiderResampling, systems: list[CiderStatistic]) -> list["_Group"]:
+    """The systems' chunks side by side (chunk j of every system covers the same items when
+    their partitions agree; otherwise each system's chunks form groups of their own)."""
+    sizes = [[c.n_items for c in s.chunks] for s in systems]
+    if all(z == sizes[0] for z in sizes):
+        return [_Group(shared, [s.chunks[j] for s in systems], [sum(sizes[0][:j])] * len(systems),
+                       list(range(len(systems)))) for j in range(len(sizes[0]))]
+    out = []
+    for j, s in enumerate(systems):
+        base = 0
+        for c in s.chunks:
+            out.append(_Group(shared, [c], [base], [j]))
+            base += c.n_items
+    return out
+
+
+class _Group:
+    """Chunk j of every system: their distinct sentences (a reference, or a candidate that is also
+    a reference, once), whose norms are computed once per block, and each system's items.
+
+    Entries point to the group's own list of sets of items (``loc_g``), whose weights and squares
+    are looked up once per block; a sentence's entries are in pycocoevalcap's order."""
+
+    def __init__(self, shared: CiderResampling, chunks: list[CiderChunk], bases: list[int], which: list[int]):
+        self.shared = shared
+        self.n_ord = chunks[0].n_ord
+        self.which = which
+        self.bases = bases
+        n_ord = self.n_ord
+        # all sentences of all chunks, then the distinct ones (same n-grams, counts, orders, order)
+        ptrs, gids, tfs, ords = [], [], [], []
+        sent_base = []
+        ent0 = nsent = 0
+        for c in chunks:
+            sent_base.append(nsent)
+            ptrs.append(c.ent_ptr[:-1] + ent0)
+            gids.append(c.ent_gid)
+            tfs.append(c.ent_tf)
+            ords.append(c.ent_order)
+            ent0 += len(c.ent_gid)
+            nsent += len(c.ent_ptr) - 1
+        ptr = np.r_[np.concatenate(ptrs), ent0].astype(np.int64)
+        gid, tf, order = np.concatenate(gids), np.concatenate(tfs), np.concatenate(ords)
+        sent_id, kept = _dedupe_runs(ptr, [gid, tf, order])
+        lengths = np.diff(ptr)[kept]
+        self.ent_ptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+        take = np.repeat(ptr[kept], lengths) + (np.arange(int(self.ent_ptr[-1]), dtype=np.int64)
+                                                 - np.repeat(self.ent_ptr[:-1], lengths))
+        self.n_sent = len(kept)
+        sets = shared.set_of[np.where(gid < 0, shared.n_ids, gid)]
+        self.loc_g, ent_loc_all = np.unique(sets, return_inverse=True)
+        ent_loc_all = ent_loc_all.reshape(-1).astype(np.int64)
+        # the group's sets numbered in order of first use by its sentences: the rows a sentence
+        # reads lie near each other (its own n-grams' sets were first used by it or a neighbour)
+        first_use = np.full(len(self.loc_g), len(take), dtype=np.int64)
+        np.minimum.at(first_use, ent_loc_all[take], np.arange(len(take), dtype=np.int64))
+        by_use = np.argsort(first_use, kind="stable")
+        renumber = np.empty_like(by_use)
+        renumber[by_use] = np.arange(len(by_use), dtype=np.int64)
+        self.loc_g = self.loc_g[by_use]
+        ent_loc_all = renumber[ent_loc_all]
+        self.ent_loc = ent_loc_all[take]
+        self.ent_order = order[take].astype(np.int64)
+        self.tf_f = tf[take].astype(np.float64)
+        self.ent_row = shared.rows_for(tf[take])
+        self.rare = np.flatnonzero(self.ent_row < 0)
+        self.ent_rare = np.full(len(self.ent_row), -1, dtype=np.int64)
+        self.ent_rare[self.rare] = np.arange(len(self.rare), dtype=np.int64)
+        self.items = []
+        ent0 = 0
+        for c, sb in zip(chunks, sent_base):
+            self.items.append(_Items(c, sent_id[sb:sb + len(c.ent_ptr) - 1], ent_loc_all[ent0:ent0 + len(c.ent_gid)],
+                                     n_ord))
+            ent0 += len(c.ent_gid)
+        self._numpy: dict[str, Any] | None = None
+
+    def _rare_squares(self, df: np.ndarray) -> np.ndarray:
+        """``(rare entries, k)`` squares of the entries whose count has no table row."""
+        if not len(self.rare):
+            return np.zeros((0, df.shape[1]), dtype=np.float64)
+        d = df[self.loc_g[self.ent_loc[self.rare]]]
+        return _squares(self.tf_f[self.rare][:, None] * self.shared.weights[d])
+
+    def block(self, df: np.ndarray, per: np.ndarray) -> None:
+        """``per[s, r, base + i, o]`` for system s (``self.which``), resample r of the ``(n_sets + 1,
+        k)`` df, item i of the chunk: the item's sum over its references of the order-o similarity
+        times the length penalty (cider_table_scores' ``per_item``)."""
+        shared = self.shared
+        k = df.shape[1]
+        rare = self._rare_squares(df)
+        if shared.jit:
+            from capeval.significance import cider_jit
+
+            w = np.empty((len(self.loc_g), k), dtype=np.float64)
+            ww = np.empty((len(self.loc_g), k), dtype=np.float64)
+            norms = np.empty((self.n_sent, self.n_ord, k), dtype=np.float64)
+            cider_jit.norms_block(df, shared.weights, shared.table, shared.row_one, self.loc_g, self.ent_ptr,
+                                  self.ent_loc, self.ent_order, self.ent_row, self.ent_rare, rare, w, ww, norms)
+            for s, base, it in zip(self.which, self.bases, self.items):
+                cider_jit.items_block(w, ww, norms, it.hyp_u, it.slot_ptr, it.slot_u, it.factor, it.seg_ptr,
+                                      it.seg_order, it.hit_ptr, it.hit_j, it.hit_th, it.hit_tr, it.hit_ones,
+                                      per[s, :, base:base + it.n_items])
+        else:
+            w, ww, norms = self._norms_numpy(df, rare)
+            for s, base, it in zip(self.which, self.bases, self.items):
+                per[s, :, base:base + it.n_items] = it.block_numpy(w, ww, norms).transpose(2, 0, 1)
+
+    def _norms_numpy(self, df: np.ndarray, rare: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(weights of the group's sets, their products with themselves, norms of its sentences)
+        for the df of k resamples; each entry's square is read from its count's table row (per
+        set) or from the rare squares, where it lies, never copied per entry."""
+        shared = self.shared
+        if self._numpy is None:
+            ent_sent = np.repeat(np.arange(self.n_sent, dtype=np.int64), np.diff(self.ent_ptr))
+            rows = np.unique(self.ent_row[self.ent_row >= 0])
+            n_loc = len(self.loc_g)
+            source = np.empty(len(self.ent_row), dtype=np.int64)  # row of the stacked squares
+            tab = self.ent_row >= 0
+            source[tab] = np.searchsorted(rows, self.ent_row[tab]) * n_loc + self.ent_loc[tab]
+            source[~tab] = len(rows) * n_loc + self.ent_rare[~tab]
+            self._numpy = {"ent": _runs(ent_sent * self.n_ord + self.ent_order), "rows": rows, "source": source}
+        ix = self._numpy
+        k = df.shape[1]
+        d = df[self.loc_g]  # (sets of the group, k)
+        w = shared.weights[d]
+        stacked = np.concatenate([shared.table[row][d] for row in ix["rows"].tolist()] + [rare])
+        norms = np.zeros((self.n_sent * self.n_ord, k), dtype=np.float64)
+        seg, sums = _sequential(ix["ent"], stacked, ix["source"])
+        norms[seg] = np.sqrt(sums)
+        return w, w * w, norms.reshape(self.n_sent, self.n_ord, k)
+
+
+class _Items:
+    """One system's items of one chunk: their sentences in the group's numbering, and the hits
+    (candidate n-grams found in a reference) as runs of one (reference, order), in the scorer's
+    order; an (item, reference, order) without hits adds 0 and is skipped."""
+
+    def __init__(self, c: CiderChunk, sent_u: np.ndarray, ent_loc: np.ndarray, n_ord: int):
+        self.n_items = c.n_items
+        self.n_ord = n_ord
+        self.hyp_u = sent_u[c.hyp_sid]
+        self.slot_u = sent_u[c.slot_sid]
+        self.slot_ptr = np.r_[0, np.cumsum(c.ref_counts)].astype(np.int64)
+        self.factor = c.factor.astype(np.float64)
+        hit_order = c.ent_order[c.hit_h]
+        key = c.hit_slot * n_ord + hit_order  # runs: hits are by slot, then order
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
+        self.hit_ptr = np.r_[starts, len(key)].astype(np.int64)
+        self.seg_order = hit_order[starts].astype(np.int64)
+        seg_slot = c.hit_slot[starts]
+        self.seg_ptr = np.searchsorted(seg_slot, np.arange(len(c.slot_sid) + 1, dtype=np.int64)).astype(np.int64)
+        self.hit_j = ent_loc[c.hit_h]  # the hit's n-gram is the same on both sides
+        self.hit_th = c.ent_tf[c.hit_h].astype(np.float64)
+        self.hit_tr = c.ent_tf[c.hit_r].astype(np.float64)
+        # min(1 * w, 1 * w) * (1 * w) is w * w: one product, shared by all such hits
+        self.hit_ones = (c.ent_tf[c.hit_h] == 1) & (c.ent_tf[c.hit_r] == 1)
+        self._numpy: dict[str, Any] | None = None
+
+    def block_numpy(self, w: np.ndarray, ww: np.ndarray, norms: np.ndarray) -> np.ndarray:
+        """``(items, orders, k)`` per-item sums (see :meth:`_Group.block`), over the (reference,
+        order) runs of hits only: one without hits adds 0.0 to its item's sum."""
+        n_ord = self.n_ord
+        k = w.shape[1]
+        n_seg = len(self.seg_order)
+        if self._numpy is None:
+            seg_of_hit = np.repeat(np.arange(n_seg, dtype=np.int64), np.diff(self.hit_ptr))
+            seg_slot = np.repeat(np.arange(len(self.slot_u), dtype=np.int64), np.diff(self.seg_ptr))
+            slot_item = np.repeat(np.arange(self.n_items, dtype=np.int64), np.diff(self.slot_ptr))
+            seg_item = slot_item[seg_slot]
+            # the runs' order within an (item, order): by reference, as the scorer adds them
+            by_item = np.lexsort((seg_slot, self.seg_order, seg_item))
+            others = np.flatnonzero(~self.hit_ones)
+            source = self.hit_j.copy()  # ones: the set's w * w; others: their own row after the sets
+            source[others] = len(w) + np.arange(len(others), dtype=np.int64)
+            self._numpy = {
+                "hit": _runs(seg_of_hit), "source": source, "others": others,
+                "nh": (self.hyp_u[seg_item], self.seg_order), "nr": (self.slot_u[seg_slot], self.seg_order),
+                "factor": self.factor[seg_slot][:, None],
+                "item": _runs((seg_item * n_ord + self.seg_order)[by_item]), "by_item": by_item,
+            }
+        ix = self._numpy
+        o = ix["others"]
+        wo = w[self.hit_j[o]]
+        vh = self.hit_th[o][:, None] * wo
+        vr = self.hit_tr[o][:, None] * wo
+        stacked = np.concatenate([ww, np.minimum(vh, vr) * vr])
+        val = np.zeros((n_seg, k), dtype=np.float64)
+        seg, sums = _sequential(ix["hit"], stacked, ix["source"])
+        val[seg] = sums
+        nh = norms[ix["nh"]]
+        nr = norms[ix["nr"]]
+        ok = (nh != 0) & (nr != 0)
+        np.divide(val, nh * nr, out=val, where=ok)
+        val *= ix["factor"]
+        per = np.zeros((self.n_items * n_ord, k), dtype=np.float64)
+        seg, sums = _sequential(ix["item"], val, ix["by_item"])
+        per[seg] = sums
+        return per.reshape(self.n_items, n_ord, k)
