@@ -53,6 +53,8 @@ CHECKPOINTS = {  # what the package loads (the kit's asset table): informational
 }
 _INSTALL = ("install the VELA authors' package: git clone --recursive https://github.com/Ka2ukiMatsuda/VELA && "
             "pip install -e VELA, then pass -O vela.repo=VELA")
+#: the install instructions of the authors' package, for ``capeval check``
+INSTALL_HINT = _INSTALL
 
 
 def load_package(repo: str | os.PathLike[str] | None) -> tuple[Any, Any]:
