@@ -222,7 +222,7 @@ def _place_members(bench: str, f: DataFile, wanted: dict[str, str], opener: dict
                    root: Path, force: bool) -> dict[str, str]:
     import hashlib
 
-    from capeval.models.download import _refuse_link, open_new
+    from capeval.models.download import open_new, refuse_link
 
     out: dict[str, str] = {}
     for member, rel in wanted.items():
@@ -231,8 +231,8 @@ def _place_members(bench: str, f: DataFile, wanted: dict[str, str], opener: dict
         target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         part = target.parent / f".{target.name}.part"
-        _refuse_link(target, f"{bench} data file")
-        _refuse_link(part, f"{bench} data file's partial copy")
+        refuse_link(target, f"{bench} data file")
+        refuse_link(part, f"{bench} data file's partial copy")
         digest = hashlib.sha256()
         limit, n = sizes[member], 0
         try:

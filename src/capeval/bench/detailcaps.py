@@ -19,7 +19,7 @@ evaluation metric's consistency evaluation"). One Parquet file, ``DetailCaps-487
   is read, nor the image itself, embedded in ``binary`` (text metrics need none; extract it to
   ``detailcaps/images/<row>.jpg`` for image-conditioned metrics). Only the seven columns
   above are read, each refused unread when its uncompressed size passes the JSON document
-  limit (:func:`capeval.io.reading.parquet_rows`).
+  limit (:func:`capeval.io.parquet.parquet_rows`).
 
 The score scale of ``GPT4_Eval`` is not documented in the card, the CAPTURE README or the
 code: :data:`HUMAN_SCALE` accepts [0, 100] and refuses anything else (NaN, infinities).
@@ -122,7 +122,7 @@ class DetailCaps(Benchmark):
 
         require("pyarrow.parquet", extra="parquet", purpose="the DetailCaps benchmark (Parquet file)")
         from capeval.errors import ResourceError
-        from capeval.io.reading import open_parquet, parquet_rows
+        from capeval.io.parquet import open_parquet, parquet_rows
 
         table = open_parquet(path, "malformed data file", ResourceError)
         names = table.schema_arrow.names

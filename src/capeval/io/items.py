@@ -188,7 +188,7 @@ def _read_rows(path: Path, fmt: str) -> Iterable[Any]:
         from capeval._optional import require
 
         require("pyarrow", "ray", "reading Parquet item tables")
-        from capeval.io.reading import open_parquet, parquet_rows
+        from capeval.io.parquet import open_parquet, parquet_rows
 
         # only the columns a row can use: an unused column (embedded images, say) is never
         # decompressed, and each used one is bounded like a JSON table (parquet_rows)
