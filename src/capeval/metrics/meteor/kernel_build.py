@@ -32,6 +32,7 @@ Otherwise nothing there is imported or built (:func:`unsafe_folder`, one warning
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.machinery
@@ -45,7 +46,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 #: the exported function's numba signature (arrays C-contiguous int64, see jit_align.finish)
 SIGNATURE = "i8[::1](i8[::1], i8[::1], i8, i8, i8, i8, i8, i8, b1)"
@@ -356,11 +357,10 @@ def _recorded_digest(where: Path | None) -> str | None:
     return hexdigest if all(c in "0123456789abcdef" for c in hexdigest) else None
 
 
-def build(where: Path | None = None) -> str | None:
-    """Build the module into ``where`` (default :func:`folder`) in a child process; None on
-    success, else the reason (first line), also kept in ``<name>.failed``. Concurrent builds
-    are safe: each builds in its own folder, moves its file in place atomically, then records
-    its sha256 beside it (:func:`digest_path`)."""
+def _own_folder(where: Path | None) -> Path | str:
+    """``where`` (default :func:`folder`) created if need be, readable by all and writable by us
+    alone; the reason instead when it is not safe to build in (:func:`unsafe_folder`). Raises
+    the cache's one-line :class:`~capeval.errors.ResourceError` when it cannot be made."""
     from capeval.paths import make_cache_folder
 
     where = Path(where or folder())
@@ -372,22 +372,97 @@ def build(where: Path | None = None) -> str | None:
             pass  # make_cache_folder below says why in one line
     where = make_cache_folder(where)
     unsafe = unsafe_folder(where)
-    if unsafe is not None:  # nothing built where another user could swap it
-        return unsafe
-    name = module_name()
+    return where if unsafe is None else unsafe  # nothing built where another user could swap it
+
+
+#: builds started ahead (:func:`start_build`), by folder: (child, its stderr file, start time,
+#: the pid of the process that started it: only that one can wait for the child)
+_started: dict[str, tuple[subprocess.Popen, Any, float, int]] = {}
+
+
+def _launch(where: Path) -> tuple[subprocess.Popen, Any, float, int]:
+    """Start the build child for ``where``; its stderr goes to an unnamed file (never a pipe
+    that could fill while nobody reads it)."""
+    import time
+
+    # the child imports this package from where the parent did (a source tree, too)
+    src = str(Path(__file__).resolve().parents[3])
+    err = tempfile.TemporaryFile()
     try:
-        # the child imports this package from where the parent did (a source tree, too)
-        src = str(Path(__file__).resolve().parents[3])
-        proc = subprocess.run([sys.executable, "-c", _CHILD, src, str(where), name], capture_output=True, text=True,
-                              timeout=BUILD_TIMEOUT)
-        reason = None if proc.returncode == 0 and built_path(where).is_file() else _last_line(proc.stderr)
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD, src, str(where), module_name()],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    except BaseException:
+        err.close()
+        raise
+    return proc, err, time.monotonic(), os.getpid()
+
+
+def start_build(where: Path | None = None) -> str | None:
+    """Start :func:`build`'s child without waiting for it: a job that knows early that it will
+    build the kernel starts it here, so that it compiles beside the job's other work; the next
+    :func:`build` of the same folder in this process waits for it instead of starting another.
+    None when started (or started already), else why not (:func:`build` says it again)."""
+    from capeval.errors import CapevalError
+
+    try:
+        ready = _own_folder(where)
+    except CapevalError as exc:
+        return str(exc)
+    if isinstance(ready, str):
+        return ready
+    if str(ready) not in _started:
+        try:
+            _started[str(ready)] = _launch(ready)
+        except OSError as exc:
+            return str(exc)
+    return None
+
+
+def build(where: Path | None = None) -> str | None:
+    """Build the module into ``where`` (default :func:`folder`) in a child process (or wait for
+    the one :func:`start_build` started); None on success, else the reason (first line), also
+    kept in ``<name>.failed``. Concurrent builds are safe: the child takes the folder's build
+    lock (a second job's child waits, then finds the module built and records nothing), builds
+    in its own folder, moves its file in place atomically, then records its sha256 beside it
+    (:func:`digest_path`)."""
+    import time
+
+    where = _own_folder(where)
+    if isinstance(where, str):
+        return where
+    started = _started.pop(str(where), None)
+    if started is not None and started[3] != os.getpid():  # a forked copy of the starter's table
+        started = None
+    err = None
+    try:
+        proc, err, t0, _ = started or _launch(where)
+        try:
+            proc.wait(timeout=max(BUILD_TIMEOUT - (time.monotonic() - t0), 0.1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
+        reason = None if proc.returncode == 0 and built_path(where).is_file() else _last_line(_tail(err))
     except subprocess.TimeoutExpired:
         reason = f"the build took over {BUILD_TIMEOUT} s"
     except OSError as exc:
         reason = str(exc)
+    finally:
+        if err is not None:
+            err.close()
     if reason is not None:
         note_failure(reason, where)
     return reason
+
+
+def _tail(err: Any) -> str:
+    """The last 64 KB of the child's stderr file."""
+    try:
+        size = err.seek(0, os.SEEK_END)
+        err.seek(max(0, size - (64 << 10)))
+        return err.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def note_failure(reason: str, where: Path | None = None) -> None:
@@ -423,6 +498,49 @@ def child_main(where: str, name: str) -> None:
 
 
 def _compile(where: str, name: str) -> None:
+    """Under the folder's build lock: nothing when another job's child built the module while
+    this one waited, else :func:`_compile_locked`."""
+    with _build_lock(Path(where), name):
+        if check(Path(where))[0] == "ok":
+            return
+        _compile_locked(where, name)
+
+
+@contextlib.contextmanager
+def _build_lock(where: Path, name: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``<name>.lock`` in ``where`` (released by the OS when the child
+    dies, so never stale): the children of concurrent jobs build one at a time."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover  (no flock: each child builds, as safely as before)
+        yield
+        return
+    fd = os.open(where / f"{name}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+#: numba.pycc's C sources that only numba's typed containers use (about a quarter of a build's
+#: CPU: 1.3-2 s); the module is first built without them (see :func:`_links`)
+_UNUSED_C = frozenset({"dictobject.c", "listobject.c", "setobject.c", "utils.c"})
+
+
+def _links(path: Path) -> bool:
+    """Whether the built module's symbols all resolve (``RTLD_NOW``; only its ELF constructors
+    run, not its Python init) in this child, which has Python and numpy loaded as a job has."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(str(path), mode=os.RTLD_NOW | getattr(os, "RTLD_LOCAL", 0))
+    except OSError:
+        return False
+    return True
+
+
+def _compile_locked(where: str, name: str) -> None:
     """Compile with ``numba.pycc`` in a private folder, then move the module in."""
     import warnings
 
@@ -433,12 +551,19 @@ def _compile(where: str, name: str) -> None:
 
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=where))
     try:
-        cc = CC(name)
-        cc.output_dir = str(work)
-        cc.verbose = False
-        cc.export("finish_kernel", SIGNATURE)(jit_kernel.finish_kernel.py_func)
-        cc.compile()
-        made = [p for p in work.iterdir() if p.name.startswith(name + ".") and p.is_file()]
+        for lean in (True, False):
+            cc = CC(name)
+            cc.output_dir = str(work)
+            cc.verbose = False
+            if lean:  # without numba's typed dict/list/set helpers, which the kernel never calls
+                cc._mixin_sources = [m for m in getattr(cc, "_mixin_sources", ()) if Path(m).name not in _UNUSED_C]
+            cc.export("finish_kernel", SIGNATURE)(jit_kernel.finish_kernel.py_func)
+            cc.compile()
+            made = [p for p in work.iterdir() if p.name.startswith(name + ".") and p.is_file()]
+            if not lean or len(made) != 1 or _links(made[0]):
+                break
+            for p in made:  # a numba whose other helpers need them: the whole set
+                p.unlink()
         if len(made) != 1:
             raise RuntimeError(f"numba.pycc made {len(made)} files named {name}.*")
         os.chmod(made[0], 0o755)  # not the linker's umask-given mode: a group-writable module is refused
