@@ -17,7 +17,7 @@ import numpy as np
 
 from capeval.errors import InputError, ResourceError
 from capeval.gc_pause import gc_paused
-from capeval.metrics.meteor import jit_align
+from capeval.metrics.meteor import ahead, jit_align
 from capeval.metrics.meteor.fast_align import finish, score_of, to_stats
 from capeval.metrics.meteor.fast_match import chain_bound, match, mirrored, transposed
 from capeval.metrics.meteor.normalize import java_hash, java_lower, java_tokens, java_trim, normalize_line
@@ -77,6 +77,7 @@ class Meteor15:
             raise ResourceError(_NO_NUMBA)
         self.compiled = compiled
         self._finish = finish  # jit_align.finish once the compiled kernel is used (use_compiled)
+        self._kernel_later = False  # its build runs beside the job: picked up when done (pick_up_kernel)
         # partial: with no index yet, a first small run scans the paraphrase table instead (_cover)
         self.resources = load(cache_dir, auto_prepare=auto_prepare)
         self._synonyms = SynonymDictionary(self.resources)
@@ -85,14 +86,30 @@ class Meteor15:
         self._stem_hash: dict[str, int] = {}
         self._prepared = SentencePreparer(self.resources, self._synonyms)  # fast path
 
-    def use_compiled(self, n_items: int) -> bool:
+    def start_ahead(self, n_items: int, index: bool = True) -> None:
+        """Start, as child processes, the one-time builds a job of ``n_items`` items will wait
+        for (the full index unless ``index`` is False, the compiled kernel), so that they run
+        together and beside the job's other work (:mod:`.ahead`); nothing when they are built.
+        Same results."""
+        kernel = self.compiled is not False and (bool(self.compiled) or n_items >= jit_align.JIT_MIN_ITEMS)
+        ahead.start(None if self.resources.complete or not index else self.resources.index_dir, n_items, kernel)
+
+    def use_compiled(self, n_items: int, wait: bool = True) -> bool:
         """Use the compiled resolution (:mod:`.jit_align`, numba: the ``fast`` extra) for a
         job of ``n_items`` items. With ``compiled=None``: a kernel already built ahead of
         time for any job (it loads in a millisecond), and from :data:`.jit_align.JIT_MIN_ITEMS`
         items on, one built now (once) or numba's JIT, if numba is installed. With True:
         always (an error without numba); with False: never. Call it before forking workers
-        (they inherit it). Same results either way."""
+        (they inherit it). Same results either way.
+
+        ``wait=False`` (a job scored chunk by chunk: :meth:`.metric.Meteor.before_chunks`):
+        with ``compiled=None``, a kernel whose build was started beside the job
+        (:mod:`.ahead`) and is not done is not waited for: the chunks use the Python code
+        until it is built, then the kernel (:meth:`pick_up_kernel`)."""
         if self.compiled is False:
+            return False
+        if not wait and self.compiled is None and ahead.kernel_building():
+            self._kernel_later = True
             return False
         if jit_align.load(build=bool(self.compiled) or n_items >= jit_align.JIT_MIN_ITEMS):
             self._finish = jit_align.finish
@@ -100,6 +117,15 @@ class Meteor15:
         if self.compiled:
             raise ResourceError(_NO_NUMBA)
         return False
+
+    def pick_up_kernel(self) -> None:
+        """Switch to the compiled kernel once the build :meth:`use_compiled` did not wait for
+        is in place with its sha256 record (a stat and a 2 ms hash per call until then; a
+        module without its record yet is left alone, never discarded)."""
+        if self._kernel_later and ahead.kernel_ready():
+            self._kernel_later = False
+            if jit_align.load(build=False):
+                self._finish = jit_align.finish
 
     # ----------------------------------------------------------------- text → words
     def normalize(self, text: str) -> str:
@@ -314,16 +340,25 @@ class Meteor15:
     def _run(self, hyps: Sequence[str], refs: Sequence[Sequence[str]], workers: int | None) -> list[tuple[tuple, float]]:
         hyps = list(hyps)
         refs = [list(r) for r in refs]
+        # the kernel's build beside the index's (which _cover builds here when the input is over
+        # the scan's limit: no corpus pass to overlap, so no second child for it)
+        self.start_ahead(len(hyps), index=False)
         if not self.resources.complete:  # before any fork: the workers inherit what it read
             self._cover(self.normalize(java_trim(x)) for rs in ([hyps], refs) for r in rs for x in r)
         n_workers = resolve_workers(workers, len(hyps))
-        self.use_compiled(len(hyps))
+        if self._kernel_later:  # a build beside the job: only a finished one is loaded
+            self.pick_up_kernel()
+        else:
+            self.use_compiled(len(hyps))
         # The fast path allocates many small acyclic objects; the cyclic garbage collector
         # would re-scan them over and over (a third of the run time), so pause it.
         with gc_paused():
             if n_workers <= 1:
-                return self._best_many(hyps, refs)
-            return run_forked(self._best_many, hyps, refs, n_workers)
+                out = self._best_many(hyps, refs)
+            else:
+                out = run_forked(self._best_many, hyps, refs, n_workers)
+        ahead.reap(kernel=False)  # an index build started beside the job is done: the index was used
+        return out
 
     @staticmethod
     def segment_score(stats: MeteorStats) -> float:

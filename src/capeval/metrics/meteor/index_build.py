@@ -66,33 +66,40 @@ def prepare(cache_dir: str | os.PathLike[str] | None = None, force: bool = False
     sources = source_paths()
     if not force and opens(index_dir, sources) is None:
         return index_dir
-    log = (lambda msg: print(f"[capeval meteor] {msg}", file=sys.stderr)) if verbose else (lambda msg: None)
     with build_lock(index_dir):
-        if not force and opens(index_dir, sources) is None:
-            log(f"index at {index_dir} built by another process")
-            return index_dir
-        _remove_leftovers(index_dir)
-        t0 = time.perf_counter()
-        tmp = None
-        try:
-            tmp = Path(tempfile.mkdtemp(prefix=f".{index_dir.name}.", suffix=".tmp", dir=index_dir.parent))
-            _build_into(tmp, sources, log)
-            log(f"index built ({time.perf_counter() - t0:.1f}s)")
-            _publish(tmp, index_dir)
-        except OSError as exc:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
-            if _no_space(exc):
-                raise ResourceError(
-                    f"no space left on the device of {index_dir.parent} to build the METEOR 1.5 index (about "
-                    f"150 MB); free some space there or point CAPEVAL_CACHE to another folder") from exc
-            raise
-        except BaseException:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        finally:
-            release_freed_memory()
+        return prepare_locked(index_dir, force, verbose)
+
+
+def prepare_locked(index_dir: Path, force: bool = False, verbose: bool = False) -> Path:
+    """:func:`prepare`'s work once the builders' lock is held (by this process: an index build
+    started beside a job, :mod:`.ahead`, gets the lock from the job that started it)."""
+    sources = source_paths()
+    log = (lambda msg: print(f"[capeval meteor] {msg}", file=sys.stderr)) if verbose else (lambda msg: None)
+    if not force and opens(index_dir, sources) is None:
+        log(f"index at {index_dir} built by another process")
+        return index_dir
+    _remove_leftovers(index_dir)
+    t0 = time.perf_counter()
+    tmp = None
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{index_dir.name}.", suffix=".tmp", dir=index_dir.parent))
+        _build_into(tmp, sources, log)
+        log(f"index built ({time.perf_counter() - t0:.1f}s)")
+        _publish(tmp, index_dir)
+    except OSError as exc:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if _no_space(exc):
+            raise ResourceError(
+                f"no space left on the device of {index_dir.parent} to build the METEOR 1.5 index (about "
+                f"150 MB); free some space there or point CAPEVAL_CACHE to another folder") from exc
+        raise
+    except BaseException:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        release_freed_memory()
     log(f"index ready at {index_dir} ({time.perf_counter() - t0:.1f}s)")
     return index_dir
 

@@ -44,8 +44,12 @@ class Meteor(TextScorer):
         self._meteor = Meteor15(cache_dir=cache_dir, compiled=compiled)
 
     def before_chunks(self, n_items: int) -> None:
-        """Load the compiled beam search for a large job, before any worker is forked."""
-        self._meteor.use_compiled(n_items)
+        """Start the one-time builds a large job needs beside the corpus pass (the full index,
+        the compiled kernel: :mod:`capeval.metrics.meteor.ahead`), then load the compiled beam
+        search before any worker is forked; a kernel still being built is not waited for: the
+        chunks switch to it once it is built (same results)."""
+        self._meteor.start_ahead(n_items)
+        self._meteor.use_compiled(n_items, wait=False)
 
     def score_chunk(self, chunk: TextChunk, corpus: Any) -> tuple[np.ndarray, MeteorStats]:
         """(per-item METEOR, summed statistics) of one chunk."""
@@ -73,6 +77,9 @@ class Meteor(TextScorer):
         from capeval.metrics.meteor.stats import add_totals, compute
         from capeval.significance.keep import kept
 
+        from capeval.metrics.meteor import ahead
+
+        ahead.reap()  # the builds started beside the job: waited for (the index is done: it was used)
         keep = kept()
         if keep is not None and all(len(p) == 3 for p in parts):
             keep["meteor"] = np.concatenate([p[2] for p in parts]) if parts else np.zeros((0, 23))

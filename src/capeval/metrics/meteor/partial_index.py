@@ -33,7 +33,7 @@ import numpy as np
 from capeval.metrics.meteor.index_build import jar_texts
 from capeval.metrics.meteor.index_format import LINE_BREAK, sha256_of, source_paths
 from capeval.metrics.meteor.normalize import java_tokens
-from capeval.metrics.meteor import resources
+from capeval.metrics.meteor import ahead, resources
 from capeval.metrics.meteor.resources import Resources
 from capeval.metrics.meteor.string_table import StringTable
 
@@ -177,8 +177,11 @@ class PartialResources(Resources):
             if all(t in covered for t in texts):
                 return False
             got = None
-        elif not scan or scan_count(self.index_dir) >= SCANS_BEFORE_BUILD or _in_pool_worker():
-            got = None  # earlier scans cost a build already, or a pool's share of a large input: build
+        elif (not scan or scan_count(self.index_dir) >= SCANS_BEFORE_BUILD or _in_pool_worker()
+              or ahead.started(self.index_dir)):
+            # earlier scans cost a build already, a pool's share of a large input, or a large
+            # job whose build is under way beside it (:mod:`.ahead`): the full index
+            got = None
         else:
             got = ngrams(texts, SCAN_LIMIT)
         if got is None:

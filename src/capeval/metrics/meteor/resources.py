@@ -162,7 +162,10 @@ def load(cache_dir: str | os.PathLike[str] | None = None, auto_prepare: bool = T
             f"METEOR 1.5 index at {index_dir} is not usable ({why}); "
             "run capeval.metrics.meteor.prepare() to build it"
         )
-    print(f"[capeval meteor] preparing METEOR 1.5 resources in {index_dir} ({why}); one-time", file=sys.stderr)
+    from capeval.metrics.meteor import ahead
+
+    if not ahead.started(index_dir):  # else announced when the build was started beside the job
+        print(f"[capeval meteor] preparing METEOR 1.5 resources in {index_dir} ({why}); one-time", file=sys.stderr)
     prepare(index_dir)  # rebuilds unless another process has just done it
     res, why = usable(index_dir, sources)
     if res is None:
