@@ -8,7 +8,11 @@ Rows (whole processes, ``capeval score -m coco-ngram``, the metrics pycocoevalca
 3. the README example (``examples/``), cold cache: an empty ``CAPEVAL_CACHE``, as on the
    first run after install;
 4. (not an issue row, off by default) the leave-one-out set as JSONL files, scored as a
-   stream (the read-once path), warm cache.
+   stream (the read-once path), warm cache;
+5. the first large run (issue 47 item 9): in an empty ``CAPEVAL_CACHE``, the README example
+   first (a small run: METEOR scans its paraphrase table, nothing is built), then the
+   leave-one-out set of row 1, which is timed: it pays METEOR's index and the compiled
+   kernel's build. The README run is timed too and printed on its own line (``small first``).
 
 Each capeval job runs with the code under test (this checkout's ``src``) and, with
 ``--before DIR``, with another capeval source tree (e.g. the main branch:
@@ -21,6 +25,7 @@ sensitive than wall time to other work on a shared machine), and whether the per
 
     python benchmarks/bench_speed.py --before /work/main/src            # ~4 min
     python benchmarks/bench_speed.py --rows 2,3 --repeat 5
+    python benchmarks/bench_speed.py --rows 5 --repeat 3          # the first large run
 
 Data: ``--data`` or ``$CAPEVAL_DATA`` (default ../shared/data).
 """
@@ -61,7 +66,8 @@ def sha256(path: Path) -> str:
 
 def run_capeval(src: Path, cands: Path, refs: Path, cache: Path, per_item: Path, cold: bool) -> tuple[float, float]:
     """(wall, CPU) seconds of one ``capeval score -m coco-ngram`` process and its children
-    (cache emptied first if ``cold``)."""
+    (cache emptied first if ``cold``). The CPU time counts every child the job waited for
+    (forked workers, METEOR's build processes)."""
     if cold:
         shutil.rmtree(cache, ignore_errors=True)
     cmd = [sys.executable, "-m", "capeval.cli", "score", "-m", "coco-ngram", "-c", str(cands), "-r", str(refs),
@@ -75,7 +81,7 @@ def main() -> int:
     ap.add_argument("--data", default=os.environ.get("CAPEVAL_DATA", str(ROOT.parent / "shared" / "data")))
     ap.add_argument("--before", help="another capeval source tree (its src folder) to time beside this one")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each capeval job (median reported)")
-    ap.add_argument("--rows", default="1,2,3", help="which rows to run (comma separated: 1, 2, 3, 4)")
+    ap.add_argument("--rows", default="1,2,3", help="which rows to run (comma separated: 1, 2, 3, 4, 5)")
     ap.add_argument("--skip-java", action="store_true", help="do not run pycocoevalcap")
     args = ap.parse_args()
     data = flickr8k_data(args.data, "bench_speed")
@@ -113,27 +119,39 @@ def main() -> int:
             r.write_text("".join(json.dumps({"id": i, "references": x}) + "\n" for i, x in loo_r.items()),
                          encoding="utf-8")
             jobs.append(("leave-one-out JSONL (streamed), warm", (c, r), False))
-        streamed = jobs[-1][0] if 4 in rows else None
+        streamed = "leave-one-out JSONL (streamed), warm"
+        if 5 in rows:
+            loo_c, loo_r = leave_one_out(data)
+            jobs.append((f"leave-one-out {len(loo_c)} x 4, first large", write_set(folder, "loo", loo_c, loo_r),
+                         "after-small"))
+        peer_walls: dict[Path, float] = {}  # pycocoevalcap once per input (rows 1 and 5 share one)
         warm = {name: folder / f"warm-{name}" for name in trees}
-        for name, src in trees.items():  # the warm caches: METEOR's index built once per tree
+        for name, src in trees.items() if any(not cold for _, _, cold in jobs) else ():
+            # the warm caches: METEOR's index (and kernel) built once per tree
             run_capeval(src, *readme, warm[name], folder / "warmup.json", False)
             build_index(env_for(src, warm[name]))
         head = (f"{'row':<36} {'pycoco':>8}" + "".join(f" {n:>8} {'ratio':>6}" for n in trees)
                 + "  cpu (user+sys of the process tree, " + " / ".join(trees) + ")  per-item sha256")
         print(head)
         for label, (cands, refs), cold in jobs:
-            if run_peer and label != streamed:  # the streamed row: no peer run (row 1 has it)
-                ref = measure([sys.executable, str(runner), str(cands), str(refs)], dict(os.environ), sample=False)["wall"]
-            else:
-                ref = None
+            if run_peer and label != streamed and cands not in peer_walls:  # the streamed row: row 1 has it
+                peer_walls[cands] = measure([sys.executable, str(runner), str(cands), str(refs)], dict(os.environ),
+                                            sample=False)["wall"]
+            ref = peer_walls.get(cands) if label != streamed else None
             walls: dict[str, list[float]] = {n: [] for n in trees}
             cpus: dict[str, list[float]] = {n: [] for n in trees}
             digests: dict[str, set[str]] = {n: set() for n in trees}
+            small: dict[str, list[float]] = {n: [] for n in trees}  # row 5: the README run before
             for _ in range(args.repeat):
                 for name, src in trees.items():
                     out = folder / f"items-{name}.json"
                     cache = folder / f"cold-{name}" if cold else warm[name]
-                    wall, cpu = run_capeval(src, cands, refs, cache, out, cold)
+                    if cold == "after-small":  # an empty cache, the README example, then this input
+                        wall, _ = run_capeval(src, *readme, cache, folder / "small.json", True)
+                        small[name].append(wall)
+                        wall, cpu = run_capeval(src, cands, refs, cache, out, False)
+                    else:
+                        wall, cpu = run_capeval(src, cands, refs, cache, out, bool(cold))
                     walls[name].append(wall)
                     cpus[name].append(cpu)
                     digests[name].add(sha256(out))
@@ -145,6 +163,9 @@ def main() -> int:
             every = set().union(*digests.values())
             line += "  equal " + next(iter(every))[:12] if len(every) == 1 else f"  DIFFERENT {sorted(every)}"
             print(line, flush=True)
+            if cold == "after-small":
+                print(f"{'  (small first: README, cold)':<36} {'':>8}" + "".join(
+                    f" {statistics.median(small[n]):>7.2f}s {'':>6}" for n in trees), flush=True)
             if len(every) != 1:
                 return 1
         if peer is not None:
