@@ -3,7 +3,7 @@
 
 No timings. Builds are counted across processes: a ``sitecustomize`` put first on the
 children's ``PYTHONPATH`` logs every index build (``index_build._build_into``) and every
-kernel compile (``kernel_build._compile_locked``) with the process that ran it, so the tests
+kernel compile (``kernel_child._compile_locked``) with the process that ran it, so the tests
 see which process built what: the job's own processes (the CLI and its forked workers) or the
 children started beside it. The rest checks what a started build hands over (the builders'
 lock, the child that ``kernel_build.build`` waits for) and that an interrupted build leaves
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from capeval.metrics.meteor import ahead, index_build, kernel_build
+from capeval.metrics.meteor import ahead, index_build, kernel_build, kernel_child
 from capeval.metrics.meteor.index_format import index_problem, source_paths, try_build_lock
 
 from _reference import require_module, unavailable
@@ -44,7 +44,7 @@ if _log_path:
             return fn(*args, **kwargs)
         return wrapper
     import capeval.metrics.meteor.index_build as _ib
-    import capeval.metrics.meteor.kernel_build as _kb
+    import capeval.metrics.meteor.kernel_child as _kb
     _ib._build_into = _logged("index", _ib._build_into)
     _kb._compile_locked = _logged("kernel", _kb._compile_locked)
     if os.environ.get("JIT_MIN_ITEMS"):  # a "large" job of a few thousand items
@@ -179,12 +179,12 @@ def test_the_kernel_is_built_without_the_typed_container_helpers(built: Path, tm
     build's CPU), which it never calls; where such a module would not link (another numba),
     the child builds it again with them."""
     module = kernel_build.built_path(built)
-    assert b"numba_dict_new_sized" not in module.read_bytes() and kernel_build._links(module)
+    assert b"numba_dict_new_sized" not in module.read_bytes() and kernel_child._links(module)
     calls: list[Path] = []
-    monkeypatch.setattr(kernel_build, "_links", lambda path: calls.append(path) and False)
+    monkeypatch.setattr(kernel_child, "_links", lambda path: calls.append(path) and False)
     where = tmp_path / "kernels"
     where.mkdir(mode=0o755)
-    kernel_build._compile_locked(str(where), kernel_build.module_name())
+    kernel_child._compile_locked(str(where), kernel_build.module_name())
     assert len(calls) == 1  # the lean module was refused, the whole set built
     assert b"numba_dict_new_sized" in kernel_build.built_path(where).read_bytes()
     assert kernel_build.check(where) == ("ok", None)
@@ -381,7 +381,7 @@ def test_concurrent_kernel_builds_take_turns_and_compile_once(env: dict[str, str
     code = ("import sys\nfrom pathlib import Path\nfrom capeval.metrics.meteor import kernel_build\n"
             "r = kernel_build.build(Path(sys.argv[1]))\nprint(r)\nsys.exit(0 if r is None else 1)")
     name = kernel_build.module_name()
-    with kernel_build._build_lock(where, name):  # "the first job's child", building
+    with kernel_child._build_lock(where, name):  # "the first job's child", building
         procs = [subprocess.Popen([sys.executable, "-c", code, str(where)], env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for _ in range(2)]
         module = kernel_build.built_path(where)

@@ -40,6 +40,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from capeval.metrics.meteor.resources import INDEX_BUILDS
 from capeval.metrics.workers import PARALLEL_MIN_ITEMS
 
 #: items from which a job with no full index yet will build it: the forked workers of such a
@@ -51,7 +52,9 @@ INDEX_AHEAD_ITEMS = PARALLEL_MIN_ITEMS + 1
 REAP_TIMEOUT = 120.0
 
 #: index builds started by this process, by index folder: (child, the starter's pid)
-_index: dict[str, tuple[subprocess.Popen, int]] = {}
+# the index builds started here live in resources.INDEX_BUILDS (the same dict), which the
+# resources' loader reads without importing this module (no import circle)
+_index: dict[str, tuple[subprocess.Popen, int]] = INDEX_BUILDS
 _registered = False
 
 _CHILD = ("import sys\nif sys.argv[1] not in sys.path: sys.path.insert(0, sys.argv[1])\n"

@@ -48,14 +48,15 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+# the trust rules live beside; named here too, where callers and tests look for them
+from capeval.metrics.meteor.kernel_trust import MAX_MODULE_BYTES, _cut_elf, _file_digest, _private_group, not_yours  # noqa: F401
+
 #: the exported function's numba signature (arrays C-contiguous int64, see jit_align.finish)
 SIGNATURE = "i8[::1](i8[::1], i8[::1], i8, i8, i8, i8, i8, i8, b1)"
 
 #: seconds a build may take before it counts as failed
 BUILD_TIMEOUT = 600
 
-#: the largest module file that is hashed (a built one is under 1 MB)
-MAX_MODULE_BYTES = 64 << 20
 
 #: the largest digest record read (one ``sha256sum`` line)
 _MAX_RECORD_BYTES = 4096
@@ -72,10 +73,11 @@ def folder() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def module_name() -> str:
-    """``meteor_kernel_<tag>``: the tag hashes the kernel's source (and this module's, which
-    says how it is built), numba's version, the Python ABI and the platform, so a change of
+    """``meteor_kernel_<tag>``: the tag hashes the kernel's source (and this module's and
+    :mod:`.kernel_child`'s, which say how it is built), numba's version, the Python ABI and the platform, so a change of
     any of them means another build."""
-    source = Path(__file__).with_name("jit_kernel.py").read_bytes() + Path(__file__).read_bytes()
+    here = Path(__file__)
+    source = b"".join(here.with_name(name).read_bytes() for name in ("jit_kernel.py", here.name, "kernel_child.py"))
     try:
         numba_version = importlib.metadata.version("numba")
     except importlib.metadata.PackageNotFoundError:
@@ -207,40 +209,6 @@ def _import(where: Path | None) -> Callable[..., Any] | None:
     return kernel if callable(kernel) else None
 
 
-def _owner_ids() -> tuple[int, ...]:
-    """Who may own what is imported: this process's user and root."""
-    return (os.geteuid(), 0) if hasattr(os, "geteuid") else ()
-
-
-@functools.lru_cache(maxsize=16)
-def _private_group(gid: int) -> bool:
-    """Is ``gid`` this user's user-private group (the primary group, named after the user,
-    with no other member)? Its write bit lets nobody else in."""
-    try:
-        import grp
-        import pwd
-
-        me = pwd.getpwuid(os.geteuid())
-        group = grp.getgrgid(gid)
-    except (ImportError, KeyError, OSError):
-        return False
-    return gid == me.pw_gid and group.gr_name == me.pw_name and set(group.gr_mem) <= {me.pw_name}
-
-
-def not_yours(st: os.stat_result) -> str | None:
-    """Why another user could change a file or folder with this stat (``"owned by another
-    user (uid N)"``, ``"writable by others (mode 0777)"``), or None."""
-    owners = _owner_ids()
-    if not owners:  # no POSIX owners (Windows): the sha256 record alone
-        return None
-    if st.st_uid not in owners:
-        return f"owned by another user (uid {st.st_uid})"
-    if st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and not _private_group(st.st_gid)):
-        who = "others" if st.st_mode & stat.S_IWOTH else "its group"
-        return f"writable by {who} (mode {stat.S_IMODE(st.st_mode):04o})"
-    return None
-
-
 def unsafe_folder(where: Path | None = None) -> str | None:
     """One line naming the first of the kernels folder and its parents up to the cache root
     (the folder alone when it is elsewhere) that is owned by another user or writable by
@@ -266,71 +234,6 @@ def unsafe_folder(where: Path | None = None) -> str | None:
         fix = (f"run chmod go-w {path}" if why.startswith("writable")
                else "set CAPEVAL_CACHE to a folder of yours")
         return f"{path} is {why}, so compiled code in it is not imported; {fix}"
-    return None
-
-
-def _file_digest(path: Path) -> str | None:
-    """sha256 (hex) of the regular file ``path`` read through one descriptor (no link
-    followed, no blocking on a pipe), or None when it cannot be read or is too large."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MODULE_BYTES:
-            return None
-        digest, left = hashlib.sha256(), MAX_MODULE_BYTES + 1
-        while left > 0:
-            chunk = os.read(fd, min(1 << 20, left))
-            if not chunk:
-                break
-            digest.update(chunk)
-            left -= len(chunk)
-        return digest.hexdigest() if left > 0 else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _cut_elf(path: Path) -> str | None:
-    """Why an ELF file (Linux's modules) is not whole (a header table or a loaded segment
-    that ends past the end of the file: the loader would map it and die of SIGBUS reading
-    it); None for a whole ELF file or another format (which the import then judges)."""
-    import struct
-
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(64)
-            if head[:4] != b"\x7fELF" or len(head) < 52 or head[4] not in (1, 2) or head[5] not in (1, 2):
-                return None if head[:4] != b"\x7fELF" else "the ELF header is cut"
-            end = "<" if head[5] == 1 else ">"
-            if head[4] == 2:  # 64-bit
-                if len(head) < 64:
-                    return "the ELF header is cut"
-                phoff, shoff = struct.unpack_from(end + "QQ", head, 32)
-                phentsize, phnum, shentsize, shnum = struct.unpack_from(end + "HHHH", head, 54)
-                entry = end + "IIQQQQ"  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz
-            else:
-                phoff, shoff = struct.unpack_from(end + "II", head, 28)
-                phentsize, phnum, shentsize, shnum = struct.unpack_from(end + "HHHH", head, 42)
-                entry = end + "IIIIII"  # p_type, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz
-            if phoff + phentsize * phnum > size or (shnum and shoff + shentsize * shnum > size):
-                return "a header table ends past the end of the file"
-            if phentsize < struct.calcsize(entry) or phnum > 4096:
-                return "a malformed ELF program header table"
-            f.seek(phoff)
-            table = f.read(phentsize * phnum)
-    except (OSError, struct.error):
-        return "an unreadable ELF header"
-    for k in range(phnum):
-        fields = struct.unpack_from(entry, table, k * phentsize)
-        offset, filesz = (fields[2], fields[5]) if head[4] == 2 else (fields[1], fields[4])
-        if fields[0] == 1 and offset + filesz > size:  # PT_LOAD
-            return "a loaded segment ends past the end of the file"
     return None
 
 
@@ -478,105 +381,9 @@ def note_failure(reason: str, where: Path | None = None) -> None:
 
 
 _CHILD = ("import sys\nif sys.argv[1] not in sys.path: sys.path.insert(0, sys.argv[1])\n"
-          "from capeval.metrics.meteor.kernel_build import child_main\nchild_main(sys.argv[2], sys.argv[3])")
+          "from capeval.metrics.meteor.kernel_child import child_main\nchild_main(sys.argv[2], sys.argv[3])")
 
 
 def _last_line(text: str) -> str:
     lines = [x.strip() for x in (text or "").splitlines() if x.strip()]
     return lines[-1][:300] if lines else "the build failed without a message"
-
-
-def child_main(where: str, name: str) -> None:
-    """The build child (see :func:`build`): exit status 0, or 1 with the reason as the last
-    line of stderr."""
-    try:
-        _compile(where, name)
-    except Exception as exc:  # one line for the parent's warning and the .failed file
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(f"{type(exc).__name__}: {first.split('. ')[0]}", file=sys.stderr)  # the first sentence
-        sys.exit(1)
-
-
-def _compile(where: str, name: str) -> None:
-    """Under the folder's build lock: nothing when another job's child built the module while
-    this one waited, else :func:`_compile_locked`."""
-    with _build_lock(Path(where), name):
-        if check(Path(where))[0] == "ok":
-            return
-        _compile_locked(where, name)
-
-
-@contextlib.contextmanager
-def _build_lock(where: Path, name: str) -> Iterator[None]:
-    """An exclusive ``flock`` on ``<name>.lock`` in ``where`` (released by the OS when the child
-    dies, so never stale): the children of concurrent jobs build one at a time."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover  (no flock: each child builds, as safely as before)
-        yield
-        return
-    fd = os.open(where / f"{name}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-#: numba.pycc's C sources that only numba's typed containers use (about a quarter of a build's
-#: CPU: 1.3-2 s); the module is first built without them (see :func:`_links`)
-_UNUSED_C = frozenset({"dictobject.c", "listobject.c", "setobject.c", "utils.c"})
-
-
-def _links(path: Path) -> bool:
-    """Whether the built module's symbols all resolve (``RTLD_NOW``; only its ELF constructors
-    run, not its Python init) in this child, which has Python and numpy loaded as a job has."""
-    import ctypes
-
-    try:
-        ctypes.CDLL(str(path), mode=os.RTLD_NOW | getattr(os, "RTLD_LOCAL", 0))
-    except OSError:
-        return False
-    return True
-
-
-def _compile_locked(where: str, name: str) -> None:
-    """Compile with ``numba.pycc`` in a private folder, then move the module in."""
-    import warnings
-
-    warnings.simplefilter("ignore")  # pycc's pending-deprecation notice; failures still raise
-    from numba.pycc import CC
-
-    from capeval.metrics.meteor import jit_kernel
-
-    work = Path(tempfile.mkdtemp(prefix=".build-", dir=where))
-    try:
-        for lean in (True, False):
-            cc = CC(name)
-            cc.output_dir = str(work)
-            cc.verbose = False
-            if lean:  # without numba's typed dict/list/set helpers, which the kernel never calls
-                cc._mixin_sources = [m for m in getattr(cc, "_mixin_sources", ()) if Path(m).name not in _UNUSED_C]
-            cc.export("finish_kernel", SIGNATURE)(jit_kernel.finish_kernel.py_func)
-            cc.compile()
-            made = [p for p in work.iterdir() if p.name.startswith(name + ".") and p.is_file()]
-            if not lean or len(made) != 1 or _links(made[0]):
-                break
-            for p in made:  # a numba whose other helpers need them: the whole set
-                p.unlink()
-        if len(made) != 1:
-            raise RuntimeError(f"numba.pycc made {len(made)} files named {name}.*")
-        os.chmod(made[0], 0o755)  # not the linker's umask-given mode: a group-writable module is refused
-        digest = _file_digest(made[0])  # hashed in the private folder, before it is moved in
-        if digest is None:
-            raise RuntimeError(f"numba.pycc made {made[0].name}, which cannot be read back")
-        target = Path(where) / (name + importlib.machinery.EXTENSION_SUFFIXES[0])
-        os.replace(made[0], target)
-        # the record after the module is in place: a crash in between leaves a module without
-        # (or with an older) record, which is refused and built again, never imported
-        from capeval.io.atomic import atomic_write_text
-
-        atomic_write_text(target.with_name(name + ".sha256"), f"{digest}  {target.name}\n")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-

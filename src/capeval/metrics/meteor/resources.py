@@ -59,6 +59,11 @@ from capeval.metrics.meteor.index_format import (  # noqa: F401
 )
 from capeval.metrics.meteor.string_table import StringTable
 
+
+#: index builds this process started beside a job (:mod:`capeval.metrics.meteor.ahead` fills
+#: it: folder -> (child, pid)); here, so that loading the resources needs nothing of ``ahead``
+INDEX_BUILDS: dict[str, tuple[Any, int]] = {}
+
 def resource_info(cache_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Paths, sizes and sha256 of the METEOR 1.5 sources and the state of the index (for ``capeval info``;
     every index file's CRC-32 is checked)."""
@@ -162,9 +167,7 @@ def load(cache_dir: str | os.PathLike[str] | None = None, auto_prepare: bool = T
             f"METEOR 1.5 index at {index_dir} is not usable ({why}); "
             "run capeval.metrics.meteor.prepare() to build it"
         )
-    from capeval.metrics.meteor import ahead
-
-    if not ahead.started(index_dir):  # else announced when the build was started beside the job
+    if str(index_dir) not in INDEX_BUILDS:  # else announced when the build was started beside the job
         print(f"[capeval meteor] preparing METEOR 1.5 resources in {index_dir} ({why}); one-time", file=sys.stderr)
     prepare(index_dir)  # rebuilds unless another process has just done it
     res, why = usable(index_dir, sources)
