@@ -652,7 +652,8 @@ def test_registry_entries_and_preset():
 def test_published_values_beside_bench_records():
     from types import SimpleNamespace
 
-    from capeval.bench.published import PUBLISHED, beside, table
+    from capeval.bench.beside import beside, table
+    from capeval.bench.published import PUBLISHED
 
     assert PUBLISHED[("flickr8k-expert", "hice-s", "kendall_tau_c")][0] == 56.4
     assert PUBLISHED[("foil", "ref-hice-s", "accuracy_1ref")][0] == 96.4

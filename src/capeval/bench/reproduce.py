@@ -289,7 +289,7 @@ def verdict(cell: pub.Cell, ours: float | None) -> Verdict:
     the difference, else ``reproduced`` within the tolerance (:func:`cell_tolerance`, none: 0) and
     ``differs`` outside it; ``not run: no value (...)`` without a value. The one place where the
     vocabulary is decided: :func:`reproduce` and ``capeval bench`` (its terminal table, HTML and
-    JSON, :func:`capeval.bench.published.beside`) both call it, so they say the same of a cell."""
+    JSON, :func:`capeval.bench.beside.beside`) both call it, so they say the same of a cell."""
     tol = cell_tolerance(cell)
     if ours is None or math.isnan(ours):
         return Verdict(NO_VALUE, None, tol)
