@@ -14,7 +14,7 @@ references contain each n-gram (CIDEr-D's ``df``), in flat integer arrays.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -198,18 +198,8 @@ class GramIndex:
     def df_of(self, table: NgramTable) -> np.ndarray:
         """Document frequency of every n-gram of ``table`` (0 for those never seen), as floats."""
         out = np.zeros(int(table.n_grams), dtype=np.float64)
-        vocab = self.vocab
-        wid = np.array([vocab.get(w, -1) for w in table.words], dtype=np.int64)
-        prev_ids = None
-        for k in range(1, min(self.n, table.n) + 1):
-            q = self._query(table, k, wid, prev_ids)
-            keys = self._keys[k]
-            at = np.searchsorted(keys, q)
-            found = _contains(keys, q, at)
-            prev_ids = np.full(len(q), -1, dtype=np.int64)
-            prev_ids[found] = self._ids[k][at[found]]
-            lo = table.gram_offset[k - 1]
-            out[lo + np.nonzero(found)[0]] = self._df[k][prev_ids[found]]
+        for k, rows, ids in self._known(table):
+            out[rows] = self._df[k][ids]
         return out
 
     def n_ids(self) -> int:
@@ -226,10 +216,17 @@ class GramIndex:
         -1 for an n-gram never added; the same n-gram has the same id in every table, so
         per-chunk statistics can be merged (``capeval compare`` recounts ``df`` on resamples)."""
         out = np.full(int(table.n_grams), -1, dtype=np.int64)
-        vocab = self.vocab
-        wid = np.array([vocab.get(w, -1) for w in table.words], dtype=np.int64)
+        offsets = np.cumsum([0] + [len(self._df[k]) for k in range(1, self.n + 1)])
+        for k, rows, ids in self._known(table):
+            out[rows] = offsets[k - 1] + ids
+        return out
+
+    def _known(self, table: NgramTable) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """Per order ``k`` of ``table``: the rows of its n-grams this index holds and their ids
+        in order ``k`` (one search of the index per order; an order's query builds on the
+        previous order's ids, -1 where unknown)."""
+        wid = np.array([self.vocab.get(w, -1) for w in table.words], dtype=np.int64)
         prev_ids = None
-        offset = 0
         for k in range(1, min(self.n, table.n) + 1):
             q = self._query(table, k, wid, prev_ids)
             keys = self._keys[k]
@@ -237,10 +234,7 @@ class GramIndex:
             found = _contains(keys, q, at)
             prev_ids = np.full(len(q), -1, dtype=np.int64)
             prev_ids[found] = self._ids[k][at[found]]
-            lo = table.gram_offset[k - 1]
-            out[lo + np.nonzero(found)[0]] = offset + prev_ids[found]
-            offset += len(self._df[k])
-        return out
+            yield k, table.gram_offset[k - 1] + np.nonzero(found)[0], prev_ids[found]
 
     @staticmethod
     def _query(table: "NgramTable | DfPart", k: int, wid: np.ndarray, prev_ids: np.ndarray | None) -> np.ndarray:
