@@ -118,6 +118,9 @@ METRIC_RANGES: dict[str, dict[str, Range]] = {
               "tries": Range(1, 100, integer=True, source="DavidMChan/clair clair.py asks up to 3 times")},
     "fleur": _JUDGE,
     "expert": _JUDGE,
+    "autodq": {**{k: r for k, r in _JUDGE.items() if k != "top_logprobs"},
+               "tries": Range(1, 100, integer=True, source="bytedance/tarsier evaluate_dream_gpt.py: max_retry=10 "
+                                                           "per step")},
     "aloha": {**{k: r for k, r in _JUDGE.items() if k != "top_logprobs"},
               "min_object_length": Range(0, 10**6, integer=True, source="DavidMChan/aloha metrics/aloha.py "
                                                                         "min_object_length=3 (characters of a line)"),
