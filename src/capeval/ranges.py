@@ -245,6 +245,19 @@ COMPARE_RANGES: dict[str, Range] = {
 }
 
 
+_TOKEN_ID = Range(-(2**63), 2**63 - 1, integer=True, source="a token id held in a torch.LongTensor")
+#: :mod:`capeval.reward`'s token-id rewards (CiderDTokens, BleuTokens, group_baseline)
+REWARD_TOKEN_RANGES: dict[str, Range] = {
+    "n": Range(1, 7, integer=True, source="n = 4 in CIDEr-D and BLEU (pycocoevalcap); up to 7 orders numpy's mean "
+                                          "over orders is a left-to-right sum, which the device code repeats"),
+    "sigma": Range(0, low_open=True, source="CIDEr-D's Gaussian length penalty exp(-d^2 / (2 sigma^2)); 6 in "
+                                            "pycocoevalcap cider_scorer.py"),
+    "pad_id": _TOKEN_ID,
+    "eos_id": _TOKEN_ID,
+    "max_elements": Range(1024, integer=True, source="working-set bound (rows x length x references) per chunk"),
+    "group_size": POSITIVE_INT,
+}
+
 def check_option(group: str, option: str, value: Any, metric: str | None = None) -> None:
     """One-line :class:`~capeval.errors.InputError` when ``value`` (not None) is outside the
     declared range: the check of a scorer built directly, as :mod:`capeval.options` does first."""
