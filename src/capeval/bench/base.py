@@ -103,6 +103,10 @@ class Loaded:
         return Signature({"benchmark": b.name, **params, "version": __version__})
 
 
+# the scale a table's statistics are printed in unless the benchmark names its own (Benchmark.scale)
+DEFAULT_SCALE = "correlations and accuracies x100, counts as counted"
+
+
 class Benchmark:
     """Base class of registered benchmarks. Subclasses set the class attributes."""
 
@@ -122,6 +126,9 @@ class Benchmark:
     loader_options: ClassVar[dict[str, Any]] = {}
     # statistics that read the metrics' per-item extras (``Loaded.extras``)
     wants_extras: ClassVar[bool] = False
+    # the scale of the statistics where it is not "correlations and accuracies x100" (printed
+    # under every table of the benchmark: text, HTML, and stored with the JSON)
+    scale: ClassVar[str] = ""
 
     def load(self, root: Path, seed: int = 0, **options: Any) -> Loaded:
         raise NotImplementedError

@@ -113,6 +113,8 @@ class DetailCaps(Benchmark):
     files: dict[str, str | None] = {}  # no sha256 published for the Parquet files
     human_label = "GPT-4 judgment (GPT4_Eval)"
     loader_options = {"release": ("4870", "100")}
+    scale = ("pcc, kendall_tau_b and sample_tau x100 (the CAPTURE README prints them as fractions: its 0.5051 "
+             "is 50.51 here); one_minus_r2 unscaled, as the README prints it")
 
     def load(self, root: Path, seed: int = 0, release: str = "4870", **options: Any) -> Loaded:
         check_loader_options([self], {self.name: {"release": str(release), **options}})

@@ -13,6 +13,7 @@ import os
 import re
 from typing import Any
 
+from capeval.bench.base import DEFAULT_SCALE
 from capeval.bench.published import fixed
 from capeval.bench.report_check import _field as _field, _is_number, _obj as _obj, _where_bad as _where_bad
 from capeval.bench.report_check import check_saved as check_saved
@@ -264,7 +265,7 @@ def render_html(run: Any, link_base: str | None = None) -> str:
         f"<style>{_CSS}</style></head><body><h1>capeval bench</h1>",
         f"<p class='note'>{provenance(run.config)}; bootstrap resamples "
         f"{_e(run.config.get('bootstrap'))}, confidence {_e(run.config.get('confidence'))}. "
-        "Correlations and accuracies x100; brackets: bootstrap percentile intervals.</p>",
+        "Brackets: bootstrap percentile intervals; each benchmark's scale is stated under its table.</p>",
     ]
     for name, meta in run.benchmarks.items():
         recs = [r for r in run if r.benchmark == name]
@@ -272,6 +273,7 @@ def render_html(run: Any, link_base: str | None = None) -> str:
         out.append(f"<p class='note'>{_e(meta['protocol'])}</p><p class='note'>Cite: {_e(meta['citation'])}</p>")
         table = _stat_table(recs)
         out.append(table)
+        out.append(f"<p class='note scale'>Scale: {_e(meta.get('scale') or DEFAULT_SCALE)}.</p>")
         if "class='paper" in table:
             out.append(_PAPER_NOTE)
         if name == "pascal-50s":

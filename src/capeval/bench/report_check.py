@@ -86,6 +86,7 @@ def check_saved(data: Any) -> None:
         meta = _obj(meta, where)
         for key in ("title", "protocol", "citation", "signature"):
             _field(meta, key, where, "str")
+        _field(meta, "scale", where, "str", optional=True)
         for metric, by_setting in _obj(meta.get("explanations", {}), f"{where}.explanations").items():
             for setting, rows in _obj(by_setting, f"{where}.explanations[{shown(metric, 40)}]").items():
                 at = f"{where}.explanations[{shown(metric, 40)}][{shown(setting, 40)}]"

@@ -14,7 +14,7 @@ import numpy as np
 
 from capeval import registry
 from capeval.bench import statistics as stats
-from capeval.bench.base import Benchmark, Loaded, check_loader_options, default_data_root, get_benchmark
+from capeval.bench.base import DEFAULT_SCALE, Benchmark, Loaded, check_loader_options, default_data_root, get_benchmark
 from capeval.errors import InputError
 from capeval.progress import make_progress
 
@@ -96,6 +96,7 @@ class BenchRun(list):
             lines.append("  ".join(cells).rstrip())
             if k == 0:
                 lines.append("  ".join("-" * w for w in widths))
+        lines += [f"{name}: {meta.get('scale') or DEFAULT_SCALE}" for name, meta in self.benchmarks.items()]
         return "\n".join(lines)
 
 
@@ -233,6 +234,7 @@ def run(
                 "files": loaded.files,
                 "info": loaded.info,
                 "settings": {s: len(st.items) for s, st in loaded.settings.items()},
+                "scale": b.scale or DEFAULT_SCALE,
             }
             if explained:
                 out.benchmarks[b.name]["explanations"] = explained
