@@ -116,6 +116,11 @@ METRIC_RANGES: dict[str, dict[str, Range]] = {
     # the judges of capeval.judges share visce2's backend options
     "clair": {**{k: r for k, r in _JUDGE.items() if k != "top_logprobs"},
               "tries": Range(1, 100, integer=True, source="DavidMChan/clair clair.py asks up to 3 times")},
+    "capability": {**{k: r for k, r in _JUDGE.items() if k != "top_logprobs"},
+                   "max_retry_times": Range(0, 100, integer=True, source="ali-vilab/CAPability eval.py "
+                                                                          "--max_retry_times 5 (rounds after the first)"),
+                   "max_allow_missing": Range(0, 10**6, integer=True, source="ali-vilab/CAPability eval.py "
+                                                                             "--max_allow_missing 5 (items per dimension)")},
     "fleur": _JUDGE,
     "expert": _JUDGE,
     "autodq": {**{k: r for k, r in _JUDGE.items() if k != "top_logprobs"},
