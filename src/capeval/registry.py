@@ -5,8 +5,7 @@ metric needs and which it accepts (the API and the CLI route inputs from these
 declarations only), its range and direction, the extra to install, and the paper.
 Specs that share a ``group`` are computed by one scorer instance (``bleu-1`` ... ``bleu-4``
 come from one pass; ``clip-s`` and ``ref-clip-s`` share one CLIP). Adding a metric = one
-module under :mod:`capeval.metrics` + one entry in :data:`_TABLE` (see
-``docs/adding-a-metric.md``).
+module under :mod:`capeval.metrics` + one entry in :data:`_TABLE` (see ``docs/adding-a-metric.md``).
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from capeval.registry_baselines import BASELINE_DEFAULTS, BASELINE_SPECS
 from capeval.registry_detailed import DETAILED_SPECS
 from capeval.registry_hallucination import HALLUCINATION_PRESETS, HALLUCINATION_SPECS
 from capeval.registry_judges import JUDGE_SPECS
+from capeval.registry_questions import QUESTION_SPECS
 
 #: every input a scorer's ``score`` may take besides the candidates
 INPUTS = frozenset({"references", "images", "videos", "segments", "skip_bad_items"})
@@ -276,7 +276,7 @@ def _diagnostic_specs() -> list[MetricSpec]:
 
 _TABLE: tuple[MetricSpec, ...] = (*_text_specs(), *_clip_specs(), *_hice_specs(), *_video_specs(),
                                   *_bridge_specs(), *_diagnostic_specs(), *(MetricSpec(**e) for e in (
-                                      *JUDGE_SPECS, *BASELINE_SPECS, *HALLUCINATION_SPECS, *DETAILED_SPECS)))
+                                      *JUDGE_SPECS, *BASELINE_SPECS, *HALLUCINATION_SPECS, *DETAILED_SPECS, *QUESTION_SPECS)))
 
 _PRESET_TABLE: dict[str, tuple[str, ...]] = {
     # the COCO caption evaluation's metrics; spice joined because its Kendall tau on
