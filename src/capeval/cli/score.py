@@ -26,6 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--references", "-r", help="references file (.json, .jsonl, .csv, .tsv)")
     p.add_argument("--images", help="folder of images named <id>.<ext> (image metrics)")
     p.add_argument("--videos", help="folder of videos <id>.<ext> or frame folders <id>/ (video metrics)")
+    p.add_argument("--from", dest="from_harness", nargs=2, metavar=("HARNESS", "FILE"),
+                   help="instead of -c/-r: a harness's run, lmms-eval's samples_<task>.jsonl (HARNESS lmms-eval, or "
+                   "lmms-eval:TASK) or VLMEvalKit's predictions .xlsx/.tsv/.json (vlmevalkit); docs/harnesses.md")
     p.add_argument("--items", nargs="+", metavar="FILE",
                    help="instead of -c/-r/--images/--videos: item tables, one row per item with columns id, "
                    "candidate, references, image or video (path or URI), start/end; .jsonl, .json, .csv, .tsv "
@@ -188,6 +191,8 @@ def _run(args: argparse.Namespace) -> int:
 
     # everything cheap is checked first: limits, names, options, device, output paths, then inputs
     _set_read_limits(args)
+    if args.from_harness and (args.compare or args.items):
+        raise InputError(f"--from reads its inputs from {args.from_harness[1]}; no --compare/--items with it")
     if args.compare:
         return _compare(args)
     names = registry.expand(args.metrics)
@@ -225,14 +230,17 @@ def _run(args: argparse.Namespace) -> int:
         return _run_items(args, names, options, engine_options, progress)
     from capeval import registry
 
-    registry.check_references(names, bool(args.references))  # before any metric prepares its resources
-    if not args.candidates:
-        raise InputError("give the candidates (-c FILE) or an items table (--items FILE)")
+    from capeval.io.harness import harness_files
+
+    files = harness_files(args.from_harness, args) if args.from_harness else []  # --from: docs/harnesses.md
+    registry.check_references(names, bool(args.references) or len(files) > 1)  # before any metric's resources
+    if not args.candidates and not files:
+        raise InputError("give the candidates (-c FILE), an items table (--items FILE) or a harness's run (--from)")
     if args.engine == "local" and args.references and not (args.images or args.videos or args.skip_bad_items):
         streamed = _run_stream(args, names, options, progress)
         if streamed is not None:
             return streamed
-    files = [read_caption_file(args.candidates, "candidates")]
+    files = files or [read_caption_file(args.candidates, "candidates")]
     if args.references:
         files.append(read_caption_file(args.references, "references"))
     if not args.quiet:
