@@ -17,8 +17,8 @@ from capeval.io.nesting import json_loads
 from capeval.io.reading import iter_lines, max_line_bytes, read_json_text
 
 # ``image_id``/``video_id`` come before ``id``: in COCO files ``id`` numbers the annotation
-# (the caption), not the image it describes.
-_ID_KEYS = ("image_id", "video_id", "id", "image", "video", "seg_id")
+# (the caption), not the image it describes. ``file_id``: CAPability's caption files.
+_ID_KEYS = ("image_id", "video_id", "id", "image", "video", "seg_id", "file_id")
 _CAND_KEYS = ("caption", "candidate", "hyp", "text", "response")
 _REF_KEYS = ("references", "refs", "captions", "reference", "caption")
 
