@@ -122,6 +122,9 @@ METRIC_RANGES: dict[str, dict[str, Range]] = {
                    "max_allow_missing": Range(0, 10**6, integer=True, source="ali-vilab/CAPability eval.py "
                                                                              "--max_allow_missing 5 (items per dimension)")},
     "fleur": _JUDGE,
+    "vdcscore": {**{k: r for k, r in _JUDGE.items() if k != "top_logprobs"},
+                 "top_p": Range(0, 1, low_open=True, source="SGLang's SglSamplingParams default top_p=1.0 "
+                                                           "(rese1f/aurora process_vdc_result.py sets none)")},
     "expert": _JUDGE,
     "autodq": {**{k: r for k, r in _JUDGE.items() if k != "top_logprobs"},
                "tries": Range(1, 100, integer=True, source="bytedance/tarsier evaluate_dream_gpt.py: max_retry=10 "

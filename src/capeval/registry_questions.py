@@ -12,4 +12,19 @@ from __future__ import annotations
 
 from typing import Any
 
-QUESTION_SPECS: list[dict[str, Any]] = []
+_VDC = ("Chai et al. 2025, AuroraCap: Efficient, Performant Video Detailed Captioning and a New Benchmark "
+        "(ICLR 2025; VDC, VDCscore)")
+_VDC_COMMON: dict[str, Any] = dict(factory="capeval.metrics.vdcscore.scorer:VDCscore", group="vdcscore",
+                                   needs=frozenset(), accepts=frozenset({"skip_bad_items"}), reference=_VDC,
+                                   in_all=False)
+
+QUESTION_SPECS: list[dict[str, Any]] = [
+    dict(name="vdcscore", range=(0.0, 5.0), aliases=("vdc-score", "vdc_score"),
+         description="VDCscore: an LLM (Llama-3.1-8B-Instruct on any OpenAI-compatible server) answers VDC's "
+                     "ground-truth questions of one dimension (-O vdcscore.dimension / qa) from the caption alone, "
+                     "then judges each answer 0-5; mean per video, then over videos; higher is better",
+         **_VDC_COMMON),
+    dict(name="vdcscore-acc", range=(0.0, 1.0), aliases=("vdcscore_acc", "vdc-acc"),
+         description="VDCscore accuracy: the share of answers the judge calls correct ('yes'), per video, then "
+                     "over videos (the README prints it x100); higher is better", **_VDC_COMMON),
+]
