@@ -38,6 +38,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="write per-item extras {metric: {name: {id: value}}} as JSON (SPICE's precision/recall and "
                    "categories, HICE-S's explanations, VisCE2's answers); the printed JSON only names them")
     p.add_argument("--out", "-o", metavar="FILE", help="also write the JSON summary to FILE (JSON whatever --format)")
+    p.add_argument("--html", metavar="PAGE.html", help="also write the per-item explorer: one offline page")
+    p.add_argument("--html-images", choices=("embed", "link", "none"), help="thumbnails on the --html page: embedded "
+                   "(default with --images), files linked beside the page, or none")
     p.add_argument("--format", "-f", choices=("json", "text"),
                    help="what is printed: json (the summary with signatures and extras) or text (one aligned line "
                    "per metric: name, score, items, signature); default: text on a terminal, json otherwise")
@@ -220,8 +223,11 @@ def _run(args: argparse.Namespace) -> int:
         _route_explain(names, options, args.explain)
     options = {k: v for k, v in options.items() if v}
     names, options = check_options(names, options, strict=True)
-    check_outputs({"--per-item": args.per_item, "--per-item-extras": args.per_item_extras, "--out": args.out},
-                  [args.candidates, args.references, *(args.items or [])])
+    check_outputs({"--per-item": args.per_item, "--per-item-extras": args.per_item_extras, "--out": args.out,
+                   "--html": args.html}, [args.candidates, args.references, *(args.items or [])])
+    if args.html or args.html_images:  # the page's options, before any scoring
+        from capeval.explorer.cli import check_score_args
+        check_score_args(args)
     from capeval.engines.dispatch import engine_options_from_args
 
     engine_options = engine_options_from_args(args)
@@ -275,13 +281,13 @@ def _compare(args: argparse.Namespace) -> int:
 
     for flag, value in (("--images", args.images), ("--videos", args.videos), ("--items", args.items),
                         ("--per-item", args.per_item), ("--per-item-extras", args.per_item_extras),
-                        ("--explain", args.explain), ("--format", args.format)):
+                        ("--explain", args.explain), ("--format", args.format), ("--html-images", args.html_images)):
         if value:
             raise InputError(f"--compare takes text metrics on -c/-r files; {flag} is not used with it")
     if not args.candidates or not args.references:
         raise InputError("--compare needs the baseline's candidates (-c FILE) and the references (-r FILE)")
     return compare_files([args.candidates, *args.compare], args.references, args.metrics, parse_options(args.option),
-                         check_outputs, out=args.out, progress=False if args.quiet else None)
+                         check_outputs, out=args.out, html=args.html, progress=False if args.quiet else None)
 
 
 def _run_stream(args: argparse.Namespace, names: list[str], options: dict[str, dict[str, Any]],
@@ -362,6 +368,9 @@ def _finish(args: argparse.Namespace, report: Any, inputs: dict[str, Any]) -> in
             atomic_write_many(outputs)
         except OSError as exc:
             raise InputError(f"cannot write {exc.filename or 'the output files'}: {exc.strerror or exc}") from None
+    if args.html:  # after the result files: the page re-reads the inputs' texts, item by item
+        from capeval.explorer.cli import write_score_page
+        write_score_page(args, report)
     fmt = args.format or ("text" if sys.stdout.isatty() else "json")
     if fmt == "text":  # one line per metric: on a terminal, signatures cut to its width (JSON keeps them whole)
         import shutil
