@@ -4,13 +4,15 @@ user texts the script built and returns a scripted reply. Used by tests/test_vdc
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import types
 from pathlib import Path
 from typing import Callable
 
-MIRROR = Path("/work/.mirror/rese1f+aurora/repo")
+#: the git mirror the tools fetch (``$CAPEVAL_AURORA_MIRROR`` to point elsewhere)
+MIRROR = Path(os.environ.get("CAPEVAL_AURORA_MIRROR", "/work/.mirror/rese1f+aurora/repo"))
 COMMIT = "2bf68d5779ddd98e44ce5bc66c17a6d1525ce204"
 SCRIPT = "post_eval/process_vdc_result.py"
 

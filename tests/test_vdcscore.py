@@ -308,3 +308,57 @@ def test_through_the_api_with_options(server, qa_file, tmp_path):
                                                  "cache": str(tmp_path / "c2"), "concurrency": 2}})
     assert report["vdcscore"].system == 2.25 and report["vdcscore-acc"].system == 0.5
     assert len(server.bodies) == 4
+
+
+# ------------------------------------------------------------------ capeval download vdc
+def _serve(folder: Path) -> tuple[ThreadingHTTPServer, str]:
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(folder)))
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def test_download_is_pinned_and_sha256_checked(tmp_path, monkeypatch):
+    import subprocess
+
+    from capeval.bench.data_download import download_benchmark as download
+    from capeval.bench.sources import METRIC_SOURCES
+    from capeval.errors import ResourceError
+    from capeval.metrics.vdcscore import qa
+
+    src = METRIC_SOURCES["vdc"]
+    assert [f.place for f in src.files] == [f"vdc/{d}.jsonl" for d in qa.DIMENSIONS]
+    assert all(f.urls == (f"https://raw.githubusercontent.com/rese1f/aurora/{prompts.COMMIT}/post_eval/{d}.jsonl",)
+               and f.sha256 == qa.RELEASE[d] for f, d in zip(src.files, qa.DIMENSIONS))
+    served = tmp_path / "served" / "vdc"
+    served.mkdir(parents=True)
+    have_mirror = official.script_text() is not None
+    for d in qa.DIMENSIONS:
+        if have_mirror:
+            blob = subprocess.run(["git", f"--git-dir={official.MIRROR}", "show",
+                                   f"{prompts.COMMIT}:post_eval/{d}.jsonl"], capture_output=True, check=True).stdout
+        else:
+            blob = b'{"v": [{"question": "q", "answer": "a"}]}\n'  # not the release: refused below
+        (served / f"{d}.jsonl").write_bytes(blob)
+    httpd, url = _serve(tmp_path / "served")
+    monkeypatch.setenv("CAPEVAL_DATA_MIRROR", url)
+    monkeypatch.setenv("CAPEVAL_DATA", str(tmp_path / "data"))
+    try:
+        if have_mirror:
+            download("vdc", tmp_path / "data")
+            s = VDCscore(dimension="main_object", base_url="http://127.0.0.1:9/v1")
+            assert len(s.qa.questions) == 1025 and len(s.qa.replaced) == 4 and s.qa.sha256 == qa.RELEASE["main_object"]
+            assert "qa:" + qa.RELEASE["main_object"][:16] in str(s.signature())
+        (served / "short.jsonl").write_bytes(b'{"v": [{"question": "q", "answer": "a"}]}\n')
+        with pytest.raises(ResourceError, match="sha256"):
+            download("vdc", tmp_path / "data2")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

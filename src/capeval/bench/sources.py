@@ -25,6 +25,7 @@ from capeval.bench import longcap_arena as lca
 from capeval.bench.detailcaps import DETAILCAPS_REVISION
 from capeval.bench.polaris import NEBULA_REVISION, POLARIS_REVISION
 from capeval.metrics.amber.annotations import COMMIT as AMBER_COMMIT, RELEASE as AMBER_RELEASE
+from capeval.metrics.vdcscore import qa as vdc
 
 
 @dataclass(frozen=True)
@@ -187,4 +188,11 @@ METRIC_SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
         "Apache License 2.0 (the repository's LICENSE)",
         note="the images (AMBER.zip, a Google Drive link in the README) are not fetched: the metrics read the "
              "responses and the annotations only"),
+    DataSource("vdc", tuple(
+        DataFile(f"{d}.jsonl", (vdc.URL.format(commit=vdc.COMMIT, dimension=d),), place=f"vdc/{d}.jsonl",
+                 sha256=vdc.RELEASE[d], size=vdc.SIZES[d]) for d in vdc.DIMENSIONS),
+        f"Chai et al. 2025 (AuroraCap), github.com/rese1f/aurora at {vdc.COMMIT[:7]} (post_eval/<dimension>.jsonl)",
+        "the rese1f/aurora repository's terms (Apache License 2.0)",
+        note="VDC's ground-truth questions per dimension for vdcscore (-O vdcscore.dimension=camera); the videos "
+             "are not fetched: the metric reads the captions only"),
 )}
