@@ -362,3 +362,33 @@ def test_download_is_pinned_and_sha256_checked(tmp_path, monkeypatch):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+# ------------------------------------------------------------------ published values, capeval reproduce vdc
+def test_published_table_is_the_readme_and_reproduce_lists_it(capsys):
+    import subprocess
+
+    from capeval.bench import published as pub
+    from capeval.cli.main import main
+
+    cells = pub.select(["vdc"])
+    assert len(cells) == 18 * 5 * 2 and {c.outputs != "" for c in cells} == {True}
+    by = {(c.variant, c.benchmark, c.metric): c for c in cells}
+    assert by[("AURORACAP-7B", "vdc-camera", "vdcscore-acc")].x100 == 43.5  # the README's bold row
+    assert by[("AURORACAP-7B", "vdc-camera", "vdcscore")].x100 == 227.0  # 2.27 on the 0-5 scale, x100
+    if official.script_text() is not None:  # re-read every value from the README at the pinned commit
+        readme = subprocess.run(["git", f"--git-dir={official.MIRROR}", "show",
+                                 f"{prompts.COMMIT}:post_eval/vdc/README.md"], capture_output=True, text=True,
+                                check=True).stdout
+        rows = [line.strip().strip("|").split("|") for line in readme.splitlines() if line.startswith("|")][2:]
+        read = {}
+        for row in rows:
+            model = row[0].replace("*", "").strip()
+            for k, dim in enumerate(("camera", "short", "background", "main_object", "detailed")):
+                acc, score = (float(x.replace("*", "")) for x in row[1 + k].split("/"))
+                read[(model, f"vdc-{dim}", "vdcscore-acc")] = acc
+                read[(model, f"vdc-{dim}", "vdcscore")] = score
+        assert {k: c.value for k, c in by.items()} == read
+    assert main(["reproduce", "vdc"]) in (0, None)
+    out = capsys.readouterr().out
+    assert out.count("not run: model outputs") == 180 and "-O vdcscore.dimension=main_object" in out

@@ -41,7 +41,8 @@ Plain data in ``capeval/data/published/`` (package data, reviewable against the 
   metric against human judgments: AMBER's results of nine MLLMs (``variant``: the model,
   ``statistic``: ``system``, ``col``: its column, ``source``: ``github:owner/repo@commit:path``
   where it is printed, ``outputs``: what a run needs, the model's responses, which are not
-  published; ``capeval reproduce`` lists these cells as ``not run: model outputs``).
+  published; ``capeval reproduce`` lists these cells as ``not run: model outputs``); VDC's README
+  table (``vdcscore-acc`` x100 at scale 1, ``vdcscore`` 0-5 at scale 100, benchmark ``vdc-<dimension>``).
 
 ``tests/test_published_registry.py`` re-reads every stored value from ../shared/papers.
 A difference is expected where the protocol differs (reference draws, image versions, region
@@ -58,7 +59,7 @@ from functools import cache, lru_cache
 from importlib import resources
 
 PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2", "polos", "deneb", "pearl", "expert", "capture",
-          "caparena", "amber", "vela")
+          "caparena", "amber", "vela", "vdc")
 
 CITATIONS = {
     "pac-s": "Sarto et al. 2023 (PAC-S, CVPR poster)",
@@ -74,6 +75,7 @@ CITATIONS = {
     "caparena": "Cheng et al. 2025 (CapArena, arXiv 2503.12329v1)",
     "amber": "Wang et al. 2023 (AMBER, arXiv:2311.07397)",
     "vela": "Matsuda et al. 2025 (VELA, EMNLP)",
+    "vdc": "Chai et al. 2025 (AuroraCap / VDC, ICLR; arXiv:2410.03051)",
 }
 
 # the paper a metric comes from: its own number wins when several papers print one
@@ -85,7 +87,7 @@ _OWN = {"pac-s": "pac-s", "ref-pac-s": "pac-s", "pac-s-video": "pac-s", "ref-pac
 # resources) prints its own row again, THumB w/ human R as .07 where the comparison Table 2 has .06
 _SECONDARY = {"visce2": ("1",)}
 _ORDER = ("pac-s++", "hice-s", "bridge", "pac-s", "visce2", "polos", "deneb", "pearl", "expert", "capture",
-          "caparena", "amber", "vela")
+          "caparena", "amber", "vela", "vdc")
 
 
 @dataclass(frozen=True)
