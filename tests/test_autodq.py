@@ -1,0 +1,285 @@
+"""DREAM-1K AutoDQ (Tarsier's evaluate_dream_gpt.py) on capeval's judge layer.
+
+Through a scripted 127.0.0.1 judge: every prompt that reached the server is one the official
+script sends on the same cases, as often (the official script itself, run with a stub client,
+when the bytedance/tarsier mirror is present; its recorded run, tests/data/autodq_official.json,
+always); per-item recall and precision equal the official samples and a hand reading of the
+answers (malformed answers asked again, never-read items failed); the system numbers equal an
+independent transcription of ``_summarize_metric_by_subtask``; a rerun sends no request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import _autodq_cases as cases
+from capeval.errors import InputError
+from capeval.metrics.autodq import dream1k, official as off
+from capeval.metrics.autodq.scorer import AutoDQ
+from test_judges import Scripted
+
+RECORD = json.loads(cases.RECORDED.read_text(encoding="utf-8"))
+
+
+def _mirror() -> None:
+    if not (cases.MIRROR / "HEAD").exists():
+        pytest.skip("no bytedance/tarsier mirror (fetch github:bytedance/tarsier)")
+
+
+def _sent(run: dict) -> Counter:
+    return Counter(run["prompts"][k] for k in run["order"])
+
+
+@pytest.fixture()
+def annotations(tmp_path: Path) -> Path:
+    path = tmp_path / "DREAM-1k.jsonl"
+    path.write_text("\n".join(cases.annotation_lines()) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def server():
+    judge = cases.Judge()
+    srv = Scripted(lambda body: (judge(body["messages"][0]["content"]), None))
+    yield srv
+    srv.close()
+
+
+CANDS = {vid: cand for vid, _, _, _, cand in cases.CASES}
+REFS = {vid: [ref] for vid, _, ref, _, _ in cases.CASES}
+SUBTASK = {vid: sub for vid, sub, _, _, _ in cases.CASES}
+
+
+def independent_summary(scores: dict[str, tuple[float, float]]) -> tuple[float, float, float]:
+    """``_summarize_metric_by_subtask`` written again: per subtask the means, then their mean."""
+    by: dict[str, list[tuple[float, float]]] = {}
+    for vid, rp in scores.items():
+        by.setdefault(SUBTASK[vid], []).append(rp)
+    rs = [np.average([x[0] for x in v]) for _, v in sorted(by.items())]
+    ps = [np.average([x[1] for x in v]) for _, v in sorted(by.items())]
+    r, p = np.average(rs), np.average(ps)
+    return float(2 * r * p / (r + p)), float(r), float(p)
+
+
+def test_recorded_run_is_the_official_script_at_the_pinned_commit():
+    _mirror()
+    blob = subprocess.run(["git", "--git-dir", str(cases.MIRROR), "show", f"{cases.COMMIT}:{cases.OFFICIAL_FILE}"],
+                          capture_output=True, check=True).stdout
+    assert hashlib.sha256(blob).hexdigest() == RECORD["file_sha256"]
+    for key, with_events in (("with_events", True), ("without_events", False)):
+        live = json.loads(json.dumps(cases.official_run(with_events)))  # NaN and tuples as the record holds them
+        assert live == RECORD[key]
+
+
+def test_prompts_are_the_official_strings():
+    """Our renderings equal what the official functions sent (the recorded prompts)."""
+    prompts = set(RECORD["with_events"]["prompts"]) | set(RECORD["without_events"]["prompts"])
+    ours = set()
+    for vid, _, ref, events, cand in cases.CASES:
+        ours.add(off.extract_prompt(off.extraction_input(cand)))
+        ours.add(off.extract_prompt(off.extraction_input(ref)))
+        ours.add(off.entail_prompt(cand.lower(), events, ref.lower()))
+    assert {p for p in prompts if p.startswith("Bellow")} <= ours
+    assert off.entail_prompt("desc", [], "a\nb").endswith(
+        "Video Description:\ndesc\n\nEvents: ['a b']\nOutput a JSON formed as:\n{\n  \"events\": [\n    "
+        "{\"event\": \"copy an event here\", \"relationship\": \"put class name here\",  \"reason\": \"give your "
+        "reason here\"},\n    ...\n  ]\n}\n\nDO NOT PROVIDE ANY OTHER OUTPUT TEXT OR EXPLANATION. Only output the "
+        "JSON. Output:")
+    assert "Requirements\n:- An event" in off.EXTRACT_TEMPLATE  # the script's typo, kept
+
+
+def test_end_to_end_against_the_official_run(tmp_path, annotations, server):
+    scorer = AutoDQ(base_url=server.base_url, model="judge", cache=tmp_path / "c", annotations=annotations,
+                    retry_backoff=0.0)
+    rep = scorer.score(CANDS)
+    bodies = server.bodies
+    assert all(b["messages"] == [{"role": "user", "content": b["messages"][0]["content"]}] for b in bodies)
+    assert all(b["temperature"] == 1.0 and "seed" not in b and b["max_tokens"] == 4096 for b in bodies)
+    # what reached the server: the official requests, as many times each
+    assert Counter(b["messages"][0]["content"] for b in bodies) == _sent(RECORD["with_events"])
+    assert len(bodies) == 38
+    f1, rec, pre = rep["autodq-f1"], rep["autodq-recall"], rep["autodq-precision"]
+    official = {k: tuple(v) for k, v in RECORD["with_events"]["samples"].items() if v is not None}
+    assert {i: (rec.items[i], pre.items[i]) for i in rec.items} == official == cases.HAND
+    assert {i: e["step"] for i, e in f1.extras["errors"].items()} == cases.FAILED
+    assert set(f1.skipped) == set(cases.FAILED)
+    want = independent_summary(cases.HAND)
+    assert (f1.system, rec.system, pre.system) == want
+    # the script's printed table (3 decimals) row by row
+    table = RECORD["with_events"]["table"]
+    overall = table[-1]
+    assert overall[1:] == [round(want[0], 3), round(want[1], 3), round(want[2], 3), 5, 2]
+    for row in table[1:-1]:
+        got = f1.extras["subtasks"][row[0]]
+        assert row[1:] == [round(got["f1"], 3), round(got["recall"], 3), round(got["precision"], 3),
+                           got["success"], got["failed"]]
+    assert f1.items["7"] == 0.0 and math.isclose(f1.items["2"], 2 * (2 / 3) * 0.5 / (2 / 3 + 0.5))
+    assert f1.extras["events_candidate"]["7"] == ["a dog runs", 5]
+    sig = str(f1.signature)
+    assert f"entail:{off.ENTAIL_SHA256[:16]}" in sig and f"extract:{off.EXTRACT_SHA256[:16]}" in sig
+    assert "model:judge" in sig and "tries:10" in sig and "annotations:sha256:" in sig
+    # a rerun is answered by the cache: no request, the same numbers
+    again = AutoDQ(base_url=server.base_url, model="judge", cache=tmp_path / "c", annotations=annotations).score(CANDS)
+    assert len(server.bodies) == 38 and again["autodq-f1"].extras["generated"] == 0
+    assert again["autodq-f1"].system == f1.system and dict(again["autodq-recall"].items) == dict(rec.items)
+
+
+def test_references_without_events_are_extracted_as_the_script_does(tmp_path, server):
+    rep = AutoDQ(base_url=server.base_url, model="judge", cache=None, tries=10).score(CANDS, REFS)
+    sent = Counter(b["messages"][0]["content"] for b in server.bodies)
+    assert sent == _sent(RECORD["without_events"]) and len(server.bodies) == 46
+    rec, pre = rep["autodq-recall"], rep["autodq-precision"]
+    assert {i: (rec.items[i], pre.items[i]) for i in rec.items} == cases.HAND
+    # no annotations: one group, the plain mean of the items
+    r, p = np.average([v[0] for v in cases.HAND.values()]), np.average([v[1] for v in cases.HAND.values()])
+    assert (rec.system, pre.system) == (float(r), float(p))
+    assert rep["autodq-f1"].extras["events_reference"]["2"] == ["a man runs", "the man trips", "the man falls"]
+
+
+def test_fewer_tries_and_refresh(tmp_path, annotations, server):
+    kw = dict(base_url=server.base_url, model="judge", annotations=annotations, cache=tmp_path / "c")
+    rep = AutoDQ(tries=1, **kw).score(CANDS)
+    # one try each: 2 (its extraction), 4, 5 fail at their first unreadable answer
+    assert {i: e["step"] for i, e in rep["autodq-f1"].extras["errors"].items()} == {
+        "2": "candidate events", "4": "candidate events", "5": "recall"}
+    assert len(server.bodies) == 7 + 5 + 4
+    n = len(server.bodies)
+    again = AutoDQ(tries=1, refresh=True, **kw).score(CANDS)["autodq-f1"]
+    first = Counter(b["messages"][0]["content"] for b in server.bodies[:n])
+    second = Counter(b["messages"][0]["content"] for b in server.bodies[n:])
+    # every answer asked again; the judge now reads 2's events (its second answer), so 2 goes on
+    # to recall and to precision, where its first answer (wrong length) fails it
+    assert all(second[p] == k for p, k in first.items()) and sum(second.values()) == n + 2
+    assert again.extras["generated"] == n + 2 and again.extras["errors"]["2"]["step"] == "precision"
+
+
+def test_parsers_follow_the_official_rules():
+    assert off.read_events("```python\n{'events': ['a', 1]}\n```") == (["a", 1], "")
+    assert off.read_events(" ```json\n{'events': []}")[0] is None  # the fence is removed only at the start
+    assert off.read_events("{'events': [1, 'a']}")[0] is None
+    assert off.read_events("{'events': 'a'}")[0] is None
+    assert off.read_events("['events']")[0] is None
+    assert off.read_events("[" * 100_000)[0] is None  # too deep for the parser: unread, no crash
+    assert off.read_events("{'events': [" + "9" * 5000 + "]}")[0] is None
+    ok = '{"events": [{"relationship": " Neutral"}, {"relationship": "entailment"}]}'
+    assert off.read_relationships(ok, 2) == (["neutral", "entailment"], "")
+    assert off.read_relationships(ok, 3)[0] is None
+    assert off.read_relationships('{"events": [{"relationship": "entailment"}]}', 0)[0] == ["entailment"]
+    assert off.read_relationships('{"events": {"a": 1, "b": 2}}', 2)[0] is None
+    assert off.read_relationships('{"events": "ab"}', 2)[0] is None
+    assert off.read_relationships('{"events": [{"relationship": 1}]}', 1)[0] is None
+    assert off.read_relationships("[" * 100_000, 1)[0] is None
+    assert off.hit_score(["neutral", "entailment"], 2) == 0.5 and off.hit_score(["contradiction"], 0) == 1.0
+    assert math.isnan(off.count_f1(0.0, 0.0))
+
+
+def test_the_official_readers_agree_on_hostile_answers():
+    """read_events / read_relationships against the script's own try/except chains."""
+    _mirror()
+    mod = cases.load_official(None)
+    answers = ["{'events': ['a']}", "```json{'events': ['a']}```", "{'events': None}", "{'events': [[1]]}", "x",
+               '{"events": [{"relationship": "entailment"}]}', '{"events": [{"relationship": "Neutral "}, 1]}',
+               '"events": [{"relationship": "entailment"}]', '{"events": [{"relationship": "entailment"}],}',
+               '{"events": 5}', '{"events": {"relationship": 1}}', '{"events": ["ab"]}', "{Events: []}"]
+    for text in answers:
+        try:
+            result = mod.ast.literal_eval(text.replace("```json", "").replace("```", "").strip()
+                                          if text.startswith("```json") else text)
+            events = result["events"]
+            assert isinstance(events, list) and (len(events) == 0 or isinstance(events[0], str))
+            want = events
+        except Exception:
+            want = None
+        assert off.read_events(text)[0] == want, text
+        for n in (0, 1, 2):
+            class Client:
+                chat = completions = None
+
+            try:
+                filled = json.loads(off.normalise_entail_answer(text))["events"]
+                assert len([0] * n) == len(filled) or (n == 0 and len(filled) == 1)
+                want_rel = []
+                for event in filled:
+                    pred = event["relationship"].strip().lower()
+                    assert pred in ["entailment", "neutral", "contradiction"]
+                    want_rel.append(pred)
+            except Exception:
+                want_rel = None
+            assert off.read_relationships(text, n)[0] == want_rel, (text, n)
+
+
+def test_dream1k_loader_layouts_and_refusals(tmp_path, annotations):
+    got = dream1k.load(annotations)
+    assert list(got.records) == [c[0] for c in cases.CASES]  # the TVBench record skipped
+    assert got.records["3"].events == () and got.records["2"].subtask == "DREAM/movie_animation"
+    v1 = tmp_path / "v1.jsonl"
+    v1.write_text("\n".join(json.dumps({"idx": int(v), "dataset": s, "text": {"prompt": "<video>\nDescribe.",
+                                                                            "response": r},
+                                        "video_file": "<placeholder>", "extra_info": {"events": e}, "vid": int(v)})
+                            for v, s, r, e, _ in cases.CASES), encoding="utf-8")
+    strip = lambda recs: {k: (r.reference, r.events, r.subtask) for k, r in recs.items()}  # noqa: E731
+    assert strip(dream1k.load(v1).records) == strip(got.records)
+    bad = tmp_path / "bad.jsonl"
+    line = json.loads(cases.annotation_lines()[0])
+    for mutate, msg in ((lambda d: d, "appears twice"), (lambda d: d["extra_info"].update(events=[1]), "not text"),
+                        (lambda d: d.pop("messages"), "neither 'messages'")):
+        twice = json.loads(json.dumps(line))
+        mutate(twice)
+        bad.write_text(json.dumps(line) + "\n" + json.dumps(twice) + "\n" if msg == "appears twice"
+                       else json.dumps(twice) + "\n", encoding="utf-8")
+        with pytest.raises(InputError, match=msg):
+            dream1k.load(bad)
+    bad.write_text("[" * 100_000 + "\n", encoding="utf-8")
+    with pytest.raises(InputError):
+        dream1k.load(bad)
+
+
+def test_the_released_annotation_file():
+    _mirror()
+    text = subprocess.run(["git", "--git-dir", str(cases.MIRROR), "show", f"{cases.COMMIT}:{dream1k.FILE}"],
+                          capture_output=True, check=True).stdout
+    assert hashlib.sha256(text).hexdigest() == dream1k.RELEASE
+
+
+def test_released_file_loads(tmp_path):
+    _mirror()
+    path = tmp_path / "DREAM-1k.jsonl"
+    path.write_bytes(subprocess.run(["git", "--git-dir", str(cases.MIRROR), "show", f"{cases.COMMIT}:{dream1k.FILE}"],
+                                    capture_output=True, check=True).stdout)
+    got = dream1k.load(path)
+    assert len(got.records) == 1000 and got.sha256 == dream1k.RELEASE
+    assert Counter(r.subtask for r in got.records.values()) == {s: 200 for s in dream1k.SUBTASKS}
+    assert sum(1 for r in got.records.values() if not r.events) == 4
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"tries": 0}, r"autodq\.tries=0 out of range"), ({"tries": 101}, r"autodq\.tries=101 out of range"),
+    ({"concurrency": 0}, r"autodq\.concurrency=0 out of range"),
+    ({"temperature": 3}, r"autodq\.temperature=3 out of range"), ({"max_new_tokens": 0}, "max_new_tokens"),
+    ({"backend": "vllm"}, "autodq option backend"), ({"refresh": True, "cache": None}, "refresh=true"),
+    ({"annotations": 5}, "annotations"), ({"annotations": "/nonexistent/DREAM-1k.jsonl"}, "not found"),
+])
+def test_options_are_checked(kw, msg):
+    with pytest.raises(InputError, match=msg):
+        AutoDQ(base_url="http://127.0.0.1:9/v1", model="m", **kw)
+
+
+def test_bad_inputs_are_one_line(annotations):
+    scorer = AutoDQ(base_url="http://127.0.0.1:9/v1", model="m", cache=None, annotations=annotations)
+    with pytest.raises(InputError, match="not both"):
+        scorer.score(CANDS, REFS)
+    with pytest.raises(InputError, match="'99' is not a video"):
+        scorer.score({"99": "x"})
+    plain = AutoDQ(base_url="http://127.0.0.1:9/v1", model="m", cache=None)
+    with pytest.raises(InputError, match="2 references"):
+        plain.score({"a": "x"}, {"a": ["r", "s"]})
+    with pytest.raises(InputError, match="empty"):
+        plain.score({"a": " "}, {"a": ["r"]})
