@@ -18,6 +18,12 @@ _VDC_COMMON: dict[str, Any] = dict(factory="capeval.metrics.vdcscore.scorer:VDCs
                                    needs=frozenset(), accepts=frozenset({"skip_bad_items"}), reference=_VDC,
                                    in_all=False)
 
+_TARSIER = ("Wang et al. 2024, Tarsier: Recipes for Training and Evaluating Large Video Description Models "
+            "(arXiv 2407.00634; DREAM-1K, AutoDQ)")
+_AUTODQ_COMMON: dict[str, Any] = dict(factory="capeval.metrics.autodq.scorer:AutoDQ", group="autodq",
+                                      needs=frozenset(), accepts=frozenset({"references", "skip_bad_items"}),
+                                      reference=_TARSIER, in_all=False)
+
 QUESTION_SPECS: list[dict[str, Any]] = [
     dict(name="vdcscore", range=(0.0, 5.0), aliases=("vdc-score", "vdc_score"),
          description="VDCscore: an LLM (Llama-3.1-8B-Instruct on any OpenAI-compatible server) answers VDC's "
@@ -27,4 +33,15 @@ QUESTION_SPECS: list[dict[str, Any]] = [
     dict(name="vdcscore-acc", range=(0.0, 1.0), aliases=("vdcscore_acc", "vdc-acc"),
          description="VDCscore accuracy: the share of answers the judge calls correct ('yes'), per video, then "
                      "over videos (the README prints it x100); higher is better", **_VDC_COMMON),
+    dict(name="autodq-f1", aliases=("autodq", "autodq_f1"),
+         description="DREAM-1K AutoDQ F1: an LLM (the paper's gpt-3.5-turbo-0125, any OpenAI-compatible server) "
+                     "extracts events from caption and reference and checks each against the other description "
+                     "(-O autodq.annotations=DREAM-1k.jsonl, or -r); F1 of the recall and precision below; higher "
+                     "is better", **_AUTODQ_COMMON),
+    dict(name="autodq-recall", aliases=("autodq_recall",),
+         description="DREAM-1K AutoDQ recall: share of the reference's events the caption entails, per video, "
+                     "mean per subtask, then over subtasks; higher is better", **_AUTODQ_COMMON),
+    dict(name="autodq-precision", aliases=("autodq_precision",),
+         description="DREAM-1K AutoDQ precision: share of the caption's events the reference entails (neutral is "
+                     "no hit, as the official script), aggregated as recall; higher is better", **_AUTODQ_COMMON),
 ]
