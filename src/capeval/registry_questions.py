@@ -18,6 +18,12 @@ _VDC_COMMON: dict[str, Any] = dict(factory="capeval.metrics.vdcscore.scorer:VDCs
                                    needs=frozenset(), accepts=frozenset({"skip_bad_items"}), reference=_VDC,
                                    in_all=False)
 
+_CAPABILITY = ("Liu et al. 2025, What Is a Good Caption? A Comprehensive Visual Caption Benchmark for Evaluating "
+               "Both Correctness and Thoroughness (CAPability, arXiv 2502.14914)")
+_CAPABILITY_COMMON: dict[str, Any] = dict(factory="capeval.metrics.capability.scorer:CAPability", group="capability",
+                                          needs=frozenset(), accepts=frozenset({"skip_bad_items"}),
+                                          range=(0.0, 100.0), reference=_CAPABILITY, in_all=False)
+
 _TARSIER = ("Wang et al. 2024, Tarsier: Recipes for Training and Evaluating Large Video Description Models "
             "(arXiv 2407.00634; DREAM-1K, AutoDQ)")
 _AUTODQ_COMMON: dict[str, Any] = dict(factory="capeval.metrics.autodq.scorer:AutoDQ", group="autodq",
@@ -33,6 +39,17 @@ QUESTION_SPECS: list[dict[str, Any]] = [
     dict(name="vdcscore-acc", range=(0.0, 1.0), aliases=("vdcscore_acc", "vdc-acc"),
          description="VDCscore accuracy: the share of answers the judge calls correct ('yes'), per video, then "
                      "over videos (the README prints it x100); higher is better", **_VDC_COMMON),
+    dict(name="capability-precision", aliases=("capability",),
+         description="CAPability precision: an LLM judge (gpt-4-turbo, any OpenAI-compatible server) checks the "
+                     "caption against each annotated visual element of 13 dimensions (-O capability.annotations=DIR); "
+                     "correct / mentioned, x100, mean over the dimensions; higher is better", **_CAPABILITY_COMMON),
+    dict(name="capability-hit", aliases=("capability-hit-rate",),
+         description="CAPability hit rate: share of annotated elements the caption mentions (right or wrong), x100, "
+                     "mean over the dimensions; higher is better", **_CAPABILITY_COMMON),
+    dict(name="capability-recall", description="CAPability recall: correct / annotated, x100, mean over the "
+                                               "dimensions; higher is better", **_CAPABILITY_COMMON),
+    dict(name="capability-f1", description="CAPability F1 of precision and recall per dimension, x100, mean over the "
+                                           "dimensions (the paper's headline); higher is better", **_CAPABILITY_COMMON),
     dict(name="autodq-f1", aliases=("autodq", "autodq_f1"),
          description="DREAM-1K AutoDQ F1: an LLM (the paper's gpt-3.5-turbo-0125, any OpenAI-compatible server) "
                      "extracts events from caption and reference and checks each against the other description "
