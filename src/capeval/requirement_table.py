@@ -385,6 +385,7 @@ _BY_FACTORY: dict[str, Finder] = {
     "capeval.metrics.diagnostics:Diagnostics": _diagnostics,
     "capeval.metrics.visce2.scorer:VisCE2": _visce2,
     "capeval.metrics.clair:CLAIR": _clair,
+    "capeval.metrics.autodq.scorer:AutoDQ": _judge("autodq", "openai", text_only=True),
     "capeval.metrics.fleur:FLEUR": _fleur,
     "capeval.metrics.fleur:EXPERT": _fleur,
     "capeval.metrics.mid:Mid": _mid,
