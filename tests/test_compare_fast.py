@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -73,6 +74,14 @@ def _assert_same(old: dict, new: dict) -> None:
     assert old["signatures"] == new["signatures"]
 
 
+@functools.lru_cache(maxsize=None)
+def _former_cider(n: int, seed: int, samples: int) -> dict:
+    """The former implementation's CIDEr-D comparison of :func:`_random_set` (computed once per
+    module and shared by the kernels' cases: it does not depend on the kernel)."""
+    systems, refs = _random_set(n, seed)
+    return _quiet(before.compare, systems, refs, "cider-d", samples=samples, seed=seed)
+
+
 def _kernels() -> list:
     out = ["numpy", "numpy-rare"]
     try:
@@ -82,11 +91,14 @@ def _kernels() -> list:
     return out + ["numba", "numba-rare"]
 
 
-@pytest.mark.parametrize("n, seed", [(1, 0), (2, 1), (3, 2), (7, 3), (40, 4), (120, 5)])
+@pytest.mark.parametrize("n, seed", [(1, 0), (2, 1), (3, 2), (7, 3), (40, 4),
+                                     pytest.param(120, 5, marks=pytest.mark.slow)])
 def test_bootstrap_equals_the_former_implementation_bit_for_bit(n, seed):
     systems, refs = _random_set(n, seed)
-    metrics = "bleu-1,bleu-4,cider-d,meteor,rouge-l"
-    samples = 130  # two full blocks of 64 and a part of one
+    # METEOR in three of the cases: each of its constructions (one per system and run) checks
+    # its index, a third of a second, where the rest of a small case costs less
+    metrics = "bleu-1,bleu-4,cider-d,rouge-l" + (",meteor" if n in (1, 7, 40) else "")
+    samples = 70  # a full block of 64 draws and a part of the next
     old = _quiet(before.compare, systems, refs, metrics, samples=samples, seed=seed)
     new = _quiet(compare, systems, refs, metrics, samples=samples, seed=seed)
     _assert_same(old, new)
@@ -97,7 +109,7 @@ def test_bootstrap_equals_the_former_implementation_bit_for_bit(n, seed):
     assert (base["mean"], base["ci"]) == (swapped["mean"], swapped["ci"])
 
 
-@pytest.mark.parametrize("n, seed", [(2, 6), (40, 7), (300, 8)])
+@pytest.mark.parametrize("n, seed", [(2, 6), (40, 7), (150, 8)])
 def test_randomisation_equals_the_former_implementation_bit_for_bit(n, seed):
     systems, refs = _random_set(n, seed)
     old = _quiet(before.compare, systems, refs, "bleu-4,cider-d,rouge-l", method="ar", samples=200, seed=seed)
@@ -106,7 +118,7 @@ def test_randomisation_equals_the_former_implementation_bit_for_bit(n, seed):
 
 
 @pytest.mark.parametrize("kernel", _kernels())
-@pytest.mark.parametrize("n, seed", [(1, 10), (5, 11), (64, 12), (300, 13)])
+@pytest.mark.parametrize("n, seed", [(1, 10), (5, 11), (64, 12), (160, 13)])
 def test_cider_kernels_equal_the_former_rescoring(monkeypatch, kernel, n, seed):
     """Both CIDEr-D kernels, with squares from the tables or computed per block ("rare": no
     count but 1 gets a table row), against one full rescoring of the table per resample."""
@@ -114,8 +126,8 @@ def test_cider_kernels_equal_the_former_rescoring(monkeypatch, kernel, n, seed):
     if kernel.endswith("rare"):
         monkeypatch.setattr(cider_resample, "_ROW_FACTOR", math.inf)
     systems, refs = _random_set(n, seed)
-    old = _quiet(before.compare, systems, refs, "cider-d", samples=100, seed=seed)
-    new = _quiet(compare, systems, refs, "cider-d", samples=100, seed=seed)
+    old = _former_cider(n, seed, 70)
+    new = _quiet(compare, systems, refs, "cider-d", samples=70, seed=seed)
     _assert_same(old, new)
 
 
@@ -171,11 +183,12 @@ def test_statistics_from_forked_and_replaced_workers(monkeypatch):
     context variable: 'operands could not be broadcast' at 40,000 items)."""
     from capeval.metrics import text
 
-    monkeypatch.setattr(text, "RECYCLE_ITEMS", 64)
-    systems, refs = _random_set(300, 45)
-    opts = {"bleu": {"workers": 2, "chunk_size": 32}, "cider-d": {"workers": 2, "chunk_size": 32}}
-    old = _quiet(before.compare, systems, refs, "bleu-4,cider-d", samples=70, options=opts)
-    new = _quiet(compare, systems, refs, "bleu-4,cider-d", samples=70, options=opts)
+    monkeypatch.setattr(text, "RECYCLE_ITEMS", 32)
+    systems, refs = _random_set(128, 45)
+    systems = {k: systems[k] for k in "AB"}
+    opts = {"bleu": {"workers": 2, "chunk_size": 16}, "cider-d": {"workers": 2, "chunk_size": 16}}
+    old = _quiet(before.compare, systems, refs, "bleu-4,cider-d", samples=40, options=opts)
+    new = _quiet(compare, systems, refs, "bleu-4,cider-d", samples=40, options=opts)
     _assert_same(old, new)
 
 
@@ -300,10 +313,14 @@ def test_tokenizer_none_works_as_in_score(tmp_path):
                 _quiet(before.compare, systems, refs, "bleu-4,cider-d", samples=30, options=option)
     for name, data in (("a", systems["A"]), ("b", systems["B"]), ("r", refs)):
         (tmp_path / f"{name}.json").write_text(json.dumps(data))
-    for option in ("cider-d.tokenizer=none", "bleu-4.tokenizer=none"):
-        done = _cli(tmp_path, "compare", "-c", "a.json", "b.json", "-r", "r.json", "-m", "bleu-4,cider-d",
-                    "-O", option, "--samples", "20", "-q")
-        assert done.returncode == 0, done.stderr
+    # the CLI hands both options on (each alone is checked through the API above)
+    done = _cli(tmp_path, "compare", "-c", "a.json", "b.json", "-r", "r.json", "-m", "bleu-4,cider-d",
+                "-O", "cider-d.tokenizer=none", "-O", "bleu-4.tokenizer=none", "--samples", "20", "-q")
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)["systems"]
+    for m in ("bleu-4", "cider-d"):
+        want = capeval.score(systems["B"], refs, m, options={m: {"tokenizer": "none"}})[m].system
+        assert printed["b"][m]["score"] == want
     refused = _cli(tmp_path, "compare", "-c", "a.json", "b.json", "-r", "r.json", "-m", "bleu-4",
                    "-O", "cider-d.tokenizer=none", "--samples", "20", "-q")
     assert refused.returncode == 2 and "cider-d" in refused.stderr and "Traceback" not in refused.stderr
@@ -320,11 +337,20 @@ def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 def test_threshold_is_where_the_real_error_rate_is_at_most_twice_the_nominal():
     """MIN_ITEMS: the fewest items for which a nominal 5% bootstrap test of a mean of normal item
     differences (variance (n-1)/n of the sample's, normal quantiles) rejects a true null at most
-    10% of the time: P(|t_(n-1)| > 1.96 sqrt((n-1)/n)) <= 0.10."""
-    stats = pytest.importorskip("scipy.stats")
+    10% of the time: P(|t_(n-1)| > 1.96 sqrt((n-1)/n)) <= 0.10. The t tail is integrated here
+    (Simpson's rule on Student's density, error far below the margins of 0.002 checked), the
+    normal quantile is the standard library's: no scipy.stats import (seconds)."""
+    from statistics import NormalDist
 
     def error(n: int) -> float:
-        return 2 * stats.t.sf(stats.norm.ppf(0.975) * math.sqrt((n - 1) / n), n - 1)
+        nu = n - 1
+        x = NormalDist().inv_cdf(0.975) * math.sqrt((n - 1) / n)
+        t = np.linspace(0.0, x, 20001)
+        density = math.exp(math.lgamma((nu + 1) / 2) - math.lgamma(nu / 2)) / math.sqrt(nu * math.pi) \
+            * (1 + t * t / nu) ** (-(nu + 1) / 2)
+        h = x / (len(t) - 1)
+        inner = h / 3 * (density[0] + density[-1] + 4 * density[1:-1:2].sum() + 2 * density[2:-1:2].sum())
+        return 1 - 2 * inner
 
     assert error(MIN_ITEMS) <= 0.10 < error(MIN_ITEMS - 1)
     assert round(error(4), 2) == 0.19
