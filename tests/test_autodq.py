@@ -283,3 +283,35 @@ def test_bad_inputs_are_one_line(annotations):
         plain.score({"a": "x"}, {"a": ["r", "s"]})
     with pytest.raises(InputError, match="empty"):
         plain.score({"a": " "}, {"a": ["r"]})
+
+
+def test_published_table_is_the_readme_and_reproduce_lists_it(capsys):
+    """The Tarsier README's two DREAM-1K tables (Tarsier2-Recap-7b, Tarsier2-7B) in the published
+    registry, re-read from the README at the pinned commit when the mirror is there; their
+    descriptions are not released, so reproduce lists every cell as not run."""
+    from capeval.bench import published as pub
+    from capeval.cli.main import main
+
+    cells = pub.select(["tarsier"])
+    assert len(cells) == 2 * 6 * 3 and all(c.outputs and c.benchmark == "dream-1k" for c in cells)
+    by = {(c.variant, c.statistic, c.metric): c for c in cells}
+    assert by[("Tarsier2-7B", "system", "autodq-f1")].x100 == 42.0
+    assert by[("Tarsier2-Recap-7b", "vertical_video", "autodq-precision")].x100 == 48.6
+    if (cases.MIRROR / "HEAD").exists():
+        readme = subprocess.run(["git", "--git-dir", str(cases.MIRROR), "show", f"{cases.COMMIT}:README.md"],
+                                capture_output=True, text=True, check=True).stdout
+        read, model, dream = {}, None, False
+        for line in readme.splitlines():
+            if line.startswith("# Model: "):
+                model = line[len("# Model: "):].strip()
+            elif line.startswith("## benchmark:"):
+                dream = line.startswith("## benchmark: dream,")
+            elif dream and line.startswith("|") and "F1 Score" not in line:
+                label, *nums = (c.strip() for c in line.strip().strip("|").split("|"))
+                stat = "system" if label == "OVERALL" else label.removeprefix("DREAM/")
+                for metric, value in zip(("autodq-f1", "autodq-recall", "autodq-precision"), nums):
+                    read[(model, stat, metric)] = float(value)
+        assert {k: c.value for k, c in by.items()} == read
+    assert main(["reproduce", "tarsier"]) in (0, None)
+    out = capsys.readouterr().out
+    assert out.count("not run: model outputs") == 36
