@@ -315,3 +315,43 @@ def test_published_table_is_the_readme_and_reproduce_lists_it(capsys):
     assert main(["reproduce", "tarsier"]) in (0, None)
     out = capsys.readouterr().out
     assert out.count("not run: model outputs") == 36
+
+
+def test_download_is_pinned_and_sha256_checked(tmp_path, monkeypatch):
+    """``capeval download dream-1k``: the file at the pinned commit, sha256-checked (served from
+    127.0.0.1 as CAPEVAL_DATA_MIRROR: the release's bytes when the mirror is here, a tampered file always)."""
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from capeval.bench.data_download import download_benchmark
+    from capeval.bench.sources import METRIC_SOURCES
+    from capeval.errors import ResourceError
+
+    (f,) = METRIC_SOURCES["dream-1k"].files
+    assert f.urls == (f"https://raw.githubusercontent.com/bytedance/tarsier/{cases.COMMIT}/data/annotations/"
+                      "DREAM-1k.jsonl",) and f.sha256 == dream1k.RELEASE and f.place == "dream-1k/DREAM-1k.jsonl"
+    served = tmp_path / "served" / "dream-1k"
+    served.mkdir(parents=True)
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(tmp_path / "served")))
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    monkeypatch.setenv("CAPEVAL_DATA_MIRROR", f"http://127.0.0.1:{httpd.server_address[1]}")
+    try:
+        if (cases.MIRROR / "HEAD").exists():
+            (served / "DREAM-1k.jsonl").write_bytes(subprocess.run(
+                ["git", "--git-dir", str(cases.MIRROR), "show", f"{cases.COMMIT}:{dream1k.FILE}"],
+                capture_output=True, check=True).stdout)
+            download_benchmark("dream-1k", tmp_path / "data")
+            assert len(dream1k.load(tmp_path / "data" / f.place).records) == 1000
+        (served / "DREAM-1k.jsonl").write_text("\n".join(cases.annotation_lines()) + "\n", encoding="utf-8")
+        with pytest.raises(ResourceError, match="sha256"):
+            download_benchmark("dream-1k", tmp_path / "data2")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

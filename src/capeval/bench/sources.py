@@ -25,6 +25,7 @@ from capeval.bench import longcap_arena as lca
 from capeval.bench.detailcaps import DETAILCAPS_REVISION
 from capeval.bench.polaris import NEBULA_REVISION, POLARIS_REVISION
 from capeval.metrics.amber.annotations import COMMIT as AMBER_COMMIT, RELEASE as AMBER_RELEASE
+from capeval.metrics.autodq import dream1k
 from capeval.metrics.vdcscore import qa as vdc
 
 
@@ -195,4 +196,10 @@ METRIC_SOURCES: dict[str, DataSource] = {s.benchmark: s for s in (
         "the rese1f/aurora repository's terms (Apache License 2.0)",
         note="VDC's ground-truth questions per dimension for vdcscore (-O vdcscore.dimension=camera); the videos "
              "are not fetched: the metric reads the captions only"),
+    DataSource("dream-1k", (DataFile("DREAM-1k.jsonl", (dream1k.URL,), place="dream-1k/DREAM-1k.jsonl",
+                                     sha256=dream1k.RELEASE, size="1.1 MB"),),
+               f"Wang et al. 2024 (Tarsier), github.com/bytedance/tarsier at {dream1k.COMMIT[:7]} ({dream1k.FILE})",
+               "Apache License 2.0 (the repository's LICENSE)",
+               note="DREAM-1K's descriptions and events for autodq (-O autodq.annotations=<data root>/dream-1k/"
+                    "DREAM-1k.jsonl); the videos (Hugging Face omni-research/DREAM-1K) are not fetched"),
 )}

@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "CAPEVAL_DATA_MIRROR/checkpoints: URL/<folder>/<file>), verifying them. Each file must "
                        "arrive within CAPEVAL_DOWNLOAD_DEADLINE seconds (1 to 86400, default 3600).")
     p.add_argument("names", nargs="*", metavar="NAME",
-                   help="benchmark names (capeval bench --list), 'amber' (AMBER's annotation folder for the amber metrics), 'vdc' (VDC's question files for vdcscore) or checkpoint names (see --list); 'spice': CoreNLP 3.6.0 for spice-java (sha256-checked); "
+                   help="benchmark names (capeval bench --list), 'amber' (AMBER's annotation folder for the amber metrics), 'vdc' (VDC's question files for vdcscore), 'dream-1k' (DREAM-1K's annotations for autodq) or checkpoint names (see --list); 'spice': CoreNLP 3.6.0 for spice-java (sha256-checked); "
                         "'factual': hice-s's FACTUAL phrase parser (a Hugging Face hub folder); "
                         "'bertscore': BERTScore's roberta-large; 'bertscore++': BERT-S++'s bert-base-uncased "
                         "and stop-word list; ORG/NAME: a judge's local model from the Hugging Face hub "
