@@ -26,9 +26,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--references", "-r", help="references file (.json, .jsonl, .csv, .tsv)")
     p.add_argument("--images", help="folder of images named <id>.<ext> (image metrics)")
     p.add_argument("--videos", help="folder of videos <id>.<ext> or frame folders <id>/ (video metrics)")
-    p.add_argument("--from", dest="from_harness", nargs=2, metavar=("HARNESS", "FILE"),
-                   help="instead of -c/-r: a harness's run, lmms-eval's samples_<task>.jsonl (HARNESS lmms-eval, or "
-                   "lmms-eval:TASK) or VLMEvalKit's predictions .xlsx/.tsv/.json (vlmevalkit); docs/harnesses.md")
+    p.add_argument("harness_file", nargs="?", metavar="FILE", help="with --from: the harness's file")
+    p.add_argument("--from", dest="from_harness", metavar="HARNESS", help="instead of -c/-r: score FILE, a harness's "
+                   "run: lmms-eval's samples_<task>.jsonl (lmms-eval, or lmms-eval:TASK) or VLMEvalKit's predictions "
+                   ".xlsx/.tsv/.json (vlmevalkit); docs/harnesses.md")
     p.add_argument("--items", nargs="+", metavar="FILE",
                    help="instead of -c/-r/--images/--videos: item tables, one row per item with columns id, "
                    "candidate, references, image or video (path or URI), start/end; .jsonl, .json, .csv, .tsv "
@@ -194,8 +195,9 @@ def _run(args: argparse.Namespace) -> int:
 
     # everything cheap is checked first: limits, names, options, device, output paths, then inputs
     _set_read_limits(args)
-    if args.from_harness and (args.compare or args.items):
-        raise InputError(f"--from reads its inputs from {args.from_harness[1]}; no --compare/--items with it")
+    if args.from_harness or args.harness_file:  # --from HARNESS FILE: docs/harnesses.md
+        from capeval.io.harness import check_from
+        check_from(args)
     if args.compare:
         return _compare(args)
     names = registry.expand(args.metrics)
@@ -238,7 +240,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from capeval.io.harness import harness_files
 
-    files = harness_files(args.from_harness, args) if args.from_harness else []  # --from: docs/harnesses.md
+    files = harness_files(args) if args.from_harness else []  # --from HARNESS FILE
     registry.check_references(names, bool(args.references) or len(files) > 1)  # before any metric's resources
     if not args.candidates and not files:
         raise InputError("give the candidates (-c FILE), an items table (--items FILE) or a harness's run (--from)")

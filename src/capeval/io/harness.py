@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from capeval.errors import InputError, UnknownNameError
 from capeval.io.captions import CaptionFile
@@ -36,22 +36,33 @@ def read_harness(harness: str, path: str | Path) -> tuple[str, dict[str, str], d
     raise UnknownNameError(f"--from {harness!r}: unknown harness (known: lmms-eval, lmms-eval:TASK, vlmevalkit)")
 
 
-def harness_files(spec: Sequence[str], args: Any) -> list[CaptionFile]:
-    """``--from HARNESS FILE`` of ``capeval score``: the candidates (and references, when the
-    harness's file has them) as the caption files of ``-c``/``-r`` would be. Refused: ``-c``,
-    ``-r`` or ``--items`` beside it, and an output file naming the harness's file."""
-    harness, path = spec
-    for flag, value in (("-c", args.candidates), ("-r", args.references), ("--items", args.items)):
+def check_from(args: Any) -> None:
+    """``capeval score --from HARNESS FILE``: both given, and none of ``-c``, ``-r``, ``--items``,
+    ``--compare`` beside them (those carry inputs of their own), before any work."""
+    if not args.from_harness:
+        raise InputError(f"{args.harness_file}: a file is scored with --from HARNESS (lmms-eval, lmms-eval:TASK or "
+                         "vlmevalkit); other inputs come with -c/-r or --items")
+    if not args.harness_file:
+        raise InputError(f"--from {args.from_harness}: name the harness's file after it (--from HARNESS FILE)")
+    for flag, value in (("-c", args.candidates), ("-r", args.references), ("--items", args.items),
+                        ("--compare", args.compare)):
         if value:
-            raise InputError(f"--from reads the candidates and references from {path}; {flag} cannot be given with it")
-    resolved = Path(path).resolve()
+            raise InputError(f"--from reads the candidates and references from {args.harness_file}; {flag} cannot "
+                             "be given with it")
+    resolved = Path(args.harness_file).resolve()
     for flag in ("out", "per_item", "per_item_extras", "html"):
         value = getattr(args, flag, None)
         if value and Path(value).resolve() == resolved:
             raise InputError(f"--{flag.replace('_', '-')} {value} is the --from file; it would be overwritten")
-    what, candidates, references = read_harness(harness, path)
-    files = [CaptionFile(Path(path), "candidates", candidates, what, len(candidates), len(candidates))]
+
+
+def harness_files(args: Any) -> list[CaptionFile]:
+    """The candidates (and references, when the harness's file has them) of ``--from HARNESS
+    FILE``, as the caption files of ``-c``/``-r`` would be (:func:`check_from` checked the options)."""
+    path = Path(args.harness_file)
+    what, candidates, references = read_harness(args.from_harness, path)
+    files = [CaptionFile(path, "candidates", candidates, what, len(candidates), len(candidates))]
     if references is not None:
-        files.append(CaptionFile(Path(path), "references", references, what, len(references),
+        files.append(CaptionFile(path, "references", references, what, len(references),
                                  sum(map(len, references.values()))))
     return files
