@@ -11,12 +11,16 @@ from capeval.errors import InputError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="render the HTML report of a saved bench or reproduce JSON (no recomputing)",
+    p = sub.add_parser("report", help="render the HTML report of a saved bench, reproduce or score JSON (no recomputing)",
                        description="Render the HTML report of a `capeval bench --out` or `capeval reproduce --out` "
-                       "JSON file, byte for byte what the run's --html wrote, without scoring anything again.")
+                       "JSON file, byte for byte what the run's --html wrote, without scoring anything again; of a "
+                       "`capeval score --out` JSON (with --per-item), the per-item explorer.")
     p.add_argument("result", metavar="RESULT.json", help="the JSON written by bench/reproduce --out (or --json)")
     p.add_argument("--html", metavar="OUT.html", nargs="?", const="",
                    help="the HTML file to write (default, or --html alone: RESULT.html beside the JSON)")
+    from capeval.explorer.saved import add_arguments
+
+    add_arguments(p)  # a saved `capeval score` result: the per-item explorer (docs/explorer.md)
     p.set_defaults(func=run)
 
 
@@ -62,6 +66,12 @@ def run(args: argparse.Namespace) -> int:
     html = args.html or os.path.splitext(args.result)[0] + ".html"
     check_outputs({"--html": html}, [args.result])
     data = _read(args.result)
+    from capeval.explorer.saved import is_score_result, refuse_options, write_saved_page
+
+    if is_score_result(data):
+        write_saved_page(args, data, html, check_outputs)
+        return 0
+    refuse_options(args)
     try:
         text = render(data, html)
     except InputError as exc:

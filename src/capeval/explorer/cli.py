@@ -25,13 +25,13 @@ def check_score_args(args: argparse.Namespace) -> None:
     if mode in ("embed", "link") and not (getattr(args, "images", None) or getattr(args, "items", None)):
         raise InputError(f"--html-images {mode}: no pictures to show; give --images DIR (or an items table with an "
                          "image column)")
-    if mode == "link":
+    if mode == "link":  # the page's folder is checked with --html; the thumbnails' folder in it is made
         from pathlib import Path
 
-        from capeval.io.atomic import check_writable
-
         page = Path(args.html)
-        check_writable(page.parent / f"{page.stem}_files" / "x.jpg", "--html-images link")
+        folder = page.parent / f"{page.stem}_files"
+        if folder.exists() and not folder.is_dir():
+            raise InputError(f"--html-images link: {folder} (where the thumbnails go) is not a folder")
 
 
 def texts(args: argparse.Namespace) -> tuple[Iterator[tuple[str, str, Sequence[str]]], Any]:

@@ -72,13 +72,12 @@ def extras_columns(results: Sequence[Any]) -> list[tuple[str, str, Mapping[str, 
     CHAIR-i share one ``hallucinated`` mapping: it is listed under the first), labelled
     ``metric.name``."""
     out: list[tuple[str, str, Mapping[str, Any]]] = []
-    seen: set[int] = set()
     for r in results:
         extras = r.per_item_extras() if hasattr(r, "per_item_extras") else {}
         for name, values in extras.items():
-            if id(values) in seen:
+            # the same object in memory; equal values once read back from --per-item-extras
+            if any(n == name and (v is values or v == values) for _, n, v in out):
                 continue
-            seen.add(id(values))
             out.append((f"{r.metric}.{name}", str(name), values))
     return out
 

@@ -162,7 +162,7 @@ def _same(metric: str, name: str, rebuilt: float, system: float) -> None:
 def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: str | Sequence[str] = "bleu-4",
             *, method: str = "bs", samples: int | None = None, seed: int | None = DEFAULT_SEED,
             confidence: float = 0.95, options: Mapping[str, Mapping[str, Any]] | None = None,
-            progress: bool | None = False) -> dict[str, Any]:
+            progress: bool | None = False, reports: dict[str, Any] | None = None) -> dict[str, Any]:
     """Paired significance of every system against the first (the baseline), per metric.
 
     ``systems``: ``{name: {id: caption}}`` in order, the first is the baseline; all must cover
@@ -171,7 +171,7 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
     / 10,000, range [1, 10^6]); ``seed``: numpy ``default_rng`` seed (default 12345 as sacreBLEU;
     ``None`` draws fresh entropy, once for all systems); ``confidence``: of the bootstrap interval
     of the difference. ``progress``: progress on stderr (scoring, then the resamples; None: when
-    stderr is a terminal).
+    stderr is a terminal). ``reports``: a dict filled with each system's :class:`~capeval.result.Report`.
 
     Each system is scored once; every metric's corpus score on a resample is rebuilt from the
     per-item statistics of that pass, on draws shared by every system and metric.
@@ -204,6 +204,8 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
             for name in names:
                 stats[name], report = _statistics(name, cands[name], refs, names_metrics, options, shared=shared,
                                                   samples=samples, method=method)
+                if reports is not None:  # each system's Report (per-item scores): capeval compare --html's items
+                    reports[name] = report
                 if not signatures:
                     signatures = {m: f"{report[m].signature}|paired:{method}|samples:{samples}|"
                                      f"seed:{str(seed).lower()}" for m in names_metrics}

@@ -61,10 +61,11 @@ def _mean_ci(row: dict[str, Any]) -> str:
     return f"{_number(mean)} &plusmn; {_number(ci)}"
 
 
-def render_html(result: dict[str, Any], alpha: float = 0.05) -> str:
+def render_html(result: dict[str, Any], alpha: float = 0.05, items: str | None = None) -> str:
     """One table (system, metric, score, bootstrap mean ± ci, difference, its interval, p-value);
     significant rows shaded: p < ``alpha`` with a difference at all, and never with too few items
-    (``too_few_items``: a warning above the table says so).
+    (``too_few_items``: a warning above the table says so). ``items``: the file name of the
+    per-item explorer beside the page (``capeval compare --html``), linked under the table.
 
     Every value of ``result`` is escaped (system names come from file names and ``NAME=``)."""
     from capeval.significance.compare import significant
@@ -99,6 +100,10 @@ def render_html(result: dict[str, Any], alpha: float = 0.05) -> str:
         share = _number(confidence * 100, ".0f") if _real(confidence) else e(str(confidence))
         conf = f", {share}% interval of the difference"
     note = few_items_note(result)
+    from urllib.parse import quote
+
+    link = (f"<p>Per item: <a href='{e(quote(items, safe=''))}'>{e(items)}</a> (each item's captions, scores and "
+            "differences; the items that move the corpus score most first).</p>" if items else "")
     warning = f"<p class='warn'><b>Warning:</b> {e(note)}.</p>" if note else ""
     return (
         f"<!doctype html><html><head><meta charset='utf-8'>{CSP_META}<title>capeval compare</title>"
@@ -107,7 +112,7 @@ def render_html(result: dict[str, Any], alpha: float = 0.05) -> str:
         f"seed {e(str(result.get('seed')))}{conf}. Shaded: p &lt; {alpha} (a difference at all, enough items).</p>"
         f"{warning}"
         "<div class='wrap'><table><tr><th>system</th><th>metric</th><th>score</th><th>mean &plusmn; ci</th>"
-        f"<th>difference</th><th>interval</th><th>p-value</th></tr>{''.join(rows)}</table></div>"
+        f"<th>difference</th><th>interval</th><th>p-value</th></tr>{''.join(rows)}</table></div>{link}"
         f"<p class='note'>capeval {e(__version__)}, {when}. Signatures:</p><ul class='note'>{sigs}</ul>"
         "</body></html>\n")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -71,15 +72,20 @@ def compare_files(candidates: list[str], references: str, metrics: str, options:
 
     names, options = check_options(metrics, options, strict=True)
     named = named_files(candidates)
-    check_outputs({"--out": out, "--html": html}, [p for _, p in named] + [references])
+    items, reports = None, {}
+    if html:  # the per-item explorer beside the comparison's page (capeval/explorer/compare.py)
+        from capeval.explorer.compare import items_page, write_compare_page
+        items = items_page(html)
+    check_outputs({"--out": out, "--html": html, "--html (items)": items}, [p for _, p in named] + [references])
     systems = {name: read_caption_file(path, "candidates").data for name, path in named}
     refs = read_caption_file(references, "references").data
     result = compare(systems, refs, names, method=method, samples=samples, seed=seed, confidence=confidence,
-                     options=options or None, progress=progress)
+                     options=options or None, progress=progress, reports=reports if html else None)
     text = json.dumps(result, indent=2)
     if out:
         atomic_write_text(out, text + "\n")
-    if html:
-        atomic_write_text(html, render_html(result))
+    if html and items:
+        write_compare_page(items, result, systems, refs, reports)
+        atomic_write_text(html, render_html(result, items=os.path.basename(items)))
     print(table(result) if as_table or sys.stdout.isatty() else text)
     return 0

@@ -16,12 +16,16 @@
   var systems = meta.systems || ["candidate"];
   var images = !!meta.images;
   var N = rows.length;
-  var RH = images ? 72 : 58;
-  var fmt = function (v) { return v === null || v === undefined ? "–" : (Math.abs(v) >= 1000 ? v.toFixed(1) : v.toFixed(4)); };
+  var RH = images ? 72 : 64;
+  function fmt(v) {
+    if (v === null || v === undefined) return "–";
+    var a = Math.abs(v);
+    return a !== 0 && a < 0.001 ? v.toExponential(2) : a >= 1000 ? v.toFixed(1) : v.toFixed(4);
+  }
   // a thumbnail is a data: image of ours or a relative file path written by capeval; nothing else is used
   function safeThumb(u) {
     return typeof u === "string" && (/^data:image\/(jpeg|png);base64,[A-Za-z0-9+\/=]+$/.test(u) ||
-      /^[A-Za-z0-9%._~-]+(\/[A-Za-z0-9%._~-]+)*$/.test(u)) ? u : null;
+      (/^[A-Za-z0-9%._~-]+(\/[A-Za-z0-9%._~-]+)*$/.test(u) && u.split("/").indexOf("..") < 0)) ? u : null;
   }
 
   // ----- header: title, notes, the metrics' summary -----
@@ -55,7 +59,8 @@
   var fields = [{ label: "id", kind: "id" }];
   if (images) fields.push({ label: "image", kind: "thumb" });
   systems.forEach(function (s, j) { fields.push({ label: systems.length > 1 ? s : "candidate", kind: "cand", sys: j }); });
-  fields.push({ label: "references", kind: "refs" });
+  var hasRefs = rows.some(function (r) { return r[2] && r[2].length; });
+  if (hasRefs) fields.push({ label: "references", kind: "refs" });
   cols.forEach(function (c, j) { fields.push({ label: c.label, kind: "score", col: j, diff: !!c.diff }); });
   var template = fields.map(function (f) {
     return f.kind === "id" ? "minmax(6em,9em)" : f.kind === "thumb" ? "96px" : f.kind === "cand" ? "minmax(14em,2fr)" :
@@ -217,10 +222,12 @@
       d.appendChild(c);
       if (row[6] && row[6][j] && row[6][j].length) d.appendChild(el("div", "note", "marked (hallucinated): " + row[6][j].join(", ")));
     });
-    d.appendChild(el("div", "sys", "references"));
-    var ol = el("ol");
-    (row[2] || []).forEach(function (t) { ol.appendChild(el("li", null, t)); });
-    d.appendChild(ol);
+    if (row[2] && row[2].length) {
+      d.appendChild(el("div", "sys", "references"));
+      var ol = el("ol");
+      row[2].forEach(function (t) { ol.appendChild(el("li", null, t)); });
+      d.appendChild(ol);
+    }
     var t = el("table", "sum"), tr = el("tr");
     tr.appendChild(el("th", null, "metric")); tr.appendChild(el("th", null, "score"));
     t.appendChild(tr);
@@ -232,7 +239,8 @@
     if (row[5]) {
       Object.keys(row[5]).forEach(function (k) {
         d.appendChild(el("div", "sys", k));
-        d.appendChild(el("pre", null, JSON.stringify(row[5][k], null, 1)));
+        var txt = JSON.stringify(row[5][k]);
+        d.appendChild(el("pre", null, txt.length > 120 ? JSON.stringify(row[5][k], null, 1) : txt));
       });
     }
   }
@@ -309,7 +317,7 @@
     sg.strokeStyle = "#999"; sg.strokeRect(PAD, 8, SW - PAD - 8, SH - PAD - 8);
     sg.fillStyle = "#444"; sg.font = "10px sans-serif";
     sg.fillText(cols[jx].label, PAD, SH - 6);
-    sg.save(); sg.translate(10, SH - PAD); sg.rotate(-Math.PI / 2); sg.fillText(cols[jy].label, 0, 0); sg.restore();
+    sg.save(); sg.translate(10, (SH - PAD) / 2 + 20); sg.rotate(-Math.PI / 2); sg.fillText(cols[jy].label, 0, 0); sg.restore();
     if (!rx.n || !ry.n) { pts = null; return; }
     sg.fillText(fmt(rx.lo), PAD, SH - PAD + 12); var t = fmt(rx.hi); sg.fillText(t, SW - 8 - sg.measureText(t).width, SH - PAD + 12);
     sg.fillText(fmt(ry.hi), 2, 16); sg.fillText(fmt(ry.lo), 2, SH - PAD);
