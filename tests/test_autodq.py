@@ -355,3 +355,31 @@ def test_download_is_pinned_and_sha256_checked(tmp_path, monkeypatch):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_a_lone_surrogate_is_one_line(tmp_path):
+    """Text UTF-8 cannot carry (``"\\ud800"`` in a JSON file) is refused before any request."""
+    scorer = AutoDQ(base_url="http://127.0.0.1:9/v1", model="m", cache=None)
+    with pytest.raises(InputError, match="item '1': the caption holds a lone surrogate"):
+        scorer.score({"1": "x\ud800"}, {"1": ["r"]})
+    rec = json.loads(cases.annotation_lines()[0])
+    rec["extra_info"]["events"] = ["fine", "bad \ud800"]
+    path = tmp_path / "a.jsonl"
+    path.write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="item '1': the event holds a lone surrogate"):
+        AutoDQ(base_url="http://127.0.0.1:9/v1", model="m", cache=None, annotations=path).score({"1": "x"})
+
+
+def test_events_the_judge_spells_with_a_lone_surrogate_stay_writable():
+    """A Python literal may spell '\\ud800': the prompt carries it as Python's repr (ASCII), the
+    extras as U+FFFD, so the result file can be written."""
+    srv = Scripted(lambda body: ("{'events': ['a \\ud800 b']}" if body["messages"][0]["content"].startswith("Bellow")
+                                 else '{"events": [{"relationship": "entailment"}]}', None))
+    try:
+        rep = AutoDQ(base_url=srv.base_url, model="m", cache=None, tries=1).score({"1": "x"}, {"1": ["r"]})
+        sent = [b["messages"][0]["content"] for b in srv.bodies]
+    finally:
+        srv.close()
+    assert any("Events: ['a \\ud800 b']" in s for s in sent)  # repr's escape, as the script sends it
+    assert rep["autodq-f1"].extras["events_candidate"]["1"] == ["a \ufffd b"]
+    json.dumps(list(rep["autodq-f1"].extras["events_candidate"]["1"]), ensure_ascii=False).encode("utf-8")

@@ -36,7 +36,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from capeval.errors import InputError
 from capeval.judges import options as jopt
-from capeval.judges.backends import Request
+from capeval.judges.backends import Request, clean_text
 from capeval.judges.cache import open_cache
 from capeval.metrics.autodq import official as off
 from capeval.result import MetricResult, Report, Signature
@@ -44,6 +44,16 @@ from capeval.scorer import ScorerBase
 
 LABEL = "autodq"
 STEPS = ("reference events", "candidate events", "recall", "precision")
+
+
+def _check_text(item: str, what: str, text: str) -> None:
+    """One line for a text UTF-8 cannot carry (a lone surrogate, ``"\\ud800"`` in JSON): it
+    could be neither sent to the judge nor hashed for the cache."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{LABEL}: item {item!r}: the {what} holds a lone surrogate at character {exc.start} "
+                         "(not valid Unicode; it cannot be sent to the judge)", item_id=item) from None
 
 
 class AutoDQ(ScorerBase):
@@ -87,8 +97,8 @@ class AutoDQ(ScorerBase):
         self.cache = open_cache(cache, LABEL, refresh=refresh)
 
     # -- inputs ------------------------------------------------------------------------
-    def _inputs(self, candidates: Any, references: Any, skip_bad_items: bool
-                ) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[str, ...] | None], dict[str, str], list[str], list[str]]:
+    def _inputs(self, candidates: Any, references: Any, skip_bad_items: bool) -> tuple[
+            dict[str, str], dict[str, str], dict[str, tuple[str, ...] | None], dict[str, str], list[str], list[str]]:
         """(candidates, reference text, reference events or None, subtask, ids, usable ids)."""
         from capeval.io.inputs import normalize_candidates, raise_bad_items
 
@@ -153,6 +163,10 @@ class AutoDQ(ScorerBase):
               *, skip_bad_items: bool = False, progress: bool | None = False) -> Report:
         """Score ``{id: caption}`` against ``{id: [reference]}`` (or the annotation file's references)."""
         cands, refs, ref_events, subtask, ids, good = self._inputs(candidates, references, skip_bad_items)
+        for i in good:
+            for what, text in (("caption", cands[i]), ("reference", refs[i]),
+                               *(("event", e) for e in ref_events[i] or ())):
+                _check_text(i, what, text)
         pred = {i: cands[i].lower() for i in good}  # process_one_sample, line 243
         resp = {i: refs[i].lower() for i in good}
         log: dict[str, Any] = {"generated": 0, "cached": 0}
@@ -187,7 +201,8 @@ class AutoDQ(ScorerBase):
         summary = off.summarize(rp, subtask, [i for i in good if i in errors])
         extras_common: dict[str, Any] = {
             "events_reference": {i: gt[i] for i in good if i in gt},
-            "events_candidate": {i: cand_events[i] for i in good if i in cand_events},
+            # a Python literal may spell a lone surrogate ('\\ud800'): U+FFFD here, as in answers
+            "events_candidate": clean_text({i: cand_events[i] for i in good if i in cand_events}),
             "subtasks": summary["subtasks"], "success": summary["success"], "failed": summary["failed"],
             "errors": errors, "n_errors": len(errors), "generated": log["generated"], "cached": log["cached"],
         }
