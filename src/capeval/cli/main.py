@@ -29,6 +29,7 @@ SUBCOMMANDS = (
     "capeval.cli.convert",
     "capeval.cli.scene_graph",
     "capeval.cli.train",
+    "capeval.cli.harness",
 )
 
 

@@ -93,8 +93,8 @@ TASKS: dict[str, Layout] = {
                              "tasks/coco_cap_chair/utils.py coco_cap_chair_process_result"),
     "amber_g": Layout("amber_chair", ("doc_id",), None, "filtered_resps",
                       "tasks/amber_g/utils.py amber_g_process_result"),
-    **dict.fromkeys(("capeval_coco2017_cap_val", "capeval_coco2014_cap_val", "capeval_nocaps_val",
-                     "capeval_flickr30k_test", "capeval_textcaps_val"), _CAPEVAL),
+    **dict.fromkeys(("capeval_coco2017_cap_val", "capeval_coco2017_cap_val_clip", "capeval_coco2014_cap_val",
+                     "capeval_nocaps_val", "capeval_flickr30k_test", "capeval_textcaps_val"), _CAPEVAL),
 }
 
 _NAME = re.compile(r"(?:.*_)?samples_(.+)\.jsonl")
