@@ -20,6 +20,10 @@ given precomputed (``image_embeddings=``) or kept in memory by image id across s
 (:meth:`Reward.precompute`, or automatically the first time an id is seen with ``images=``).
 An empty caption (a beam that ended at once) gets 0 from these metrics, where ``capeval.score``
 refuses it.
+
+Token-id rewards for SCST / GRPO on the device (no strings, no host round trip):
+:class:`~capeval.reward.cider_tokens.CiderDTokens`, :class:`~capeval.reward.bleu_tokens.BleuTokens`
+and :func:`~capeval.reward.baseline.group_baseline` (see docs/training-loop.md).
 """
 
 from __future__ import annotations
@@ -37,6 +41,18 @@ if TYPE_CHECKING:  # numpy (and torch) load when a reward is computed: `import c
     import numpy as np
 
 _CLIP_MODULE = "capeval.metrics.clip_score:"
+
+# token-id rewards (torch on the candidates' device), imported on first use: `import capeval` stays light
+_LAZY = {"CiderDTokens": "capeval.reward.cider_tokens", "BleuTokens": "capeval.reward.bleu_tokens",
+         "group_baseline": "capeval.reward.baseline"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'capeval.reward' has no attribute {name!r}")
 
 
 def parse_weights(metrics: Mapping[str, float] | str | Iterable[str]) -> dict[str, float]:

@@ -1,0 +1,168 @@
+"""The training references of a token-id reward, counted once on the host (numpy).
+
+Every n-gram of the references gets an exact integer id, order by order, with no hashing: a
+token's id is its rank among the references' distinct token ids (``code`` = rank + 1), and a
+k-gram's key is ``(id of its (k-1)-gram prefix + 1) * (V + 1) + code of its last token``, whose
+sorted distinct values are the k-grams' ids (V: distinct reference tokens). Keys stay below
+``G_(k-1) * (V + 1) + V`` (G: distinct (k-1)-grams), far inside int64 for any vocabulary; a
+candidate n-gram is looked up the same way on the device (``searchsorted``), so two different
+n-grams never share an id, whatever the tokenizer's vocabulary size.
+
+Counted here, per order k: the document frequency of every k-gram (items whose references
+contain it, as pycocoevalcap ``CiderScorer.compute_doc_freq`` counts over ``crefs``), each
+reference's term frequency of every k-gram and its first position (pycocoevalcap's dicts
+iterate n-grams in first-position order, and its sums run in that order), and one row per
+(item, order, k-gram) holding the term frequency in each of the item's references.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from capeval.errors import InputError
+
+_INT64_MAX = 2**63 - 1
+
+
+@dataclass
+class RefGrams:
+    """Per (reference, order, k-gram) row: which reference, which k-gram id, tf, first position."""
+
+    ref: np.ndarray
+    order: np.ndarray  # 0-based order (k - 1)
+    gid: np.ndarray
+    tf: np.ndarray
+    first: np.ndarray
+
+
+@dataclass
+class TokenIndex:
+    """The n-gram ids, document frequencies and per-item tables of a reference corpus."""
+
+    n: int
+    vocab: np.ndarray  # sorted distinct reference token ids
+    keys: list[np.ndarray]  # per order k >= 2: sorted keys of the distinct k-grams (index = id)
+    df: list[np.ndarray]  # per order: items whose references contain the k-gram
+    n_items: int
+    ref_counts: np.ndarray  # [items] references per item
+    ref_lengths: np.ndarray  # [items, R] tokens of each reference (0 for missing slots)
+    entry_keys: np.ndarray  # sorted (item * n + order) * stride + gid
+    entry_tf: np.ndarray  # [entries, R] tf of the k-gram in each reference of the item
+    stride: int
+    rows: RefGrams
+    item_of: np.ndarray  # [references] the item of each reference
+    slot: np.ndarray  # [references] its place among the item's references
+
+    @property
+    def max_refs(self) -> int:
+        return int(self.entry_tf.shape[1]) if self.entry_tf.ndim == 2 else 0
+
+
+def _as_ids(ref: Any, where: str) -> np.ndarray:
+    if hasattr(ref, "detach"):  # a torch tensor
+        ref = ref.detach().cpu().tolist()
+    if isinstance(ref, (str, bytes)) or not isinstance(ref, (Sequence, np.ndarray)):
+        raise InputError(f"{where} must be a list of token ids, got {type(ref).__name__}")
+    arr = np.asarray(ref)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise InputError(f"{where} must be a flat list of integer token ids")
+    return arr.astype(np.int64, copy=False)
+
+
+def read_references(references: Any, pad_id: int, eos_id: int | None) -> tuple[list[np.ndarray], np.ndarray]:
+    """(every reference as an int64 array, item of each reference); one line naming a bad one."""
+    if isinstance(references, (str, bytes)) or not isinstance(references, Sequence) or hasattr(references, "keys"):
+        raise InputError("references must be a list (one entry per item) of lists of token-id lists")
+    if len(references) == 0:
+        raise InputError("references: no items")
+    refs: list[np.ndarray] = []
+    item_of: list[int] = []
+    for i, item in enumerate(references):
+        if isinstance(item, (str, bytes)) or not isinstance(item, Sequence) or len(item) == 0:
+            raise InputError(f"references[{i}] must be a non-empty list of token-id lists")
+        for r, ref in enumerate(item):
+            arr = _as_ids(ref, f"references[{i}][{r}]")
+            if arr.size == 0:
+                raise InputError(f"references[{i}][{r}] is empty")
+            if (arr < 0).any():
+                raise InputError(f"references[{i}][{r}] holds a negative token id")
+            for name, tid in (("pad_id", pad_id), ("eos_id", eos_id)):
+                if tid is not None and (arr == tid).any():
+                    raise InputError(f"references[{i}][{r}] holds {name} {tid} (give references without "
+                                     "padding or special tokens)")
+            refs.append(arr)
+            item_of.append(i)
+    return refs, np.asarray(item_of, dtype=np.int64)
+
+
+def build(references: Any, n: int, pad_id: int, eos_id: int | None) -> TokenIndex:
+    """Count the references (see the module docstring); bad input is one :class:`InputError` line."""
+    refs, item_of = read_references(references, pad_id, eos_id)
+    n_items = int(item_of[-1]) + 1
+    lengths = np.array([len(r) for r in refs], dtype=np.int64)
+    tok = np.concatenate(refs)
+    ref_of = np.repeat(np.arange(len(refs), dtype=np.int64), lengths)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    pos = np.arange(len(tok), dtype=np.int64) - np.repeat(starts, lengths)
+    vocab = np.unique(tok)
+    v = len(vocab)
+    code = np.searchsorted(vocab, tok) + 1
+    ref_counts = np.bincount(item_of, minlength=n_items)
+    r_max = int(ref_counts.max())
+    slot = np.arange(len(refs)) - np.concatenate([[0], np.cumsum(ref_counts)[:-1]])[item_of]
+
+    keys: list[np.ndarray] = []
+    df: list[np.ndarray] = []
+    per_order: list[tuple[np.ndarray, np.ndarray]] = []  # (positions j of valid k-grams, their ids)
+    gid = code - 1
+    for k in range(1, n + 1):
+        j = np.nonzero(pos + k <= lengths[ref_of])[0]
+        if k == 1:
+            ids, size = gid, v
+        else:
+            prev = per_order[-1]
+            prev_id = np.full(len(tok), -1, dtype=np.int64)
+            prev_id[prev[0]] = prev[1]
+            if (len(keys[-1]) if keys else v) * (v + 1) + v > _INT64_MAX:
+                raise InputError(f"references: too many distinct {k - 1}-grams for int64 n-gram keys")
+            key = (prev_id[j] + 1) * (v + 1) + code[j + k - 1]
+            uniq, inv = np.unique(key, return_inverse=True)
+            keys.append(uniq)
+            ids = np.full(len(tok), -1, dtype=np.int64)
+            ids[j] = inv
+            size = len(uniq)
+        per_order.append((j, ids[j]))
+        # document frequency: items whose references hold the k-gram
+        in_item = np.unique(item_of[ref_of[j]] * size + ids[j])
+        df.append(np.bincount(in_item % size, minlength=size))
+
+    stride = max(v, *(len(x) for x in keys)) if keys else v
+    if n_items * n * stride > _INT64_MAX:
+        raise InputError("references: too many items and n-grams for int64 table keys")
+    rows = {f: [] for f in ("ref", "order", "gid", "tf", "first")}
+    for k, (j, ids) in enumerate(per_order):
+        size = stride
+        u, first_j, tf = np.unique(ref_of[j] * size + ids, return_index=True, return_counts=True)
+        rows["ref"].append(u // size)
+        rows["order"].append(np.full(len(u), k, dtype=np.int64))
+        rows["gid"].append(u % size)
+        rows["tf"].append(tf.astype(np.int64))
+        rows["first"].append(pos[j[first_j]])
+    grams = RefGrams(**{f: np.concatenate(x) for f, x in rows.items()})
+
+    ekey = (item_of[grams.ref] * n + grams.order) * stride + grams.gid
+    entry_keys, inv = np.unique(ekey, return_inverse=True)
+    max_tf = int(grams.tf.max())
+    dtype = np.uint8 if max_tf < 2**8 else np.int16 if max_tf < 2**15 else np.int32
+    entry_tf = np.zeros((len(entry_keys), r_max), dtype=dtype)
+    entry_tf[inv, slot[grams.ref]] = grams.tf
+    ref_lengths = np.zeros((n_items, r_max), dtype=np.int64)
+    ref_lengths[item_of, slot] = lengths
+    return TokenIndex(n=n, vocab=vocab, keys=keys, df=df, n_items=n_items, ref_counts=ref_counts,
+                      ref_lengths=ref_lengths, entry_keys=entry_keys, entry_tf=entry_tf, stride=stride,
+                      rows=grams, item_of=item_of, slot=slot)
+
