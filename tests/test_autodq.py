@@ -121,6 +121,13 @@ def test_end_to_end_against_the_official_run(tmp_path, annotations, server):
         got = f1.extras["subtasks"][row[0]]
         assert row[1:] == [round(got["f1"], 3), round(got["recall"], 3), round(got["precision"], 3),
                            got["success"], got["failed"]]
+    # the script's tables split by the annotation's counts (3 decimals; NaN for an empty bucket)
+    same = lambda a, b: a == b or (math.isnan(a) and math.isnan(b))  # noqa: E731
+    for name, rows in zip(("subjects", "shots", "events"), RECORD["with_events"]["buckets"]):
+        ours = f1.extras["buckets"][name]
+        assert list(ours) == rows[0][1:]
+        for row, field in zip(rows[1:], ("recall", "precision", "f1", "count")):
+            assert all(same(v, round(ours[k][field], 3)) for k, v in zip(rows[0][1:], row[1:])), (name, field)
     assert f1.items["7"] == 0.0 and math.isclose(f1.items["2"], 2 * (2 / 3) * 0.5 / (2 / 3 + 0.5))
     assert f1.extras["events_candidate"]["7"] == ["a dog runs", 5]
     sig = str(f1.signature)

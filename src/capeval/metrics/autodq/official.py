@@ -240,3 +240,39 @@ def summarize(scores: Mapping[str, tuple[float, float]], subtask: Mapping[str, s
     p = float(np.mean(precisions)) if precisions else math.nan
     return {"subtasks": table, "f1": count_f1(r, p), "recall": r, "precision": p,
             "success": len(scores), "failed": sum(fails.values())}
+
+
+#: ``DREAMGPTMetric.buckets`` (lines 288-296): the first bucket whose condition holds (``select_bucket``
+#: evaluates ``f"{num}{key}"``; these are those conditions written out)
+BUCKETS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "subjects": (("<=1", lambda n: n <= 1), ("==2", lambda n: n == 2), ("==3", lambda n: n == 3),
+                 (">=4", lambda n: n >= 4)),
+    "shots": (("<=1", lambda n: n <= 1), ("==2", lambda n: n == 2), ("==3", lambda n: n == 3),
+              (">=4", lambda n: n >= 4)),
+    "events": (("<=3", lambda n: n <= 3), ("in [4, 5]", lambda n: n in (4, 5)), ("in [6, 7]", lambda n: n in (6, 7)),
+               (">=8", lambda n: n >= 8)),
+}
+
+
+def summarize_buckets(scores: Mapping[str, tuple[float, float]], counts: Mapping[str, Mapping[str, int]]
+                      ) -> dict[str, dict[str, dict[str, Any]]]:
+    """``_summarize_metric_by_bucket`` (lines 395-430): the successful items split by the
+    annotation's ``n_subjects``, ``n_shots``, ``n_events``; per bucket mean recall, mean precision
+    (NaN for an empty bucket, numpy's mean of nothing), their F1 and the count."""
+    import numpy as np
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, buckets in BUCKETS.items():
+        members: dict[str, list[tuple[float, float]]] = {key: [] for key, _ in buckets}
+        for item, rp in scores.items():
+            n = counts[item][f"n_{name}"]
+            key = next((k for k, holds in buckets if holds(n)), None)
+            if key is not None:
+                members[key].append(rp)
+        table = {}
+        for key, rps in members.items():
+            r = float(np.mean([x[0] for x in rps])) if rps else math.nan
+            p = float(np.mean([x[1] for x in rps])) if rps else math.nan
+            table[key] = {"recall": r, "precision": p, "f1": count_f1(r, p), "count": len(rps)}
+        out[name] = table
+    return out

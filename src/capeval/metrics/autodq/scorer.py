@@ -20,7 +20,8 @@ failed sample out. Results (fractions in [0, 1]):
 - ``autodq-f1``: system = 2rp / (r + p) of those two system values (``count_f1``, NaN when
   both are 0); per item 2rp / (r + p) of the item's own recall and precision (0 when both are
   0; an aid for ranking items, not a number of the script). ``extras["subtasks"]`` holds the
-  script's table (F1, recall, precision, success, failed per subtask).
+  script's table (F1, recall, precision, success, failed per subtask), ``extras["buckets"]`` its
+  tables by the annotation's numbers of subjects, shots and events (``annotations`` only).
 
 Decoding: the script sends no sampling field, so the API's defaults apply: ``temperature`` 1.0
 here (sent), no ``seed`` (``seed=N`` sends one), ``max_new_tokens`` 4096 (gpt-3.5-turbo-0125's
@@ -206,6 +207,9 @@ class AutoDQ(ScorerBase):
             "subtasks": summary["subtasks"], "success": summary["success"], "failed": summary["failed"],
             "errors": errors, "n_errors": len(errors), "generated": log["generated"], "cached": log["cached"],
         }
+        counts = {} if self.annotations is None else {i: self.annotations.records[i].extra for i in rp}
+        if counts and all(len(c) == 3 for c in counts.values()):  # the annotation's n_subjects, n_shots, n_events
+            extras_common["buckets"] = off.summarize_buckets(rp, counts)
         skipped = tuple(i for i in ids if i not in rp)
         sig = self.signature()
         out = []
