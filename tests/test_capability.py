@@ -339,3 +339,54 @@ def test_cli_scores_and_refuses(tmp_path, capsys):
         assert "max_retry_times" in capsys.readouterr().err
     finally:
         server.close()
+
+
+# printed cells the released judge replies do not give at one decimal (capeval's value from those
+# replies, then the README's): the table was not made from exactly these files
+PRINTED_ELSEWHERE = {
+    ("Qwen2VL-72B", "capability-precision", "style"), ("Qwen2VL-72B", "capability-f1", "spatial_relation"),
+    ("Qwen2VL-72B", "capability-f1", "event"), ("InternVL2.5-78B", "capability-recall", "object_color"),
+    ("InternVL2.5-78B", "capability-f1", "scene"), ("InternVL2.5-78B", "capability-f1", "OCR"),
+    ("Qwen2.5VL-72B", "capability-recall", "scene"), ("Qwen2.5VL-72B", "capability-f1", "object_color"),
+    ("Gemini-1.5-pro", "capability-recall", "camera_angle"), ("Gemini-1.5-pro", "capability-recall",
+                                                              "character_identification"),
+    ("Gemini-1.5-pro", "capability-f1", "camera_angle"), ("Gemini-2.0-flash", "capability-precision", "object_category"),
+}
+
+
+def test_published_table_from_the_released_judge_replies():
+    """The README table (systems.csv, transcribed from assets/72B.png) against capeval's aggregation
+    of the judge replies the repository releases (evaluation/output/<model>/, already validated by
+    eval.py): 282 of the 294 printed cells equal at one decimal, the 12 others within 0.35."""
+    import re
+
+    from capeval.bench import published as pub
+
+    if mirror_file("README.md") is None:
+        pytest.skip("no mirror of ali-vilab/CAPability")
+    annos = {d: {json.loads(x)["file_id"]: json.loads(x)["annotation"]
+                 for x in mirror_file(f"annotations/{d}.jsonl").decode().splitlines()} for d in P.DIMENSIONS}
+    cells = pub.select(["capability"])
+    assert len(cells) == 7 * 3 * 14
+    key = {"capability-precision": "precision", "capability-recall": "recall", "capability-f1": "f1_score"}
+    tables: dict[str, dict] = {}
+    for cell in cells:
+        folder = re.search(r"inference/output/([^)]+)\)", cell.outputs).group(1)
+        if folder not in tables:
+            dims = {}
+            for d in P.DIMENSIONS:
+                scores = {}
+                for line in mirror_file(f"evaluation/output/{folder}/{d}.jsonl").decode().splitlines():
+                    r = json.loads(line)
+                    if "pred" in r:  # eval.py:269-275 on the saved, validated pred
+                        s = 0 if r["pred"] == ["N/A"] else (1 if annos[d][r["file_id"]] in r["pred"] else -1)
+                    else:
+                        s = [x["score"] for x in r["response"]] if "response" in r else r["score"]
+                    scores[r["file_id"]] = s
+                dims[d] = Q.metrics(Q.flatten(scores))
+            tables[folder] = {**dims, "system": Q.average(dims)}
+        got = tables[folder][cell.statistic][key[cell.metric]]
+        if (cell.variant, cell.metric, cell.statistic) in PRINTED_ELSEWHERE:
+            assert f"{got:.1f}" != f"{cell.value:.1f}" and abs(got - cell.value) < 0.35
+        else:
+            assert f"{got:.1f}" == f"{cell.value:.1f}", (cell.variant, cell.metric, cell.statistic)

@@ -109,7 +109,7 @@ def test_registry_shape_and_names() -> None:
     benches = {"flickr8k-expert", "flickr8k-cf", "composite", "pascal-50s", "foil", "thumb", "vatex-eval",
                "activitynet-foil", "polaris", "nebula", "detailcaps", "caparena", "caparena-auto",
                "amber", "longcap-arena", *(f"vdc-{d}" for d in ("camera", "short", "background", "main_object",
-                                                                "detailed")), "dream-1k"}
+                                                                "detailed")), "dream-1k", "capability"}
     assert {c.benchmark for c in cells} <= benches
     # capeval's names where capeval has the metric (the paper's "ROUGE" is rouge-l, "CIDEr" cider-d)
     assert {"bleu-1", "bleu-4", "rouge-l", "meteor", "cider-d", "spice", "clip-s", "pac-s++", "hice-s",

@@ -44,7 +44,9 @@ Plain data in ``capeval/data/published/`` (package data, reviewable against the 
   published; ``capeval reproduce`` lists these cells as ``not run: model outputs``); VDC's README
   table (``vdcscore-acc`` x100 at scale 1, ``vdcscore`` 0-5 at scale 100, benchmark ``vdc-<dimension>``);
   the Tarsier README's DREAM-1K AutoDQ tables (benchmark ``dream-1k``, fractions at scale 100,
-  ``statistic`` ``system`` for OVERALL, else the subtask: ``movie_animation``, ...).
+  ``statistic`` ``system`` for OVERALL, else the subtask: ``movie_animation``, ...); the CAPability
+  README's table (assets/72B.png: precision / recall / F1 x100 per dimension, ``statistic`` the
+  dimension, ``system`` for Avg.; benchmark ``capability``).
 
 ``tests/test_published_registry.py`` re-reads every stored value from ../shared/papers.
 A difference is expected where the protocol differs (reference draws, image versions, region
@@ -61,7 +63,7 @@ from functools import cache, lru_cache
 from importlib import resources
 
 PAPERS = ("pac-s", "pac-s++", "hice-s", "bridge", "visce2", "polos", "deneb", "pearl", "expert", "capture",
-          "caparena", "amber", "vela", "vdc", "tarsier")
+          "caparena", "amber", "vela", "vdc", "tarsier", "capability")
 
 CITATIONS = {
     "pac-s": "Sarto et al. 2023 (PAC-S, CVPR poster)",
@@ -79,6 +81,7 @@ CITATIONS = {
     "vela": "Matsuda et al. 2025 (VELA, EMNLP)",
     "vdc": "Chai et al. 2025 (AuroraCap / VDC, ICLR; arXiv:2410.03051)",
     "tarsier": "Wang et al. 2024 (Tarsier / DREAM-1K, arXiv:2407.00634)",
+    "capability": "Liu et al. 2025 (CAPability, arXiv:2502.14914)",
 }
 
 # the paper a metric comes from: its own number wins when several papers print one
@@ -90,7 +93,7 @@ _OWN = {"pac-s": "pac-s", "ref-pac-s": "pac-s", "pac-s-video": "pac-s", "ref-pac
 # resources) prints its own row again, THumB w/ human R as .07 where the comparison Table 2 has .06
 _SECONDARY = {"visce2": ("1",)}
 _ORDER = ("pac-s++", "hice-s", "bridge", "pac-s", "visce2", "polos", "deneb", "pearl", "expert", "capture",
-          "caparena", "amber", "vela", "vdc", "tarsier")
+          "caparena", "amber", "vela", "vdc", "tarsier", "capability")
 
 
 @dataclass(frozen=True)

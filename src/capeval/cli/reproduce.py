@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "not run: <what is missing>).",
     )
     p.add_argument("papers", nargs="*", metavar="PAPER", help="pac-s, pac-s++, hice-s, bridge, visce2, polos, deneb, pearl, expert, capture, caparena, "
-                   "amber, vela, vdc, tarsier (default: all)")
+                   "amber, vela, vdc, tarsier, capability (default: all)")
     p.add_argument("--table", "-t", help="only this table of the paper(s), e.g. 1 or poster-3")
     p.add_argument("--data-root", help="folder with the benchmark files (default: $CAPEVAL_DATA)")
     p.add_argument("--images", help="folder with the benchmark images (image-conditioned metrics)")
