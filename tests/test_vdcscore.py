@@ -76,6 +76,21 @@ def reply_for(system: str, user: str) -> str:
     return REPLIES[question]
 
 
+def split_llama3(prompt: str) -> tuple[str, str]:
+    """System and user text of a prompt in the recorded llama-3-instruct layout."""
+    head, rest = RECORDED["llama3_rendered"].split("<SYSTEM>")
+    middle, tail = rest.split("<USER>")
+    assert prompt.startswith(head) and prompt.endswith(tail), prompt[:80]
+    system, user = prompt[len(head):len(prompt) - len(tail)].split(middle)
+    return system, user
+
+
+def sent_texts(bodies: list) -> list:
+    """(system, user) of every request, whichever way it went."""
+    return [split_llama3(b["prompt"]) if "prompt" in b else (b["messages"][0]["content"], b["messages"][1]["content"])
+            for b in bodies]
+
+
 class Server:
     """An OpenAI-compatible chat server on 127.0.0.1 answering with :func:`reply_for`."""
 
@@ -100,8 +115,13 @@ class Server:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                body["path"] = self.path
                 with lock:
                     bodies.append(body)
+                if self.path.endswith("/completions") and "prompt" in body:  # the SGLang frontend's text
+                    system, user = split_llama3(body["prompt"])
+                    self._send({"choices": [{"index": 0, "finish_reason": "stop", "text": reply_for(system, user)}]})
+                    return
                 msgs = body["messages"]
                 text = reply_for(msgs[0]["content"], msgs[1]["content"])
                 self._send({"choices": [{"index": 0, "finish_reason": "stop",
@@ -173,8 +193,9 @@ def transcription(captions: dict, qa: dict, drop_zero: bool = True) -> tuple[dic
     return kept, sum(scores) / len(scores), sum(accs) / len(accs)
 
 
-def test_requests_are_the_official_texts_and_numbers_the_official_aggregation(server, qa_file, tmp_path):
-    report = scorer(server, qa_file, tmp_path).score(CAPTIONS)
+@pytest.mark.parametrize("template", ["llama-3-instruct", "chat"])
+def test_requests_are_the_official_texts_and_numbers_the_official_aggregation(server, qa_file, tmp_path, template):
+    report = scorer(server, qa_file, tmp_path, template=template).score(CAPTIONS)
     n_questions = sum(len(v) for v in QA.values())
     assert len(server.bodies) == 2 * n_questions  # one answer and one judgment per question
     r, acc = report["vdcscore"], report["vdcscore-acc"]
@@ -188,10 +209,15 @@ def test_requests_are_the_official_texts_and_numbers_the_official_aggregation(se
                              .replace("<QUESTION>", q)))
             rendered.append((RECORDED["judge_system"], RECORDED["judge_user"].replace("<QUESTION>", q)
                              .replace("<ANSWER>", a).replace("<RESPONSE>", resp)))
-    sent = [(b["messages"][0]["content"], b["messages"][1]["content"]) for b in server.bodies]
-    assert [b["messages"][0]["role"] for b in server.bodies] == ["system"] * len(sent)
+    sent = sent_texts(server.bodies)
     assert sorted(sent) == sorted(rendered)
     body = server.bodies[0]
+    if template == "chat":
+        assert {b["path"] for b in server.bodies} == {"/v1/chat/completions"}
+        assert [[m["role"] for m in b["messages"]] for b in server.bodies] == [["system", "user"]] * len(sent)
+    else:  # one text: the SGLang frontend's llama-3-instruct rendering, exactly
+        assert {b["path"] for b in server.bodies} == {"/v1/completions"}
+        assert body["prompt"] == RECORDED["llama3_rendered"].replace("<SYSTEM>", sent[0][0]).replace("<USER>", sent[0][1])
     assert (body["temperature"], body["top_p"], body["max_tokens"], "seed" in body) == (1.0, 1.0, 256, False)
     # the numbers: the transcription of the script's aggregation
     kept, want_score, want_acc = transcription(CAPTIONS, QA)
@@ -205,13 +231,14 @@ def test_requests_are_the_official_texts_and_numbers_the_official_aggregation(se
     sig = str(r.signature)
     assert "dimension:camera" in sig and "model:judge" in sig and prompts.ANSWER_SHA256[:16] in sig
     assert prompts.JUDGE_SHA256[:16] in sig and "zeros:drop" in sig
+    assert ("template:server-chat" in sig) == (template == "chat")
     # a rerun sends nothing: every answer comes from the cache
-    again = scorer(server, qa_file, tmp_path).score(CAPTIONS)
+    again = scorer(server, qa_file, tmp_path, template=template).score(CAPTIONS)
     assert len(server.bodies) == 2 * n_questions and again["vdcscore"].extras["generated"] == 0
     assert again["vdcscore"].extras["cached"] == 2 * n_questions
     assert (again["vdcscore"].system, again["vdcscore-acc"].system) == (want_score, want_acc)
     # zeros=keep averages the zero videos too (an option, in the signature)
-    keep = scorer(server, qa_file, tmp_path, zeros="keep").score(CAPTIONS)
+    keep = scorer(server, qa_file, tmp_path, zeros="keep", template=template).score(CAPTIONS)
     _, s_keep, a_keep = transcription(CAPTIONS, QA, drop_zero=False)
     assert (keep["vdcscore"].system, keep["vdcscore-acc"].system) == (s_keep, a_keep)
     assert "zeros:keep" in str(keep["vdcscore"].signature) and len(server.bodies) == 2 * n_questions
@@ -226,6 +253,7 @@ def test_recorded_prompts_are_the_official_script(tmp_path):
     recorded = (RECORDED["answer_system"], RECORDED["answer_user"], RECORDED["judge_system"], RECORDED["judge_user"])
     assert ours == recorded
     assert "video or image.Here's how" in ours[0] and "<QUESTION>DO NOT PROVIDE" in ours[1]  # the joins
+    assert prompts.llama3_prompt("<SYSTEM>", "<USER>") == RECORDED["llama3_rendered"]
     text = official.script_text()
     if text is None:
         pytest.skip("no rese1f/aurora mirror at 2bf68d5 (fetch github:rese1f/aurora)")
@@ -258,8 +286,7 @@ def test_official_main_gives_the_same_numbers(server, qa_file, tmp_path, monkeyp
     ns["main"]()
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     report = scorer(server, qa_file, tmp_path).score(CAPTIONS)
-    sent = [(b["messages"][0]["content"], b["messages"][1]["content"]) for b in server.bodies]
-    assert sorted(sent) == sorted(seen)  # what reached our server = what the script asked
+    assert sorted(sent_texts(server.bodies)) == sorted(seen)  # what reached our server = what the script asked
     r, acc = report["vdcscore"], report["vdcscore-acc"]
     assert [x["tp_score"] for x in lines[:-1]] == list(r.items.values())
     assert [x["tp_acc"] for x in lines[:-1]] == list(acc.items.values())

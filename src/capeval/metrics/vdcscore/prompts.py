@@ -19,6 +19,15 @@ from __future__ import annotations
 
 import hashlib
 
+#: how SGLang's frontend (``sgl.RuntimeEndpoint``, which the script uses) renders a system + user turn
+#: for a Llama-3 instruct model: its ``llama-3-instruct`` chat template (sgl-project/sglang@c036172
+#: ``python/sglang/lang/chat_template.py``, picked for any model path holding "llama-3" and
+#: "instruct"); the server's tokenizer adds ``<|begin_of_text|>``. A server's own chat template for
+#: Llama-3.1 (``/chat/completions``) also writes "Cutting Knowledge Date" and "Today Date" lines into
+#: the system turn, which the script's judge never saw.
+LLAMA3_HEADER = "<|start_header_id|>{role}<|end_header_id|>\n\n"
+LLAMA3_END = "<|eot_id|>"
+
 REPOSITORY = "rese1f/aurora"
 #: the commit whose ``post_eval/process_vdc_result.py`` (and QA files) capeval follows
 COMMIT = "2bf68d5779ddd98e44ce5bc66c17a6d1525ce204"
@@ -72,6 +81,13 @@ def judge_user(question: str, answer: str, response: str) -> str:
     """Step 2's user text (lines 146-155): question, correct answer, predicted answer, instructions."""
     return (f"{_JUDGE_HEAD}Question: {question}\nCorrect Answer: {answer}\nPredicted Answer: {response}\n\n"
             f"{_JUDGE_TAIL}")
+
+
+def llama3_prompt(system: str, user: str) -> str:
+    """The text SGLang's frontend sends for ``system(...)``, ``user(...)``, ``assistant(gen(...))``
+    with the ``llama-3-instruct`` template (the generation starts after the assistant header)."""
+    return (LLAMA3_HEADER.format(role="system") + system + LLAMA3_END + LLAMA3_HEADER.format(role="user") + user
+            + LLAMA3_END + LLAMA3_HEADER.format(role="assistant"))
 
 
 def _sha(*parts: str) -> str:

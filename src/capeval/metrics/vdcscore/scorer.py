@@ -22,8 +22,11 @@ What ``post_eval/process_vdc_result.py`` of rese1f/aurora (commit 2bf68d5) does,
 Decoding: SGLang's ``gen("answer_1", max_tokens=256)`` with the frontend's defaults
 (``SglSamplingParams``: temperature 1.0, top_p 1.0): sampled, no seed; so are the defaults here
 (``temperature=1.0``, ``top_p=1.0``, ``max_new_tokens=256``, ``seed=None``). The judge model of the
-paper and the README is ``meta-llama/Llama-3.1-8B-Instruct`` served by SGLang; any
-OpenAI-compatible server works (``base_url``), which applies the model's own chat template.
+paper and the README is ``meta-llama/Llama-3.1-8B-Instruct`` served by SGLang, whose frontend
+renders both turns with its ``llama-3-instruct`` template: by default (``template="llama-3-instruct"``)
+that very text goes to the server's ``/completions`` (vLLM, SGLang, llama.cpp); ``template="chat"``
+sends a system and a user message to ``/chat/completions`` instead (other judge models, chat-only
+APIs), where the server's template renders them (Llama-3.1's adds two date lines to the system turn).
 
 Every request is cached per (model, prompt, decoding) as it arrives: an interrupted run resumes,
 a rerun sends nothing, ``refresh=True`` asks again. Two identical requests (the same caption and
@@ -37,9 +40,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
-from capeval.errors import InputError
+from capeval.errors import InputError, ResourceError, shown
 from capeval.judges import options as jopt
-from capeval.judges.backends import Request
+from capeval.judges.backends import Answer, Request
 from capeval.judges.cache import open_cache, text_sha
 from capeval.judges.openai_compat import OpenAICompat
 from capeval.metrics.vdcscore import prompts, qa as qa_files
@@ -49,6 +52,7 @@ from capeval.scorer import ScorerBase
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 ZEROS = ("drop", "keep")
+TEMPLATES = ("llama-3-instruct", "chat")
 
 
 @dataclass(frozen=True)
@@ -59,17 +63,44 @@ class ChatRequest(Request):
 
 
 class VDCJudge(OpenAICompat):
-    """:class:`OpenAICompat` sending a system message and a user message, both plain text, and ``top_p``."""
+    """:class:`OpenAICompat` for the two VDCscore steps, ``top_p`` sent.
 
-    def __init__(self, *args: Any, top_p: float = 1.0, **kw: Any):
+    ``template="llama-3-instruct"``: the text SGLang's frontend sends for the paper's Llama-3
+    judge (:func:`~.prompts.llama3_prompt`), as one ``/completions`` prompt; ``"chat"``: a
+    system and a user message to ``/chat/completions``, rendered by the server's chat template.
+    """
+
+    def __init__(self, *args: Any, top_p: float = 1.0, template: str = "llama-3-instruct", **kw: Any):
         super().__init__(*args, pad_to_square=False, label="vdcscore", llava_system=False, **kw)
         self.extra_body = {"top_p": top_p}
+        self.template = template
 
     def identity(self) -> dict[str, Any]:
-        return {**super().identity(), "template": "server-chat:system+user", "pad_to_square": False}
+        how = "server-chat:system+user" if self.template == "chat" else "completions:sglang-llama-3-instruct"
+        return {**super().identity(), "template": how, "pad_to_square": False}
 
     def messages(self, req: Request) -> list[dict[str, Any]]:
         return [{"role": "system", "content": getattr(req, "system", "")}, {"role": "user", "content": req.prompt}]
+
+    def ask(self, req: Request, model: str) -> Answer:
+        if self.template == "chat":
+            return super().ask(req, model)
+        body: dict[str, Any] = {"model": model, "prompt": prompts.llama3_prompt(getattr(req, "system", ""), req.prompt),
+                                "temperature": self.temperature, "max_tokens": self.max_new_tokens, "n": 1,
+                                "stream": False, **self.extra_body}
+        if self.seed is not None:
+            body["seed"] = self.seed
+        data = self._call("POST", "/completions", body, item=req.item)
+        try:
+            text = data["choices"][0]["text"]
+        except (KeyError, IndexError, TypeError):
+            raise ResourceError(f"vdcscore: item {req.item!r}: the server's answer has no choices[0].text "
+                                f"({shown(data, 200)})") from None
+        if text is None:
+            text = ""
+        if not isinstance(text, str):
+            raise ResourceError(f"vdcscore: item {req.item!r}: choices[0].text is {type(text).__name__}, not text")
+        return Answer(text)
 
 
 class VDCscore(ScorerBase):
@@ -81,7 +112,9 @@ class VDCscore(ScorerBase):
     ``timeout``, ``max_retries``, ``retry_backoff``, ``max_response_mb``; decoding ``temperature``
     1.0, ``top_p`` 1.0, ``max_new_tokens`` 256, ``seed`` None (the script's); ``cache`` (True:
     ``<capeval cache>/vdcscore``, a folder, or None), ``refresh``; ``zeros`` ``"drop"`` (the
-    script) or ``"keep"``.
+    script) or ``"keep"``; ``template`` ``"llama-3-instruct"`` (the text SGLang's frontend sends the
+    paper's judge, through ``/completions``) or ``"chat"`` (the server's chat template, for other
+    judge models and chat-only APIs).
     """
 
     produces: ClassVar[tuple[str, ...]] = ("vdcscore", "vdcscore-acc")
@@ -92,9 +125,11 @@ class VDCscore(ScorerBase):
                  api_key: str | None = None, concurrency: int = 4, timeout: float = 120.0, max_retries: int = 5,
                  retry_backoff: float = 1.0, temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
                  max_new_tokens: int = 256, cache: bool | str | os.PathLike[str] | None = True,
-                 refresh: bool = False, zeros: str = "drop", max_response_mb: float = 16.0):
+                 refresh: bool = False, zeros: str = "drop", max_response_mb: float = 16.0,
+                 template: str = "llama-3-instruct"):
         self.metrics = self._select(metrics)
         jopt.check_choice(self.label, "zeros", zeros, ZEROS)
+        jopt.check_choice(self.label, "template", template, TEMPLATES)
         for name, value in (("concurrency", concurrency), ("timeout", timeout), ("max_retries", max_retries),
                             ("retry_backoff", retry_backoff), ("temperature", temperature), ("top_p", top_p),
                             ("seed", seed), ("max_new_tokens", max_new_tokens), ("max_response_mb", max_response_mb)):
@@ -108,7 +143,7 @@ class VDCscore(ScorerBase):
         self.backend = VDCJudge(model, base_url=base_url, api_key=api_key, concurrency=concurrency, timeout=timeout,
                                 max_retries=max_retries, retry_backoff=retry_backoff, temperature=temperature,
                                 seed=seed, max_new_tokens=max_new_tokens, top_p=top_p,
-                                max_response_mb=max_response_mb)
+                                max_response_mb=max_response_mb, template=template)
         self.zeros = zeros
         self.cache = open_cache(cache, self.label, refresh=refresh)
 
