@@ -345,6 +345,14 @@
   if (typeof meta.sort === "number") { var k0 = fields.findIndex(function (f) { return f.kind === "score" && f.col === meta.sort; }); if (k0 >= 0) { sortField = k0; sortMode = fields[k0].diff ? 3 : 1; applySort(); } }
   render(true);
   drawScatter();
-  window.capevalExplorer = { openMs: performance.now() - t0, rows: N };
+  // for tests and scripts: how long opening took, and where an item's point is on the scatter
+  window.capevalExplorer = {
+    openMs: performance.now() - t0, readyMs: performance.now(), rows: N,
+    pointOf: function (id) {
+      if (!pts) return null;
+      for (var k = 0; k < pts.n; k++) if (rows[pts.r[k]][0] === id) return [pts.x[k], pts.y[k]];
+      return null;
+    }
+  };
   document.body.setAttribute("data-ready", "1");
 })();
