@@ -306,7 +306,8 @@ def test_recorded_vlmevalkit_files(name: str, tmp_path: Path, capsys: pytest.Cap
 def test_bad_vlmevalkit_files_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tsv = tmp_path / "m_COCO_VAL.tsv"
     cases = {
-        "answer '__import__(\"os\")' is not a Python list": '"index"\t"answer"\t"prediction"\n"0"\t"__import__(""os"")"\t"x"\n',
+        "answer '__import__(\"os\")' is not a Python list":
+            '"index"\t"answer"\t"prediction"\n"0"\t"__import__(""os"")"\t"x"\n',
         "no 'prediction' column": '"index"\t"answer"\n"0"\t"[\'a\']"\n',
         "index '0' appears twice": '"index"\t"answer"\t"prediction"\n"0"\t"[\'a\']"\t"x"\n"0"\t"[\'a\']"\t"y"\n',
         "line 2: 2 fields, the header has 3": '"index"\t"answer"\t"prediction"\n"0"\t"x"\n',
