@@ -386,6 +386,7 @@ _BY_FACTORY: dict[str, Finder] = {
     "capeval.metrics.visce2.scorer:VisCE2": _visce2,
     "capeval.metrics.clair:CLAIR": _clair,
     "capeval.metrics.autodq.scorer:AutoDQ": _judge("autodq", "openai", text_only=True),
+    "capeval.metrics.capability.scorer:CAPability": _judge("capability", "openai", text_only=True),
     "capeval.metrics.fleur:FLEUR": _fleur,
     "capeval.metrics.fleur:EXPERT": _fleur,
     "capeval.metrics.mid:Mid": _mid,
