@@ -286,6 +286,8 @@ def test_bad_inputs_are_one_line(annotations):
     with pytest.raises(InputError, match="'99' is not a video"):
         scorer.score({"99": "x"})
     plain = AutoDQ(base_url="http://127.0.0.1:9/v1", model="m", cache=None)
+    with pytest.raises(InputError, match="needs references .* or the DREAM-1K annotation file"):
+        plain.score({"a": "x"})
     with pytest.raises(InputError, match="2 references"):
         plain.score({"a": "x"}, {"a": ["r", "s"]})
     with pytest.raises(InputError, match="empty"):

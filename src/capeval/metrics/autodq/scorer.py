@@ -104,6 +104,9 @@ class AutoDQ(ScorerBase):
         from capeval.io.inputs import normalize_candidates, raise_bad_items
 
         if self.annotations is None:
+            if references is None:
+                raise InputError(f"{LABEL} needs references (-r) or the DREAM-1K annotation file "
+                                 f"(-O {LABEL}.annotations=DREAM-1k.jsonl; capeval download dream-1k)")
             cands, refs, ids, good = jopt.text_inputs(LABEL, candidates, references, skip_bad_items)
             many = next((i for i in ids if len(refs[i]) != 1), None)
             if many is not None:
