@@ -45,7 +45,10 @@
         var v = s[k];
         if (k === "signature") { r.appendChild(el("td", "sig", v)); return; }
         if (k === "counters") {
-          r.appendChild(el("td", "note", Object.keys(v || {}).map(function (c) { return c + "=" + v[c]; }).join(", ")));
+          r.appendChild(el("td", "note", Object.keys(v || {}).map(function (c) {
+            var x = v[c];
+            return c + "=" + (typeof x === "number" && !Number.isInteger(x) ? +x.toPrecision(6) : x);
+          }).join(", ")));
           return;
         }
         r.appendChild(el("td", typeof v === "number" ? "num" : null, typeof v === "number" && k !== "n" && k !== "skipped" ? fmt(v) : v));
@@ -233,7 +236,8 @@
     t.appendChild(tr);
     cols.forEach(function (c, j) {
       var x = el("tr"); x.appendChild(el("td", null, c.label));
-      x.appendChild(el("td", "num", row[4][j] === null ? "–" : fmt(row[4][j]))); t.appendChild(x);
+      var v = row[4][j];
+      x.appendChild(el("td", "num", v === null ? "–" : (c.diff && v > 0 ? "+" : "") + fmt(v))); t.appendChild(x);
     });
     d.appendChild(t);
     if (row[5]) {
@@ -328,7 +332,9 @@
     for (var k = 0; k < shown.length; k++) {
       var r = shown[k], vx = rows[r][4][jx], vy = rows[r][4][jy];
       if (vx === null || vy === null) continue;
-      var px = PAD + 4 + (vx - rx.lo) * wx, py = SH - PAD - 4 - (vy - ry.lo) * wy;
+      // one value only on an axis: its points in the middle of that axis
+      var px = rx.hi === rx.lo ? (PAD + SW - 8) / 2 : PAD + 4 + (vx - rx.lo) * wx;
+      var py = ry.hi === ry.lo ? (SH - PAD + 8) / 2 : SH - PAD - 4 - (vy - ry.lo) * wy;
       pts.x[pts.n] = px; pts.y[pts.n] = py; pts.r[pts.n] = r; pts.n++;
       if (r === selected) sel = [px, py];
       sg.fillRect(px - 1.5, py - 1.5, 3, 3);
