@@ -159,7 +159,7 @@ class AutoDQ(ScorerBase):
                 else:
                     done[i] = value
             pending = still
-        errors = {i: {"step": name, "answers": raw[i], "error": f"{why[i]} (after {len(raw[i])} tries)"}
+        errors = {i: {"step": name, "answers": raw[i], "error": f"{name}: {why[i]} (after {len(raw[i])} tries)"}
                   for i in pending}
         return done, errors
 
