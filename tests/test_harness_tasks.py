@@ -105,3 +105,29 @@ def test_items_read_back_with_from(loaded: dict, tmp_path: Path) -> None:
     assert candidates == {str(int(d["question_id"].split(".")[0])): p for d, p in zip(DOCS, PREDS)}
     assert references == {str(int(d["question_id"].split(".")[0])): d["answer"] for d in DOCS}
 
+
+
+@pytest.mark.slow  # torch and a CLIP model: seconds, not milliseconds
+def test_clip_task_scores_items_as_capeval_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The _clip task's per-document CLIP-S/RefCLIP-S and their mean equal capeval's own scoring of
+    the same images and captions in one batch (a tiny random CLIP: no weights needed)."""
+    pytest.importorskip("torch")
+    from PIL import Image
+
+    from capeval.harness import lmms_tasks
+    from capeval.metrics.clip_score import ClipScore
+    from capeval.models.clip.backbone import random_backbone
+
+    scorer = ClipScore(("clip-s", "ref-clip-s"), backbone=random_backbone("tiny", seed=7))
+    monkeypatch.setitem(lmms_tasks._clip, "scorer", scorer)
+    docs = [dict(d, image=Image.new("RGB", (40, 30), (60 * i, 200 - 50 * i, 90))) for i, d in enumerate(DOCS)]
+    items = [lmms_tasks.coco_process_result_clip(d, [p]) for d, p in zip(docs, PREDS)]
+    ids = [str(int(d["question_id"].split(".")[0])) for d in DOCS]
+    batch = scorer.score(dict(zip(ids, PREDS)), {i: d["answer"] for i, d in zip(ids, DOCS)},
+                         images={i: d["image"] for i, d in zip(ids, docs)})
+    for name, metric, aggregate in (("CLIP_S", "clip-s", lmms_tasks.clip_s),
+                                    ("RefCLIP_S", "ref-clip-s", lmms_tasks.ref_clip_s)):
+        per_item = [item[f"capeval_{name}"] for item in items]
+        assert per_item == pytest.approx([batch[metric].items[i] for i in ids], abs=1e-6)
+        assert aggregate(per_item) == pytest.approx(batch[metric].system, abs=1e-6)
+    assert items[0]["capeval_CIDEr"] == {"answer": DOCS[0]["answer"], "pred": PREDS[0], "image_id": 397133}

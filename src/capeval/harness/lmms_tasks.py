@@ -66,12 +66,12 @@ def coco_process_result_clip(doc: dict[str, Any], result: list[str]) -> dict[str
     item = _item(result, _coco_id(doc), doc["answer"])
     out = _text_results(item)
     key = str(item["image_id"])
-    for name, metric in IMAGE.items():
-        if metric not in _clip:
-            import capeval
+    if "scorer" not in _clip:  # one model for both: RefCLIP-S reuses the item's CLIP-S (metrics/clip_score.py)
+        from capeval.metrics.clip_score import ClipScore
 
-            _clip[metric] = capeval.load(metric, device=os.environ.get("CAPEVAL_LMMS_DEVICE", "cpu"))
-        report = _clip[metric].score({key: item["pred"]}, {key: item["answer"]}, images={key: doc["image"]})
+        _clip["scorer"] = ClipScore(tuple(IMAGE.values()), device=os.environ.get("CAPEVAL_LMMS_DEVICE", "cpu"))
+    report = _clip["scorer"].score({key: item["pred"]}, {key: item["answer"]}, images={key: doc["image"]})
+    for name, metric in IMAGE.items():
         out[f"capeval_{name}"] = float(report[metric].items[key])
     return out
 
