@@ -90,6 +90,10 @@ def collect() -> dict[str, Any]:
                               "or capeval bench --data-root)",
         "data_mirror": data_mirror(),
     }
+    from capeval.compat.pycocoevalcap.switch import status
+
+    # CAPEVAL_AS_PYCOCOEVALCAP: whether `import pycocoevalcap` gets capeval's drop-in in this process
+    info["pycocoevalcap_switch"] = status()
     try:
         from capeval.metrics.meteor import resource_info
 

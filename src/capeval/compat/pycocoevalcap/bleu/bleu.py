@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from capeval.compat.pycocoevalcap._common import CompatInputError, check_keys, collect, run_chunks
+from capeval.compat.pycocoevalcap._memo import digest, enabled, remember
 
 
 def _stats(task: tuple[list[str], list[list[str]]]) -> tuple[list[int], list[int], list[list[int]], list[list[int]]]:
@@ -23,6 +24,15 @@ def _stats(task: tuple[list[str], list[list[str]]]) -> tuple[list[int], list[int
     from capeval.metrics.text import TextChunk
 
     return table_bleu_stats(TextChunk(*task).table(4))
+
+
+def _all_stats(hyps: list[str], refs: list[list[str]]) -> list[Any]:
+    """The chunks' statistics; under ``CAPEVAL_AS_PYCOCOEVALCAP`` remembered by content (lmms-eval
+    scores the same input with ``Bleu(4)`` once per BLEU order). Read only by the caller."""
+    if not enabled():
+        return run_chunks(_stats, hyps, refs)
+    key = digest((), [t for h, rs in zip(hyps, refs) for t in (h, *rs)], [len(rs) for rs in refs])
+    return remember("bleu", key, lambda: run_chunks(_stats, hyps, refs))
 
 
 class Bleu:
@@ -45,7 +55,7 @@ class Bleu:
         reflen: list[int] = []
         guess: list[list[int]] = []
         correct: list[list[int]] = []
-        for t, r, g, c in run_chunks(_stats, hyps, refs):
+        for t, r, g, c in _all_stats(hyps, refs):
             testlen += t
             reflen += r
             guess += g

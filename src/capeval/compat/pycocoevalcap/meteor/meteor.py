@@ -9,7 +9,8 @@ score and, last, the *corpus* score computed from the statistics summed over the
 statistics, :func:`~capeval.metrics.meteor.corpus_score`, as capeval's ``meteor`` metric).
 ``compute_score(gts, res)`` returns ``(float, list of per-item floats)`` in ``gts``'s key
 order. Resources (paraphrase table, WordNet synonyms) are read from the installed
-``pycocoevalcap==1.2`` wheel and indexed once. Reference: Denkowski & Lavie 2014;
+``pycocoevalcap==1.2`` wheel and indexed once. Under ``CAPEVAL_AS_PYCOCOEVALCAP`` every
+``Meteor()`` of the process shares one engine (:mod:`capeval.compat.pycocoevalcap._memo`). Reference: Denkowski & Lavie 2014;
 pycocoevalcap/meteor/meteor.py.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import threading
 
 from capeval.compat.pycocoevalcap._common import check_keys, collect
+from capeval.compat.pycocoevalcap._memo import enabled, shared
 
 
 class Meteor:
@@ -29,8 +31,11 @@ class Meteor:
         require("pycocoevalcap", extra="meteor", purpose="METEOR 1.5 resources (no Java is run)")
         from capeval.metrics.meteor import Meteor15
 
-        self._meteor = Meteor15()
-        self.lock = threading.Lock()  # as the original: one compute_score at a time per instance
+        if enabled():  # under the switch: one engine and lock per process (lmms-eval makes 49 Meteor())
+            self._meteor, self.lock = shared("meteor", lambda: (Meteor15(), threading.Lock()))
+        else:
+            self._meteor = Meteor15()
+            self.lock = threading.Lock()  # as the original: one compute_score at a time per instance
 
     def compute_score(self, gts: dict, res: dict) -> tuple[float, list[float]]:
         """(corpus METEOR from summed statistics, per-item METEOR list)."""

@@ -5,7 +5,8 @@ every caption lower-cased, PTB-tokenised as Stanford CoreNLP 3.4.1 does, the tok
 :data:`PUNCTUATIONS` dropped, joined by single spaces; images in input order, captions in
 list order; an image with no caption gets no key (as in the original). All captions of
 the call are tokenised as one text, in that order, as the Java process sees them
-(:func:`capeval.tokenize.ptb_tokenize_batch`). One deliberate difference: a ``\\r``,
+(:func:`capeval.tokenize.ptb_tokenize_batch`). Under ``CAPEVAL_AS_PYCOCOEVALCAP`` the
+tokens of recent inputs are remembered by content (:mod:`capeval.compat.pycocoevalcap._memo`). One deliberate difference: a ``\\r``,
 ``\\v``, ``\\f``, U+2028 or U+2029 inside a caption is a space here, where Java reads a
 line break and shifts every later caption onto the wrong image (see
 :mod:`capeval.tokenize.ptb`). Reference: pycocoevalcap/tokenizer/ptbtokenizer.py.
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from capeval.compat.pycocoevalcap._common import CompatInputError
+from capeval.compat.pycocoevalcap._memo import digest, enabled, remember
 
 #: the tokens pycocoevalcap removes after tokenisation: the original's public list (capeval's
 #: tokenizer holds the same tokens as :data:`capeval.tokenize.PUNCTUATIONS`, a frozenset)
@@ -41,7 +43,13 @@ class PTBTokenizer:
                     raise CompatInputError(f"image {k!r}, caption #{j}: needs a dict with a string 'caption'", str(k))
                 image_id.append(k)
                 texts.append(caption.replace("\n", " "))
+        if enabled():  # under the switch: the same input (keys, captions, order) is tokenised once
+            groups = [len(anns) for anns in captions_for_image.values()]
+            key = digest(captions_for_image.keys(), texts, groups)
+            tokens = remember("ptb", key, lambda: tuple(ptb_tokenize_batch(texts)))
+        else:
+            tokens = ptb_tokenize_batch(texts)
         out: dict[Any, list[str]] = {}
-        for k, tok in zip(image_id, ptb_tokenize_batch(texts)):
+        for k, tok in zip(image_id, tokens):
             out.setdefault(k, []).append(tok)
         return out
