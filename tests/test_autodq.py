@@ -10,7 +10,9 @@ independent transcription of ``_summarize_metric_by_subtask``; a rerun sends no 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import math
 import subprocess
@@ -189,38 +191,45 @@ def test_parsers_follow_the_official_rules():
 
 
 def test_the_official_readers_agree_on_hostile_answers():
-    """read_events / read_relationships against the script's own try/except chains."""
+    """read_events / read_relationships + hit_score against the script's own extract_events and
+    evaluate_one_sample (one try each), its client answering ``text``."""
     _mirror()
-    mod = cases.load_official(None)
+    current = {"text": ""}
+
+    class Client:
+        def __init__(self) -> None:
+            self.chat = self.completions = self
+
+        def create(self, model, messages):
+            return type("C", (), {"model_dump_json": lambda self: json.dumps(
+                {"choices": [{"message": {"content": current["text"]}}]})})()
+
+    mod = cases.load_official(Client())
     answers = ["{'events': ['a']}", "```json{'events': ['a']}```", "{'events': None}", "{'events': [[1]]}", "x",
+               " {'events': ['a']}", "```python\n{'events': []}\n```", "{'events': ['a', {1: 2}]}",
                '{"events": [{"relationship": "entailment"}]}', '{"events": [{"relationship": "Neutral "}, 1]}',
                '"events": [{"relationship": "entailment"}]', '{"events": [{"relationship": "entailment"}],}',
-               '{"events": 5}', '{"events": {"relationship": 1}}', '{"events": ["ab"]}', "{Events: []}"]
-    for text in answers:
-        try:
-            result = mod.ast.literal_eval(text.replace("```json", "").replace("```", "").strip()
-                                          if text.startswith("```json") else text)
-            events = result["events"]
-            assert isinstance(events, list) and (len(events) == 0 or isinstance(events[0], str))
-            want = events
-        except Exception:
-            want = None
-        assert off.read_events(text)[0] == want, text
-        for n in (0, 1, 2):
-            class Client:
-                chat = completions = None
-
+               '{"events": [{"relationship": "entailment", "x": True} {"relationship": "contradiction"}]}',
+               '```json\n{"events": [\n{"relationship": "entailment"},\n]}\n```', '{"events": [[Placeholder]]}',
+               '{"events": [{"event": [Placeholder], "relationship": "entailment"}]}',
+               '{"events": 5}', '{"events": {"relationship": 1}}', '{"events": ["ab"]}', "{Events: []}",
+               '{"events": "ab"}', '{"events": [{"relationship": null}]}', "[" * 5000, '{"events": [' + "9" * 5000 + "]}"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        for text in answers:
+            current["text"] = text
             try:
-                filled = json.loads(off.normalise_entail_answer(text))["events"]
-                assert len([0] * n) == len(filled) or (n == 0 and len(filled) == 1)
-                want_rel = []
-                for event in filled:
-                    pred = event["relationship"].strip().lower()
-                    assert pred in ["entailment", "neutral", "contradiction"]
-                    want_rel.append(pred)
-            except Exception:
-                want_rel = None
-            assert off.read_relationships(text, n)[0] == want_rel, (text, n)
+                want = mod.extract_events(({"prediction": "p", "response": "r"}, "m", False), is_pred=True,
+                                          max_retry=1)
+            except ValueError:
+                want = None
+            assert off.read_events(text)[0] == want, text
+            for events in ([], ["e1"], ["e1", "e2"]):
+                try:
+                    want_score = mod.evaluate_one_sample(events, "r", "p", "m", False, is_recall=True, max_retry=1)
+                except ValueError:
+                    want_score = None
+                rel = off.read_relationships(text, len(events))[0]
+                assert (None if rel is None else off.hit_score(rel, len(events))) == want_score, (text, events)
 
 
 def test_dream1k_loader_layouts_and_refusals(tmp_path, annotations):
