@@ -207,6 +207,8 @@ def test_bad_lmms_eval_files_are_one_line(tmp_path: Path, capsys: pytest.Capture
     assert "name the harness's file after it" in err
     err = _fail(["-m", "bleu-4", str(path)], capsys)
     assert "a file is scored with --from HARNESS" in err
+    err = _fail(["-m", "bleu-4", "--from", "lmms-eval", str(path), "--html", str(tmp_path / "p.html")], capsys)
+    assert "--html is not available with --from yet" in err
     err = _fail(["-m", "bleu-4", "--from", "lmms-eval", str(path), "-o", str(path)], capsys)
     assert "is the --from file" in err
 
