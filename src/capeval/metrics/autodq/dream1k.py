@@ -1,11 +1,14 @@
 """The DREAM-1K annotation file (Tarsier's ``data/annotations/DREAM-1k.jsonl``), read as
 ``evaluation/evaluate.py`` reads it.
 
-Released in bytedance/tarsier (and, with the videos, as the Hugging Face dataset
-``omni-research/DREAM-1K``, which the README names); 1,000 records, one JSON object a line, 200
-per subtask (``dataset``): ``DREAM/movie_animation``, ``DREAM/movie_live_action``,
+Released in bytedance/tarsier; the Hugging Face dataset the README names, ``omni-research/DREAM-1K``
+(gated; ``video/video.zip``, 3.85 GB, and ``json/metadata.json``, its fields ``idx``, ``video_file``,
+``source``, ``duration``, ``description``, ``events``, ``n_subjects``, ``n_shots``, ``n_events`` all
+typed as strings, revision 99da78d, as its card and file listing show) holds the videos and
+annotations in another layout, not read here (capeval has no copy to check it against). The repository
+file: 1,000 records, one JSON object a line, 200 per subtask (``dataset``): ``DREAM/movie_animation``, ``DREAM/movie_live_action``,
 ``DREAM/vertical_video``, ``DREAM/videvo``, ``DREAM/youtube`` (the ``tarsier`` branch's first
-release names the last-but-two ``DREAM/shorts`` and ``DREAM/stock``; same texts and events).
+release names the third and fourth ``DREAM/shorts`` and ``DREAM/stock``; same texts and events).
 Two layouts, both read here:
 
 - ``main``/``tarsier2`` (:data:`RELEASE`): ``messages`` (a user turn with the video and the
