@@ -78,7 +78,8 @@ ENTAIL = {  # keyed by the description the entailment prompt holds (lower-cased)
     # recall of 6: no opening brace, True, "} {" and ",]" mended by the official clean-up
     "a bird lands and sings.": ['"events": [{"relationship": "entailment", "ok": True} '
                                 '{"relationship": "entailment", "ok": False},]'],
-    "a bird lands. the bird sings.": ['{"events": [{"relationship": "contradiction"}, {"relationship": "ENTAILMENT"}]}'],
+    "a bird lands. the bird sings.": ['{"events": [{"relationship": "contradiction"}, '
+                                      '{"relationship": "ENTAILMENT"}]}'],
     "a dog runs in a park.": ['{"events": [{"relationship": "contradiction"}]}'],
     "a girl says \"hi\" and dances.": ['{"events": [{"relationship": "entailment"}, {"relationship": "entailment"}]}'],
 }

@@ -213,7 +213,8 @@ def test_the_official_readers_agree_on_hostile_answers():
                '```json\n{"events": [\n{"relationship": "entailment"},\n]}\n```', '{"events": [[Placeholder]]}',
                '{"events": [{"event": [Placeholder], "relationship": "entailment"}]}',
                '{"events": 5}', '{"events": {"relationship": 1}}', '{"events": ["ab"]}', "{Events: []}",
-               '{"events": "ab"}', '{"events": [{"relationship": null}]}', "[" * 5000, '{"events": [' + "9" * 5000 + "]}"]
+               '{"events": "ab"}', '{"events": [{"relationship": null}]}', "[" * 5000,
+               '{"events": [' + "9" * 5000 + "]}"]
     with contextlib.redirect_stdout(io.StringIO()):
         for text in answers:
             current["text"] = text

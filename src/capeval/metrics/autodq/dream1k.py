@@ -7,8 +7,9 @@ Released in bytedance/tarsier; the Hugging Face dataset the README names, ``omni
 typed as strings, revision 99da78d, as its card and file listing show) holds the videos and
 annotations in another layout, not read here (capeval has no copy to check it against). The repository
 file: 1,000 records, one JSON object a line, 200 per subtask (``dataset``): ``DREAM/movie_animation``,
-``DREAM/movie_live_action``, ``DREAM/vertical_video``, ``DREAM/videvo``, ``DREAM/youtube`` (the ``tarsier`` branch's first
-release names the third and fourth ``DREAM/shorts`` and ``DREAM/stock``; same texts and events).
+``DREAM/movie_live_action``, ``DREAM/vertical_video``, ``DREAM/videvo``, ``DREAM/youtube`` (the
+``tarsier`` branch's first release names the third and fourth ``DREAM/shorts`` and ``DREAM/stock``;
+same texts and events).
 Two layouts, both read here:
 
 - ``main``/``tarsier2`` (:data:`RELEASE`): ``messages`` (a user turn with the video and the
