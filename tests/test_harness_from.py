@@ -322,6 +322,9 @@ def test_bad_vlmevalkit_files_are_one_line(tmp_path: Path, capsys: pytest.Captur
     bad = tmp_path / "m.xlsx"
     bad.write_bytes(b"not a zip")
     assert "not an .xlsx file" in _fail(["-m", "bleu-4", "--from", "vlmevalkit", str(bad)], capsys)
+    assert "file not found" in _fail(["-m", "bleu-4", "--from", "vlmevalkit", str(tmp_path / "none.xlsx")], capsys)
+    assert "more than 1,024 (CAPEVAL_MAX_JSON_BYTES" in _fail(
+        ["-m", "bleu-4", "--max-json-bytes", "1024", "--from", "vlmevalkit", str(DATA / "Model_COCO_VAL.xlsx")], capsys)
     assert "ends in .xlsx, .tsv, .json" in _fail(["-m", "bleu-4", "--from", "vlmevalkit", str(tmp_path / "m.csv")],
                                                 capsys)
 

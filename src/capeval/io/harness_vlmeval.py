@@ -49,8 +49,13 @@ def _check_zip(path: Path) -> None:
 
     limit = max_json_bytes()
     try:
+        if path.stat().st_size > limit:  # its central directory alone would be read whole
+            raise InputError(f"{path}: {path.stat().st_size:,} bytes, more than {limit:,} (CAPEVAL_MAX_JSON_BYTES or "
+                             "--max-json-bytes raise the limit)")
         with zipfile.ZipFile(path) as z:
             total = sum(info.file_size for info in z.infolist())  # reads stop at these declared sizes
+    except FileNotFoundError:
+        raise InputError(f"file not found: {path}") from None
     except (zipfile.BadZipFile, OSError) as exc:
         raise InputError(f"{path}: not an .xlsx file ({exc})") from None
     if total > limit:
