@@ -261,3 +261,26 @@ def test_compare_page_has_each_items_differences(tmp_path, capsys):
         for k, m in enumerate(["cider-d", "bleu-4"]):
             a, z = mine[m].items[i], theirs[m].items[i]
             assert row[4][3 * k: 3 * k + 3] == [a, z, z - a]
+
+
+def test_explanation_pictures_of_an_explain_folder(tmp_path):
+    import io
+
+    from PIL import Image
+
+    from capeval.explorer.data import score_rows
+    from capeval.explorer.thumbs import explanations
+    from capeval.metrics.hice.explain import safe_name
+    from capeval.result import MetricResult, Signature
+
+    folder = tmp_path / "explain"
+    folder.mkdir()
+    Image.new("RGB", (1280, 960), (200, 30, 30)).save(folder / f"{safe_name('a/b')}.png")
+    for mode, check in (("embed", lambda u: Image.open(io.BytesIO(base64.b64decode(u.split(",", 1)[1])))),
+                        ("link", lambda u: Image.open(tmp_path / u))):
+        explained = explanations(mode, str(folder), ["a/b", "c"], str(tmp_path / "p.html"))
+        result = MetricResult("hice-s", 0.5, {"a/b": 0.25, "c": 0.75}, Signature.build("hice-s"))
+        rows = list(score_rows([("a/b", "x", ["y"]), ("c", "z", ["w"])], [result], None, explained))
+        assert rows[1][7] is None and rows[0][4] == [0.25]
+        assert check(rows[0][7]).size == (640, 480)
+    assert explanations("none", str(folder), ["a/b"], str(tmp_path / "p.html")) is None

@@ -76,18 +76,19 @@ def write_score_page(args: argparse.Namespace, report: Any) -> None:
     run's inputs, one item at a time); prints where it went on stderr."""
     from capeval.explorer.data import score_rows
     from capeval.explorer.page import write_page
-    from capeval.explorer.thumbs import make
+    from capeval.explorer.thumbs import explanations, make
 
     results = list(report.values())
     items, images = texts(args)
     ids = list(dict.fromkeys([i for r in results for i in (*r.items, *r.skipped)]))
     thumbs = make(getattr(args, "html_images", None), images, ids, args.html)
+    explained = explanations(getattr(args, "html_images", None), getattr(args, "explain", None), ids, args.html)
     source = args.candidates or ", ".join(args.items or ())
     notes = [f"{len(results)} metrics on the items of {source}."]
     meta = score_meta(results, thumbs is not None, notes)
     try:
         n = write_page(args.html, f"capeval score: {os.path.basename(str(source))}", meta,
-                       score_rows(items, results, thumbs))
+                       score_rows(items, results, thumbs, explained))
     except OSError as exc:
         raise InputError(f"cannot write {args.html}: {exc.strerror or exc}") from None
     failed = getattr(thumbs, "failed", {})

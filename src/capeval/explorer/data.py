@@ -135,13 +135,15 @@ def summary(results: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def score_rows(texts: Iterable[tuple[str, str, Sequence[str]]], results: Sequence[Any],
-               thumb: Any = None) -> Iterator[list[Any]]:
+               thumb: Any = None, explained: Any = None) -> Iterator[list[Any]]:
     """One row per item of ``texts`` (``(id, candidate, references)`` in order) with a score per
-    result (None where the item has none: skipped, an error item), its extras, marked words and
-    ``thumb(id)`` (a URL or None)."""
+    result (None where the item has none: skipped, an error item), its extras, marked words,
+    ``thumb(id)`` (a URL or None) and, when given, ``explained(id)`` (the URL of its explanation
+    picture, the row's eighth field)."""
     extras = extras_columns(results)
     for item, candidate, refs in texts:
         found, marks = item_extras(item, extras)
         scores = [number(r.items.get(item)) for r in results]
-        yield [item, [candidate], list(refs or ()), thumb(item) if thumb else None, scores, found,
+        row = [item, [candidate], list(refs or ()), thumb(item) if thumb else None, scores, found,
                [marks] if marks else None]
+        yield row + [explained(item)] if explained else row

@@ -1,6 +1,7 @@
 """Thumbnails for the explorer: each item's image shrunk with PIL, embedded in the page as a
 ``data:`` URL (``--html-images embed``) or written as a small JPEG into a folder beside the page
-and linked relatively (``link``: ``PAGE_files/<id>.jpg``; the page stays small)."""
+and linked relatively (``link``: ``PAGE_files/<id>.jpg``, explanation pictures in ``PAGE_files/explain/``; the page
+stays small)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,15 @@ QUALITY = 80
 MODES = ("embed", "link", "none")
 
 
-def _jpeg(source: Any, item: str) -> bytes:
-    """``source`` (a path, or a PIL image) as a JPEG of at most :data:`SIZE` pixels a side, decoded
+def _jpeg(source: Any, item: str, size: int = SIZE) -> bytes:
+    """``source`` (a path, or a PIL image) as a JPEG of at most ``size`` pixels a side, decoded
     under capeval's pixel limit (:func:`capeval.io.image_files.decode_image`)."""
     from PIL import Image
 
     from capeval.io.image_files import decode_image
 
     img = source.copy() if isinstance(source, Image.Image) else decode_image(source, item)
-    img.thumbnail((SIZE, SIZE))
+    img.thumbnail((size, size))
     if img.mode != "RGB":
         img = img.convert("RGB")
     out = io.BytesIO()
@@ -39,10 +40,10 @@ class Thumbnails:
     """``thumbs(item)``: the item's thumbnail URL, or None (no image, or one that cannot be
     decoded: counted in ``failed``, the page says so; the run's scores are not its business)."""
 
-    def __init__(self, mode: str, sources: Mapping[str, Any], page: str):
+    def __init__(self, mode: str, sources: Mapping[str, Any], page: str, size: int = SIZE, sub: str = ""):
         if mode not in MODES:
             raise ValueError(mode)
-        self.mode, self.sources = mode, sources
+        self.mode, self.sources, self.size, self.sub = mode, sources, size, sub  # sub: a folder of its own
         page_path = Path(page)
         self.folder = page_path.parent / f"{page_path.stem}_files"
         self.failed: dict[str, str] = {}
@@ -55,7 +56,7 @@ class Thumbnails:
         if self.mode == "none" or source is None or (isinstance(source, str) and "://" in source):
             return None
         try:
-            data = _jpeg(source, item)
+            data = _jpeg(source, item, self.size)
         except (InputError, OSError, ValueError) as exc:
             self.failed[item] = str(exc)
             return None
@@ -65,9 +66,9 @@ class Thumbnails:
         from capeval.paths import safe_file_stem
 
         name = safe_file_stem(item) + ".jpg"
-        atomic_write_bytes(self.folder / name, data)
+        atomic_write_bytes(self.folder / self.sub / name if self.sub else self.folder / name, data)
         self.written += 1
-        return quote(self.folder.name, safe="") + "/" + quote(name, safe="")
+        return "/".join(quote(part, safe="") for part in (self.folder.name, self.sub, name) if part)
 
 
 def sources_of(images: Any, ids: list[str]) -> dict[str, Any]:
@@ -88,3 +89,19 @@ def make(mode: str | None, images: Any, ids: list[str], page: str) -> Callable[[
     if mode == "none" or images is None:
         return None
     return Thumbnails(mode or "embed", sources_of(images, ids), page)
+
+
+#: longest side of an explanation picture on the page (HICE-S's regions must stay readable)
+EXPLAIN_SIZE = 640
+
+
+def explanations(mode: str | None, folder: str | None, ids: list[str], page: str) -> Callable[[str], str | None] | None:
+    """HICE-S's explanation pictures (``--explain DIR`` wrote ``DIR/<id>.png``, named by
+    :func:`capeval.metrics.hice.explain.safe_name`) for the items' records, shrunk to
+    :data:`EXPLAIN_SIZE` and embedded or linked as the thumbnails are (``none``: not shown)."""
+    if folder is None or mode == "none":
+        return None
+    from capeval.metrics.hice.explain import safe_name
+
+    found = {i: path for i in ids if (path := Path(folder) / f"{safe_name(i)}.png").is_file()}
+    return Thumbnails(mode or "embed", found, page, EXPLAIN_SIZE, "explain") if found else None

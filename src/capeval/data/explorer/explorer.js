@@ -231,6 +231,11 @@
       row[2].forEach(function (t) { ol.appendChild(el("li", null, t)); });
       d.appendChild(ol);
     }
+    var ex = safeThumb(row[7]);
+    if (ex) {
+      d.appendChild(el("div", "sys", "explanation (--explain)"));
+      var xi = el("img", "explain"); xi.alt = "explanation of item " + row[0]; xi.src = ex; d.appendChild(xi);
+    }
     var t = el("table", "sum"), tr = el("tr");
     tr.appendChild(el("th", null, "metric")); tr.appendChild(el("th", null, "score"));
     t.appendChild(tr);
