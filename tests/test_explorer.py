@@ -284,3 +284,28 @@ def test_explanation_pictures_of_an_explain_folder(tmp_path):
         assert rows[1][7] is None and rows[0][4] == [0.25]
         assert check(rows[0][7]).size == (640, 480)
     assert explanations("none", str(folder), ["a/b"], str(tmp_path / "p.html")) is None
+
+
+def test_report_of_a_hostile_saved_score_result(tmp_path, monkeypatch, capsys):
+    """A saved result may come from anyone: metric names, signatures (where options are written),
+    counters, ids and extras full of markup stay data on the page."""
+    monkeypatch.chdir(tmp_path)
+    ids = HOSTILE[:4]
+    Path("c.json").write_text(json.dumps({i: i + " caption" for i in ids}))
+    metric = HOSTILE[0]
+    saved = {"scores": {metric: 0.5}, "signatures": {metric: HOSTILE[3]},
+             "results": [{"metric": metric, "system": 0.5, "signature": "metric:x|opt:" + HOSTILE[1], "n": 4,
+                          "extras": {HOSTILE[2]: HOSTILE[3], "truncated_candidates": 2}}],
+             "inputs": {"candidates": {"path": "c.json"}}}
+    Path("out.json").write_text(json.dumps(saved))
+    Path("per.json").write_text(json.dumps({metric: {i: k / 4 for k, i in enumerate(ids)}}))
+    Path("ex.json").write_text(json.dumps({metric: {"hallucinated": {i: [[HOSTILE[0], "x"]] for i in ids}}}))
+    assert main(["report", "out.json", "--html", "p.html", "--per-item", "per.json", "--per-item-extras", "ex.json"]) == 0
+    meta, rows = check_page(Path("p.html").read_text(encoding="utf-8"))
+    assert meta["summary"][0]["signature"] == "metric:x|opt:" + HOSTILE[1]
+    assert meta["summary"][0]["counters"] == {HOSTILE[2]: HOSTILE[3], "truncated_candidates": 2}
+    assert [r[0] for r in rows] == ids and [r[4] for r in rows] == [[k / 4] for k in range(4)]
+    assert rows[0][5] == {f"{metric}.hallucinated": [[HOSTILE[0], "x"]]} and rows[0][6] == [[HOSTILE[0]]]
+    Path("per.json").write_text(json.dumps({metric: {ids[0]: "<b>"}}))
+    assert main(["report", "out.json", "--html", "p2.html", "--per-item", "per.json"]) == 2
+    assert "expected a number or null" in capsys.readouterr().err and not Path("p2.html").exists()
