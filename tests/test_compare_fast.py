@@ -423,3 +423,26 @@ def test_progress_lines_and_quiet(tmp_path):
     assert json.loads(quiet.stdout) == json.loads(loud.stdout)
     via_score = _cli(tmp_path, "score", "-c", "a.json", "--compare", "b.json", "-r", "r.json", "-m", "bleu-4", "-q")
     assert via_score.returncode == 0 and via_score.stderr == ""
+
+
+def test_blas_dot_equals_numpys_threaded_call():
+    """CIDEr-D's resample means: OpenBLAS splits a dot product of more than 10,000 elements over
+    its threads; the same parts on one BLAS thread, added in order, give numpy's call to the last
+    bit (a wrong split differs: one thread on the whole vector does), and are used where checked."""
+    from capeval.significance.blas_dot import THREADED_ABOVE, BlasDot, split_widths
+
+    assert split_widths(10, 4) == [3, 3, 2, 2] and split_widths(40_001, 2) == [20_001, 20_000]
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    rng = np.random.default_rng(7)
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        for n in (THREADED_ABOVE, THREADED_ABOVE + 1, 25_001, 40_460):
+            cs = rng.integers(0, 4, (6, n)).astype(np.float64)
+            ss = rng.random((6, n)) * rng.choice([1e-3, 1.0, 10.0], (6, n))
+            dot = BlasDot(n)
+            assert dot.rows(cs, ss) == [float(c @ s.copy()) for c, s in zip(cs, ss)]
+            if n > THREADED_ABOVE and dot._lib is not None:  # OpenBLAS: the emulation was checked and used
+                assert dot._checked == {2: True}
+        if dot._lib is not None:  # the split matters (one thread on the whole vectors differs): the check can fail
+            with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+                whole = [float(c @ s) for c, s in zip(cs, ss)]
+            assert whole != dot.rows(cs, ss)

@@ -49,6 +49,7 @@ from capeval.significance.cider_arrays import (
     _threads,
     _weights,
 )
+from capeval.significance.blas_dot import BlasDot
 from capeval.significance.cider_groups import (
     _Group,
     _groups,
@@ -87,6 +88,8 @@ class CiderResampling:
         self._systems: list[CiderStatistic] = []
         self._groups: list[_Group] | None = None
         self._done: tuple[Any, dict[int, np.ndarray]] = (None, {})
+        #: the resample means' dot products, as numpy's BLAS call gives them (see blas_dot)
+        self.dot = BlasDot(n_items)
 
     def same_references(self, chunks: list[CiderChunk]) -> bool:
         """Do ``chunks`` (another system's) hold the same reference n-grams per item?"""
@@ -157,8 +160,8 @@ class CiderResampling:
             done = self._all(counts, self._systems, lambda s, rows, scores: np.array(
                 # the mean over the drawn items as the rescoring did it: counts . scores / N, the
                 # same dot product (BLAS's, on a fresh array; its last bits depend on BLAS's
-                # threads, as before)
-                [float(c @ s_.copy()) / s.n for c, s_ in zip(rows, scores)]))
+                # threads, as before), computed part by part as BLAS's threads would (blas_dot)
+                [d / s.n for d in self.dot.rows(rows, scores)]))
             self._done = (counts, done)
         return done[id(stat)]
 

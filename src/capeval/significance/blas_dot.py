@@ -1,0 +1,113 @@
+"""The mean of a resample as the former implementation computed it, without waking BLAS's threads.
+
+CIDEr-D's score on a resample is ``float(counts @ scores) / N``: numpy's dot product, which is
+BLAS's ``ddot``. Its last bits depend on how BLAS splits it: OpenBLAS (numpy's wheels) gives
+vectors longer than :data:`THREADED_ABOVE` to its threads in equal parts (each thread its part's
+dot product; ``kernel/x86_64/ddot.c``, ``driver/others/blas_l1_thread.c``: part widths
+``ceil(left / threads left)``) and adds the parts' results in order, from 0.0. So the former
+implementation's means (and ours) are those of the machine's BLAS thread count, and for each
+resample of a large set that call woke every BLAS thread: microseconds on a quiet machine, up to
+tens of milliseconds per call on a busy one (spinning threads: seconds of CPU per thousand
+resamples).
+
+:class:`BlasDot` gives the same doubles without the threads: the same parts, each part's dot
+product by BLAS on one thread (the same kernel on the same memory), added in the same order.
+It is used only where that has been checked on this machine, in this process: OpenBLAS found
+by ``threadpoolctl`` (installed with scikit-learn; without it the plain call is made), and for
+each length and thread count, :data:`CHECKS` random vectors whose emulated and real dot products
+are equal to the last bit (a wrong split differs in the last bits on random data); otherwise,
+or for vectors up to :data:`THREADED_ABOVE` long (one thread anyway), the plain call. While the
+means of a block are computed, BLAS runs on one thread in this process (restored after).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+#: OpenBLAS's ddot runs on one thread up to this many elements (kernel/x86_64/ddot.c: ``n <= 10000``)
+THREADED_ABOVE = 10000
+#: random vector pairs on which the emulation must equal the real call before it is used
+CHECKS = 16
+
+
+def split_widths(n: int, threads: int) -> list[int]:
+    """OpenBLAS's parts of a level-1 call of length ``n`` over ``threads`` threads, in order:
+    each ``ceil(left / threads left)`` (``blas_level1_thread_with_return_value``)."""
+    widths = []
+    left = n
+    for k in range(threads):
+        if left <= 0:
+            break
+        width = -(-left // (threads - k))
+        left -= width
+        widths.append(width + min(0, left))
+    return widths
+
+
+def _openblas() -> Any:
+    """The threadpoolctl controller of numpy's BLAS when it is OpenBLAS alone, else None."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    try:
+        libs = ThreadpoolController().select(user_api="blas").lib_controllers
+    except Exception:  # noqa: BLE001 - an unusual install: the plain call
+        return None
+    if len(libs) != 1 or libs[0].internal_api != "openblas":
+        return None
+    return libs[0]
+
+
+class BlasDot:
+    """``float(c @ s)`` for pairs of float64 vectors of length ``n``, to the last bit of numpy's
+    call with the BLAS threads of the moment (see the module docs)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self._lib = _openblas() if n > THREADED_ABOVE else None
+        self._checked: dict[int, bool] = {}  # BLAS threads -> whether the emulation was equal
+
+    def _emulated(self, c: np.ndarray, s: np.ndarray, widths: list[int]) -> float:
+        dot = 0.0
+        a = 0
+        for w in widths:
+            dot = dot + float(c[a:a + w] @ s[a:a + w])
+            a += w
+        return dot
+
+    def _check(self, threads: int) -> bool:
+        """Whether the emulation equals the real threaded call on :data:`CHECKS` random pairs."""
+        rng = np.random.default_rng(threads)
+        widths = split_widths(self.n, threads)
+        pairs = [(rng.integers(0, 4, self.n).astype(np.float64),
+                  rng.random(self.n) * rng.choice([1e-3, 1.0, 10.0], self.n)) for _ in range(CHECKS)]
+        real = [float(c @ s) for c, s in pairs]
+        lib = self._lib
+        lib.set_num_threads(1)
+        try:
+            emulated = [self._emulated(c, s, widths) for c, s in pairs]
+        finally:
+            lib.set_num_threads(threads)
+        return real == emulated
+
+    def rows(self, cs: np.ndarray, ss: np.ndarray) -> list[float]:
+        """``float(c @ s)`` for each pair of rows of ``cs`` and ``ss`` (each ``s`` on a fresh copy,
+        as the former implementation's call)."""
+        lib = self._lib
+        threads = lib.get_num_threads() if lib is not None else 1
+        if lib is None or threads <= 1:
+            return [float(c @ s.copy()) for c, s in zip(cs, ss)]
+        ok = self._checked.get(threads)
+        if ok is None:
+            ok = self._checked[threads] = self._check(threads)
+        if not ok:
+            return [float(c @ s.copy()) for c, s in zip(cs, ss)]
+        widths = split_widths(self.n, threads)
+        lib.set_num_threads(1)
+        try:
+            return [self._emulated(c, s.copy(), widths) for c, s in zip(cs, ss)]
+        finally:
+            lib.set_num_threads(threads)
