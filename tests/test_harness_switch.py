@@ -206,7 +206,7 @@ def test_lmms_eval_coco_cap_aggregation_under_the_switch(tmp_path: Path) -> None
 
 @pytest.mark.slow
 def test_lmms_eval_coco_cap_aggregation_with_java_and_with_the_switch(tmp_path: Path) -> None:
-    """The same file run twice: with pycocoevalcap and Java (14 tokenizer and 49 METEOR JVM starts), then
+    """The same file run twice: with pycocoevalcap and Java (14 tokenizer and 7 METEOR JVM starts), then
     under the switch with a failing java: the seven numbers equal."""
     require_java()
     _need_hook()

@@ -31,7 +31,7 @@ class Meteor:
         require("pycocoevalcap", extra="meteor", purpose="METEOR 1.5 resources (no Java is run)")
         from capeval.metrics.meteor import Meteor15
 
-        if enabled():  # under the switch: one engine and lock per process (lmms-eval makes 49 Meteor())
+        if enabled():  # under the switch: one engine and lock per process (lmms-eval: a Meteor() per call)
             self._meteor, self.lock = shared("meteor", lambda: (Meteor15(), threading.Lock()))
         else:
             self._meteor = Meteor15()
