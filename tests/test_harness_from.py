@@ -207,8 +207,8 @@ def test_bad_lmms_eval_files_are_one_line(tmp_path: Path, capsys: pytest.Capture
     assert "name the harness's file after it" in err
     err = _fail(["-m", "bleu-4", str(path)], capsys)
     assert "a file is scored with --from HARNESS" in err
-    err = _fail(["-m", "bleu-4", "--from", "lmms-eval", str(path), "--html", str(tmp_path / "p.html")], capsys)
-    assert "--html is not available with --from yet" in err
+    err = _fail(["-m", "bleu-4", "--from", "lmms-eval", str(path), "--html", str(path)], capsys)
+    assert "--html " in err and "is the --from file" in err
     err = _fail(["-m", "bleu-4", "--from", "lmms-eval", str(path), "-o", str(path)], capsys)
     assert "is the --from file" in err
 
@@ -221,6 +221,7 @@ def test_reference_free_tasks_refuse_reference_metrics(lmms_samples: dict[str, P
 
 def test_long_line_is_refused_unread(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPEVAL_MAX_LINE_BYTES", "1024")  # --max-line-bytes sets it; restored (unset) after the test
     path = tmp_path / "a_samples_nocaps_val.jsonl"
     path.write_text('{"x": "' + "y" * 5000 + '"}\n')
     err = _fail(["-m", "bleu-4", "--max-line-bytes", "1024", "--from", "lmms-eval", str(path)], capsys)
@@ -346,3 +347,21 @@ def test_read_harness_names_what_it_read() -> None:
         read_harness("opencompass", DATA / "Model_COCO_VAL.tsv")
     assert {"coco2017_cap_val", "nocaps_val", "flickr30k_test", "textcaps_val", "vatex_test", "youcook2_val",
             "detailcaps", "coco_cap_chair", "amber_g"} <= set(TASKS)
+
+
+def test_from_with_html_shows_the_harness_items(lmms_samples: dict[str, Path], tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """``--from`` with ``--html``: the explorer page lists the harness file's items, candidates and
+    references as read from it, with the per-item scores of the same run."""
+    from test_explorer import check_page
+
+    candidates, references = expected("coco2017_cap_val")
+    page, per = tmp_path / "page.html", tmp_path / "per.json"
+    _score(["-m", "bleu-4,cider-d", "--from", "lmms-eval", str(lmms_samples["coco2017_cap_val"]),
+            "--per-item", str(per), "--html", str(page)], capsys)
+    meta, rows = check_page(page.read_text(encoding="utf-8"))
+    scores = json.loads(per.read_text())
+    assert [row[0] for row in rows] == list(candidates)
+    for row in rows:
+        assert row[1] == [candidates[row[0]]] and row[2] == references[row[0]]
+        assert row[4] == [scores["bleu-4"][row[0]], scores["cider-d"][row[0]]]

@@ -52,6 +52,13 @@ def texts(args: argparse.Namespace) -> tuple[Iterator[tuple[str, str, Sequence[s
     from capeval.io.captions import read_caption_file
     from capeval.io.text_stream import stream_caption_files
 
+    if getattr(args, "from_harness", None):  # --from HARNESS FILE: its file read again, as score read it
+        from capeval.io.harness import harness_files
+
+        files = harness_files(args)
+        cands = normalize_candidates(files[0].data)
+        refs = normalize_references(files[1].data) if len(files) > 1 else {}
+        return ((i, c, refs.get(i, ())) for i, c in cands.items()), args.images
     if args.references:
         stream = stream_caption_files(args.candidates, args.references)
         if stream is not None:
@@ -83,7 +90,7 @@ def write_score_page(args: argparse.Namespace, report: Any) -> None:
     ids = list(dict.fromkeys([i for r in results for i in (*r.items, *r.skipped)]))
     thumbs = make(getattr(args, "html_images", None), images, ids, args.html)
     explained = explanations(getattr(args, "html_images", None), getattr(args, "explain", None), ids, args.html)
-    source = args.candidates or ", ".join(args.items or ())
+    source = args.candidates or getattr(args, "harness_file", None) or ", ".join(args.items or ())
     notes = [f"{len(results)} metrics on the items of {source}."]
     meta = score_meta(results, thumbs is not None, notes)
     try:

@@ -49,11 +49,8 @@ def check_from(args: Any) -> None:
         if value:
             raise InputError(f"--from reads the candidates and references from {args.harness_file}; {flag} cannot "
                              "be given with it")
-    if getattr(args, "html", None):  # the explorer re-reads -c/-r/--items; it does not read a harness's file yet
-        raise InputError("--html is not available with --from yet: score with --per-item, or give the items as "
-                         "-c/-r files")
     resolved = Path(args.harness_file).resolve()
-    for flag in ("out", "per_item", "per_item_extras"):
+    for flag in ("out", "per_item", "per_item_extras", "html"):
         value = getattr(args, flag, None)
         if value and Path(value).resolve() == resolved:
             raise InputError(f"--{flag.replace('_', '-')} {value} is the --from file; it would be overwritten")
