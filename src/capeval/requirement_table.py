@@ -181,6 +181,19 @@ def _judge(label: str, default_backend: str, text_only: bool = False, default_mo
     return find
 
 
+def _vdcscore(names: list[str], opts: dict[str, Any]) -> list[Requirement]:
+    """VDC's question file (``capeval download vdc`` or ``-O vdcscore.qa=FILE``) and the judge's server."""
+    from capeval.metrics.vdcscore.qa import DIMENSIONS, downloaded
+
+    qa, dimension = opts.get("qa"), opts.get("dimension")
+    if not qa and dimension not in DIMENSIONS:
+        return [option("vdcscore", "dimension", "|".join(DIMENSIONS) + " (after capeval download vdc)"),
+                server("vdcscore", opts)]
+    path = Path(qa).expanduser() if qa else downloaded(dimension)
+    fix = "give -O vdcscore.qa=FILE.jsonl (a released question file)" if qa else "capeval download vdc"
+    return [Requirement("file", f"VDC questions ({path.name})", path.is_file(), fix, str(path)), server("vdcscore", opts)]
+
+
 def _llava_default() -> str:
     from capeval.judges.transformers_llava import DEFAULT_MODEL
 
@@ -387,6 +400,7 @@ _BY_FACTORY: dict[str, Finder] = {
     "capeval.metrics.clair:CLAIR": _clair,
     "capeval.metrics.autodq.scorer:AutoDQ": _judge("autodq", "openai", text_only=True),
     "capeval.metrics.capability.scorer:CAPability": _judge("capability", "openai", text_only=True),
+    "capeval.metrics.vdcscore.scorer:VDCscore": _vdcscore,
     "capeval.metrics.fleur:FLEUR": _fleur,
     "capeval.metrics.fleur:EXPERT": _fleur,
     "capeval.metrics.mid:Mid": _mid,

@@ -71,6 +71,7 @@ _OTHER_WEIGHTS = {
     "expert": "EXPERT's LLaVA LoRA, converted (docs/judges.md)",
     **{f"autodq-{m}": "an LLM server (autodq)" for m in ("f1", "recall", "precision")},
     **{f"capability-{m}": "an LLM server (capability)" for m in ("precision", "recall", "f1", "hit")},
+    "vdcscore": "an LLM server and VDC's questions (vdcscore)", "vdcscore-acc": "an LLM server and VDC's questions (vdcscore)",
     "capture": "the FACTUAL parser and Sentence-BERT all-mpnet-base-v2 (capture)",
     **{f"amber-{m}": "NLTK's averaged perceptron tagger and spaCy's en_core_web_lg (amber)"
        for m in ("chair", "cover", "hal", "cog")},
