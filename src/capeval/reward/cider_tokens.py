@@ -148,10 +148,9 @@ class CiderDTokens(TokenReward):
             else:
                 sq = vh * vh
             norms.append(_sqrt(sq.cumsum(dim=1)[:, -1]))  # sequential over positions on the CPU
-            rtf, hit = self.item_tf(items, k + 1, gid, first, tabs)
-            vr = rtf.to(dt) * w[..., None]
-            term = torch.where(hit[..., None], torch.minimum(vh[..., None], vr) * vr, 0)
-            vals.append(term.transpose(1, 2).cumsum(dim=2)[..., -1])  # [B, R]
+            rtf, _ = self.item_tf(items, k + 1, gid, first, tabs)
+            vr = rtf.to(dt) * w[..., None]  # 0 off the hits, so their terms are +0.0 (vh >= 0)
+            vals.append((torch.minimum(vh[..., None], vr) * vr).cumsum(dim=1)[:, -1])  # [B, R]
         val = torch.stack(vals, dim=2)  # [B, R, n]
         nh = torch.stack(norms, dim=1)[:, None, :]
         nr = tabs["ref_norms"][items]

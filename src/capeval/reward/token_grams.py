@@ -201,4 +201,4 @@ class TokenReward:
         key = (items[:, None] * self.n + (k - 1)) * self.index.stride + gid.clamp(min=0)
         j = torch.searchsorted(ekeys, key).clamp(max=ekeys.shape[0] - 1)
         hit = first & (gid >= 0) & (ekeys[j] == key)
-        return tabs["entry_tf"][j].long() * hit[..., None], hit
+        return torch.where(hit[..., None], tabs["entry_tf"][j], 0), hit

@@ -62,50 +62,69 @@ class TokenIndex:
         return int(self.entry_tf.shape[1]) if self.entry_tf.ndim == 2 else 0
 
 
-def _as_ids(ref: Any, where: str) -> np.ndarray:
+def _as_list(ref: Any, where: str) -> list:
     if hasattr(ref, "detach"):  # a torch tensor
         ref = ref.detach().cpu().tolist()
-    if isinstance(ref, (str, bytes)) or not isinstance(ref, (Sequence, np.ndarray)):
+    elif isinstance(ref, np.ndarray):
+        ref = ref.tolist()
+    if isinstance(ref, (str, bytes)) or not isinstance(ref, Sequence):
         raise InputError(f"{where} must be a list of token ids, got {type(ref).__name__}")
-    arr = np.asarray(ref)
-    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-        raise InputError(f"{where} must be a flat list of integer token ids")
-    return arr.astype(np.int64, copy=False)
+    return ref if isinstance(ref, list) else list(ref)
 
 
-def read_references(references: Any, pad_id: int, eos_id: int | None) -> tuple[list[np.ndarray], np.ndarray]:
-    """(every reference as an int64 array, item of each reference); one line naming a bad one."""
+def read_references(references: Any, pad_id: int, eos_id: int | None) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """(all reference tokens as one int64 array, length of each reference, item of each reference).
+
+    One :class:`InputError` line naming the first bad reference (``references[i][r]``).
+    """
     if isinstance(references, (str, bytes)) or not isinstance(references, Sequence) or hasattr(references, "keys"):
         raise InputError("references must be a list (one entry per item) of lists of token-id lists")
     if len(references) == 0:
         raise InputError("references: no items")
-    refs: list[np.ndarray] = []
+    flat: list = []
+    lengths: list[int] = []
     item_of: list[int] = []
     for i, item in enumerate(references):
         if isinstance(item, (str, bytes)) or not isinstance(item, Sequence) or len(item) == 0:
             raise InputError(f"references[{i}] must be a non-empty list of token-id lists")
         for r, ref in enumerate(item):
-            arr = _as_ids(ref, f"references[{i}][{r}]")
-            if arr.size == 0:
+            ids = _as_list(ref, f"references[{i}][{r}]")
+            if not ids:
                 raise InputError(f"references[{i}][{r}] is empty")
-            if (arr < 0).any():
-                raise InputError(f"references[{i}][{r}] holds a negative token id")
-            for name, tid in (("pad_id", pad_id), ("eos_id", eos_id)):
-                if tid is not None and (arr == tid).any():
-                    raise InputError(f"references[{i}][{r}] holds {name} {tid} (give references without "
-                                     "padding or special tokens)")
-            refs.append(arr)
+            flat.extend(ids)
+            lengths.append(len(ids))
             item_of.append(i)
-    return refs, np.asarray(item_of, dtype=np.int64)
+    lens = np.asarray(lengths, dtype=np.int64)
+    items = np.asarray(item_of, dtype=np.int64)
+    slot = np.concatenate([[0], np.cumsum([len(item) for item in references])[:-1]])
+
+    def where(token: int) -> str:  # the reference holding flat position `token`
+        ref = int(np.searchsorted(np.cumsum(lens), token, side="right"))
+        return f"references[{items[ref]}][{ref - slot[items[ref]]}]"
+
+    if {type(x) for x in flat} - {int}:  # numpy integers are fine; bools, floats, lists are not
+        bad = [k for k, x in enumerate(flat) if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer))]
+        if bad:
+            raise InputError(f"{where(bad[0])} must be a flat list of integer token ids")
+    if max(flat) > np.iinfo(np.int64).max or min(flat) < 0:
+        bad = next(k for k, x in enumerate(flat) if x < 0 or x > np.iinfo(np.int64).max)
+        raise InputError(f"{where(bad)} holds a negative or too large token id")
+    tok = np.asarray(flat, dtype=np.int64)
+    for name, tid in (("pad_id", pad_id), ("eos_id", eos_id)):
+        if tid is not None:
+            hits = np.flatnonzero(tok == tid)
+            if len(hits):
+                raise InputError(f"{where(int(hits[0]))} holds {name} {tid} (give references without padding "
+                                 "or special tokens)")
+    return tok, lens, items
 
 
 def build(references: Any, n: int, pad_id: int, eos_id: int | None) -> TokenIndex:
     """Count the references (see the module docstring); bad input is one :class:`InputError` line."""
-    refs, item_of = read_references(references, pad_id, eos_id)
+    tok, lengths, item_of = read_references(references, pad_id, eos_id)
     n_items = int(item_of[-1]) + 1
-    lengths = np.array([len(r) for r in refs], dtype=np.int64)
-    tok = np.concatenate(refs)
-    ref_of = np.repeat(np.arange(len(refs), dtype=np.int64), lengths)
+    n_refs = len(lengths)
+    ref_of = np.repeat(np.arange(n_refs, dtype=np.int64), lengths)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     pos = np.arange(len(tok), dtype=np.int64) - np.repeat(starts, lengths)
     vocab = np.unique(tok)
@@ -113,7 +132,7 @@ def build(references: Any, n: int, pad_id: int, eos_id: int | None) -> TokenInde
     code = np.searchsorted(vocab, tok) + 1
     ref_counts = np.bincount(item_of, minlength=n_items)
     r_max = int(ref_counts.max())
-    slot = np.arange(len(refs)) - np.concatenate([[0], np.cumsum(ref_counts)[:-1]])[item_of]
+    slot = np.arange(n_refs) - np.concatenate([[0], np.cumsum(ref_counts)[:-1]])[item_of]
 
     keys: list[np.ndarray] = []
     df: list[np.ndarray] = []
