@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from capeval.reward.token_grams import TokenReward, check_range
+from capeval.reward.token_grams import TokenReward, check_range, take
 
 
 class CiderDTokens(TokenReward):
@@ -112,7 +112,7 @@ class CiderDTokens(TokenReward):
 
     def _device_tables(self, device: torch.device) -> dict[str, Any]:
         out = super()._device_tables(device)
-        out["weights"] = [torch.as_tensor(w, dtype=self.dtype, device=device) for w in self._weights]
+        out["class_weights"] = torch.as_tensor(self._classes, dtype=self.dtype, device=device)
         out["classes"] = [torch.as_tensor(c, device=device) for c in self._class_of]
         out["ref_norms"] = torch.as_tensor(self._ref_norms, dtype=self.dtype, device=device)
         out["ref_bigrams"] = torch.as_tensor(self._ref_bigrams, device=device)
@@ -132,19 +132,16 @@ class CiderDTokens(TokenReward):
         dt, n = self.dtype, self.n
         g = self.grams(cand, tabs)
         width = self._span + 1
-        unseen_w = float(self._classes[self._unseen_class])
         vals, norms = [], []
         for k in range(n):
             gid, first, tf = g["gid"][k], g["first"][k], g["tf"][k]
-            known = gid >= 0
-            safe = gid.clamp(min=0)
-            w = torch.where(known, tabs["weights"][k][safe], torch.tensor(unseen_w, dtype=dt, device=cand.device)) \
-                if tabs["weights"][k].shape[0] else torch.full_like(gid, unseen_w, dtype=dt)
+            # the n-gram's weight class (its distinct value of log N - log max(1, df)); unseen: df 0
+            cls = torch.where(gid >= 0, take(tabs["classes"][k], gid.clamp(min=0)), self._unseen_class) \
+                if tabs["classes"][k].shape[0] else torch.full_like(gid, self._unseen_class)
+            w = take(tabs["class_weights"], cls)
             vh = torch.where(first, tf.to(dt) * w, 0)
             if dt == torch.float64:
-                cls = torch.where(known, tabs["classes"][k][safe], self._unseen_class) \
-                    if tabs["classes"][k].shape[0] else torch.full_like(gid, self._unseen_class)
-                sq = torch.where(first, tabs["squares"][cls * width + tf], 0)
+                sq = torch.where(first, take(tabs["squares"], cls * width + tf), 0)
             else:
                 sq = vh * vh
             norms.append(_sqrt(sq.cumsum(dim=1)[:, -1]))  # sequential over positions on the CPU
@@ -153,12 +150,12 @@ class CiderDTokens(TokenReward):
             vals.append((torch.minimum(vh[..., None], vr) * vr).cumsum(dim=1)[:, -1])  # [B, R]
         val = torch.stack(vals, dim=2)  # [B, R, n]
         nh = torch.stack(norms, dim=1)[:, None, :]
-        nr = tabs["ref_norms"][items]
+        nr = take(tabs["ref_norms"], items)
         ok = (nh != 0) & (nr != 0)
         val = torch.where(ok, val / torch.where(ok, nh * nr, 1), val)
         lc = (g["length"] - 1).clamp(min=0) if n >= 2 else torch.zeros_like(g["length"])
         delta = (lc[:, None] - tabs["ref_bigrams"][items]).abs()
-        val = val * tabs["penalty"][delta][..., None]
+        val = val * take(tabs["penalty"], delta)[..., None]
         total = val[:, 0]
         for r in range(1, val.shape[1]):  # references in order (empty slots add +0.0)
             total = total + val[:, r]

@@ -46,6 +46,11 @@ def parse_dtype(dtype: Any) -> torch.dtype:
     return named[dtype]
 
 
+def take(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``table[idx]`` through ``index_select`` (a few times faster than advanced indexing on the CPU)."""
+    return torch.index_select(table, 0, idx.reshape(-1)).view(*idx.shape, *table.shape[1:])
+
+
 def _shift(x: torch.Tensor, s: int) -> torch.Tensor:
     """``x[:, s:]`` padded with zeros on the right back to ``x``'s width."""
     return torch.zeros_like(x) if s >= x.shape[1] else F.pad(x[:, s:], (0, s))
@@ -166,10 +171,10 @@ class TokenReward:
         if "code_table" in tabs:
             table = tabs["code_table"]
             inside = (cand >= 0) & (cand < table.shape[0])
-            code = torch.where(inside, table[cand.clamp(0, table.shape[0] - 1)], 0)
+            code = torch.where(inside, take(table, cand.clamp(0, table.shape[0] - 1)), 0)
         else:
             j = torch.searchsorted(vocab, cand).clamp(max=vocab.shape[0] - 1)
-            code = torch.where(vocab[j] == cand, j + 1, 0)
+            code = torch.where(take(vocab, j) == cand, j + 1, 0)
         v1 = vocab.shape[0] + 1
         out: dict[str, Any] = {"length": length, "valid": [], "first": [], "tf": [], "gid": []}
         gid = code - 1
@@ -184,7 +189,7 @@ class TokenReward:
                 else:
                     key = (gid + 1) * v1 + nxt
                     j = torch.searchsorted(keys, key).clamp(max=keys.shape[0] - 1)
-                    gid = torch.where(valid & (gid >= 0) & (nxt > 0) & (keys[j] == key), j, -1)
+                    gid = torch.where(valid & (gid >= 0) & (nxt > 0) & (take(keys, j) == key), j, -1)
                 loc = first_positions(loc * t + _shift(loc1, k - 1), valid)
             tf = torch.zeros(b, t + 1, dtype=torch.int64, device=dev)
             tf = tf.scatter_add_(1, torch.where(valid, loc, t), torch.ones_like(loc))[:, :t]
@@ -200,5 +205,5 @@ class TokenReward:
         ekeys = tabs["entry_keys"]
         key = (items[:, None] * self.n + (k - 1)) * self.index.stride + gid.clamp(min=0)
         j = torch.searchsorted(ekeys, key).clamp(max=ekeys.shape[0] - 1)
-        hit = first & (gid >= 0) & (ekeys[j] == key)
-        return torch.where(hit[..., None], tabs["entry_tf"][j], 0), hit
+        hit = first & (gid >= 0) & (take(ekeys, j) == key)
+        return torch.where(hit[..., None], take(tabs["entry_tf"], j), 0), hit
