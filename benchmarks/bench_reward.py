@@ -10,6 +10,17 @@ each batch. Captions are synthetic; each beam's 5 captions share the image's 5 r
 
     python benchmarks/bench_reward.py                      # 5 timed batches after 1 warm-up
     python benchmarks/bench_reward.py --batches 10 --threads 2 --json out.json
+
+``--tokens`` runs the token-id rows instead (issue 49): CIDEr-D of batch 1,024 and 4,096 captions
+padded to T = 32 and 128 tokens, 5 references per item, GRPO groups of 8 samples per item, document
+frequencies fitted once on 5,000 training items (Zipf-distributed ids of a 10,000-id vocabulary;
+captions are a reference of their item with a third of the tokens replaced, lengths T/2..T).
+``capeval.Reward({"cider-d": 1}, fit=...)`` on the same ids written as words (strings already
+decoded; decoding is not timed) vs ``CiderDTokens.table`` on the CPU, and on CUDA when a GPU is
+there (else one line "GPU: skipped (no CUDA)"). Both give the same numbers (float64); the script
+checks that before timing.
+
+    python benchmarks/bench_reward.py --tokens --threads 2
 """
 
 from __future__ import annotations
@@ -56,6 +67,89 @@ def timed(fn, data: list[dict]) -> float:
     return sum(len(d["captions"]) for d in data[1:]) / (time.perf_counter() - start)
 
 
+def token_data(batch: int, t: int, seed: int = 0, items: int = 5000, group: int = 8):
+    """(training references as id lists, candidates [batch, t] LongTensor, items [batch] LongTensor)."""
+    import torch
+
+    rng = np.random.default_rng(seed)
+    vocab = 10_000
+    cdf = np.cumsum(1.0 / np.arange(1, vocab + 1))
+    cdf /= cdf[-1]
+
+    def zipf(size: int) -> np.ndarray:  # ids 1..vocab, Zipf-distributed
+        return np.minimum(np.searchsorted(cdf, rng.random(size)), vocab - 1) + 1
+
+    refs = [[zipf(int(rng.integers(8, 21))).tolist() for _ in range(5)] for _ in range(items)]
+    item = np.repeat(rng.choice(items, size=batch // group, replace=False), group)
+    cand = np.zeros((batch, t), dtype=np.int64)
+    for b, i in enumerate(item):
+        length = int(rng.integers(t // 2, t + 1))
+        base = np.resize(np.asarray(refs[i][rng.integers(5)]), length)
+        swap = rng.random(length) < 1 / 3
+        base[swap] = zipf(int(swap.sum()))
+        cand[b, :length] = base
+    return refs, torch.from_numpy(cand), torch.from_numpy(item)
+
+
+def best_of(fn, repeats: int) -> float:
+    fn()  # warm-up (device tables, first-call allocations)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def tokens_main(args: argparse.Namespace) -> int:
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from capeval.reward import CiderDTokens, Reward
+
+    rows = []
+    gpu = torch.cuda.is_available()
+    for batch in (1024, 4096):
+        for t in (32, 128):
+            refs, cand, items = token_data(batch, t)
+            words = [" ".join(f"w{x}" for x in row if x) for row in cand.tolist()]
+            wrefs = [[" ".join(f"w{x}" for x in r) for r in item] for item in refs]
+            reward = Reward({"cider-d": 1.0}, fit=wrefs)
+            scorer = CiderDTokens(refs, pad_id=0)
+            batch_refs = [wrefs[i] for i in items.tolist()]
+            want = reward.scores(words, batch_refs)["cider-d"]
+            got = scorer.table(cand, items)
+            diff = float(np.abs(got.numpy() - want).max())
+            strings = best_of(lambda: reward(words, batch_refs), args.repeats_strings)
+            cpu = best_of(lambda: scorer.table(cand, items), args.repeats)
+            row = {"batch": batch, "T": t, "reward_strings_s": strings, "tokens_cpu_s": cpu,
+                   "speedup_cpu": strings / cpu, "max_abs_diff": diff}
+            line = (f"batch {batch:5d} T {t:4d}: Reward on strings {strings * 1e3:9.1f} ms | CiderDTokens CPU "
+                    f"{cpu * 1e3:8.1f} ms ({strings / cpu:6.1f}x)")
+            if gpu:
+                c, i = cand.cuda(), items.cuda()
+
+                def on_gpu():
+                    scorer.table(c, i)
+                    torch.cuda.synchronize()
+
+                g = best_of(on_gpu, args.repeats)
+                gdiff = float((scorer.table(c, i).cpu() - got).abs().max())
+                row.update(tokens_cuda_s=g, speedup_cuda=strings / g, cuda_vs_cpu_max_abs_diff=gdiff)
+                line += f" | CUDA {g * 1e3:7.2f} ms ({strings / g:7.1f}x, |CUDA-CPU| {gdiff:.2g})"
+            line += f" | max |diff| vs Reward {diff:.2g}"
+            print(line, flush=True)
+            rows.append(row)
+    if not gpu:
+        print("GPU: skipped (no CUDA)")
+    info = {"threads": torch.get_num_threads(), "torch": torch.__version__,
+            "cuda": torch.cuda.get_device_name(0) if gpu else None, "rows": rows}
+    if args.json:
+        Path(args.json).write_text(json.dumps(info, indent=2))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, default=5, help="timed batches (after one warm-up batch)")
@@ -63,7 +157,12 @@ def main() -> int:
     ap.add_argument("--beam", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--tokens", action="store_true", help="the token-id rows (CiderDTokens vs Reward on strings)")
+    ap.add_argument("--repeats", type=int, default=5, help="--tokens: timed CiderDTokens calls (best kept)")
+    ap.add_argument("--repeats-strings", type=int, default=2, help="--tokens: timed Reward calls (best kept)")
     args = ap.parse_args()
+    if args.tokens:
+        return tokens_main(args)
 
     import torch
 

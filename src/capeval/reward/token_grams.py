@@ -109,6 +109,8 @@ class TokenReward:
     def tables(self, device: Any) -> dict[str, Any]:
         """This reward's tensors on ``device`` (moved there once, then kept)."""
         device = torch.device(device)
+        if device.type == "cuda" and device.index is None:  # "cuda" and "cuda:0" share one copy
+            device = torch.device("cuda", torch.cuda.current_device())
         key = str(device)
         if key not in self._tables:
             self._tables[key] = self._device_tables(device)
