@@ -110,7 +110,9 @@ def test_cider_tokens_equal_reward_on_words_and_pycocoevalcap(case):
     assert got.dtype == torch.float64 and got.shape == (len(items),)
     diff = np.abs(got.numpy() - reward)
     print(f"CiderDTokens float64 vs Reward on words: max |diff| = {diff.max():.3g} over {len(diff)} captions")
-    assert diff.max() == 0.0
+    peer = np.abs(got.numpy() - oracle).max()
+    print(f"CiderDTokens float64 vs pycocoevalcap CiderScorer (training df): max |diff| = {peer:.3g}")
+    assert diff.max() == 0.0 and peer == 0.0
     assert got[0] == 0 and got[2] == 0 and got[6] == 0 and got[4] > 1  # empty, unseen, eos-first; a reference copy
     got32 = CiderDTokens(refs, pad_id=PAD, eos_id=EOS, dtype="float32").table(cand, items)
     diff32 = np.abs(got32.double().numpy() - reward)
