@@ -119,3 +119,20 @@ def bb():
     """A tiny randomly initialised CLIP backbone."""
     backbone = require_module("capeval.models.clip.backbone", "the CLIP backbone needs torch (clip extra)")
     return backbone.random_backbone("tiny", seed=0)
+
+
+@pytest.fixture(autouse=True)
+def _read_limits_as_found() -> Any:
+    # ``capeval score --max-json-bytes/--max-line-bytes/...`` set the environment variables every
+    # reader of the job sees (cli/score.py); a test calling ``main`` in-process would leave them for
+    # the tests after it (with pytest-xdist, for whichever tests share its worker)
+    from capeval.io.reading import LIMITS
+
+    names = [variable for variable, *_ in LIMITS.values()]
+    saved = {name: os.environ.get(name) for name in names}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

@@ -43,7 +43,8 @@ def test_pip_check_complains_only_of_the_no_deps_packages():
     for line in out.splitlines():
         if line.startswith("No broken requirements"):
             continue
-        match = re.match(r"(\S+) \S+ requires (\S+), which is not installed", line)
+        match = (re.match(r"(\S+) \S+ requires (\S+), which is not installed", line)
+                 or re.match(r"(\S+) \S+ has requirement ([A-Za-z0-9_.-]+)\W.*, but you have ", line))
         assert match, line
         package, missing = match.group(1).lower().replace("_", "-"), match.group(2).rstrip(",").lower()
         assert package in names, line
