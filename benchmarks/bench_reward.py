@@ -18,7 +18,9 @@ captions are a reference of their item with a third of the tokens replaced, leng
 ``capeval.Reward({"cider-d": 1}, fit=...)`` on the same ids written as words (strings already
 decoded; decoding is not timed) vs ``CiderDTokens.table`` on the CPU, and on CUDA when a GPU is
 there (else one line "GPU: skipped (no CUDA)"). Both give the same numbers (float64); the script
-checks that before timing.
+checks that before timing, and that call is each side's untimed warm-up; times are medians of
+``--repeats-strings`` / ``--repeats`` calls on the same inputs. ``--threads N`` gives both sides N
+cores: N torch threads and N worker processes for Reward's CIDEr-D (without it, each its default).
 
     python benchmarks/bench_reward.py --tokens --threads 2
 """
@@ -91,14 +93,14 @@ def token_data(batch: int, t: int, seed: int = 0, items: int = 5000, group: int 
     return refs, torch.from_numpy(cand), torch.from_numpy(item)
 
 
-def best_of(fn, repeats: int) -> float:
-    fn()  # warm-up (device tables, first-call allocations)
+def median_of(fn, repeats: int) -> float:
+    """Median wall time of ``repeats`` calls (the caller has made one untimed call first: the warm-up)."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return min(times)
+    return float(np.median(times))
 
 
 def tokens_main(args: argparse.Namespace) -> int:
@@ -110,19 +112,24 @@ def tokens_main(args: argparse.Namespace) -> int:
 
     rows = []
     gpu = torch.cuda.is_available()
+    print(f"torch threads {torch.get_num_threads()}, Reward's CIDEr-D workers "
+          f"{args.threads or 'automatic (1 below 2,000 captions)'}; median of {args.repeats_strings} Reward / "
+          f"{args.repeats} CiderDTokens calls after one untimed call each on the same inputs", flush=True)
     for batch in (1024, 4096):
         for t in (32, 128):
             refs, cand, items = token_data(batch, t)
             words = [" ".join(f"w{x}" for x in row if x) for row in cand.tolist()]
             wrefs = [[" ".join(f"w{x}" for x in r) for r in item] for item in refs]
-            reward = Reward({"cider-d": 1.0}, fit=wrefs)
+            # --threads: the same number of cores on both sides (Reward's worker processes, torch's threads)
+            options = {"cider-d": {"workers": args.threads}} if args.threads else None
+            reward = Reward({"cider-d": 1.0}, fit=wrefs, options=options)
             scorer = CiderDTokens(refs, pad_id=0)
             batch_refs = [wrefs[i] for i in items.tolist()]
-            want = reward.scores(words, batch_refs)["cider-d"]
+            want = reward.scores(words, batch_refs)["cider-d"]  # also both sides' warm-up, on the timed inputs
             got = scorer.table(cand, items)
             diff = float(np.abs(got.numpy() - want).max())
-            strings = best_of(lambda: reward(words, batch_refs), args.repeats_strings)
-            cpu = best_of(lambda: scorer.table(cand, items), args.repeats)
+            strings = median_of(lambda: reward(words, batch_refs), args.repeats_strings)
+            cpu = median_of(lambda: scorer.table(cand, items), args.repeats)
             row = {"batch": batch, "T": t, "reward_strings_s": strings, "tokens_cpu_s": cpu,
                    "speedup_cpu": strings / cpu, "max_abs_diff": diff}
             line = (f"batch {batch:5d} T {t:4d}: Reward on strings {strings * 1e3:9.1f} ms | CiderDTokens CPU "
@@ -134,7 +141,8 @@ def tokens_main(args: argparse.Namespace) -> int:
                     scorer.table(c, i)
                     torch.cuda.synchronize()
 
-                g = best_of(on_gpu, args.repeats)
+                on_gpu()  # warm-up: the tables' copy on the device, CUDA's first-call work
+                g = median_of(on_gpu, args.repeats)
                 gdiff = float((scorer.table(c, i).cpu() - got).abs().max())
                 row.update(tokens_cuda_s=g, speedup_cuda=strings / g, cuda_vs_cpu_max_abs_diff=gdiff)
                 line += f" | CUDA {g * 1e3:7.2f} ms ({strings / g:7.1f}x, |CUDA-CPU| {gdiff:.2g})"
@@ -143,7 +151,7 @@ def tokens_main(args: argparse.Namespace) -> int:
             rows.append(row)
     if not gpu:
         print("GPU: skipped (no CUDA)")
-    info = {"threads": torch.get_num_threads(), "torch": torch.__version__,
+    info = {"threads": torch.get_num_threads(), "reward_workers": args.threads, "torch": torch.__version__,
             "cuda": torch.cuda.get_device_name(0) if gpu else None, "rows": rows}
     if args.json:
         Path(args.json).write_text(json.dumps(info, indent=2))
@@ -155,11 +163,12 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=5, help="timed batches (after one warm-up batch)")
     ap.add_argument("--images", type=int, default=32)
     ap.add_argument("--beam", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads; with --tokens also Reward's CIDEr-D worker processes (default: their choice)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--tokens", action="store_true", help="the token-id rows (CiderDTokens vs Reward on strings)")
-    ap.add_argument("--repeats", type=int, default=5, help="--tokens: timed CiderDTokens calls (best kept)")
-    ap.add_argument("--repeats-strings", type=int, default=2, help="--tokens: timed Reward calls (best kept)")
+    ap.add_argument("--repeats", type=int, default=7, help="--tokens: timed CiderDTokens calls (median kept)")
+    ap.add_argument("--repeats-strings", type=int, default=3, help="--tokens: timed Reward calls (median kept)")
     args = ap.parse_args()
     if args.tokens:
         return tokens_main(args)

@@ -113,11 +113,37 @@ class CiderDTokens(TokenReward):
     def _device_tables(self, device: torch.device) -> dict[str, Any]:
         out = super()._device_tables(device)
         out["class_weights"] = torch.as_tensor(self._classes, dtype=self.dtype, device=device)
-        out["classes"] = [torch.as_tensor(c, device=device) for c in self._class_of]
+        # index gid + 1: slot 0 is the class of an n-gram in no reference (df 0)
+        out["classes"] = [torch.as_tensor(np.concatenate([[self._unseen_class], c]).astype(np.int64), device=device)
+                          for c in self._class_of]
         out["ref_norms"] = torch.as_tensor(self._ref_norms, dtype=self.dtype, device=device)
         out["ref_bigrams"] = torch.as_tensor(self._ref_bigrams, device=device)
         out.update(self._grown(device))
         return out
+
+    def _hit_sums(self, items: torch.Tensor, k: int, gid: torch.Tensor, first: torch.Tensor, vh: torch.Tensor,
+                  w: torch.Tensor, tabs: dict[str, Any]) -> torch.Tensor:
+        """``[B, R]`` sums over positions of ``min(vh, vr) * vr``, on the CPU: the hits only.
+
+        The same sums as the dense form (terms off the hits are +0.0, which leaves a sum of
+        non-negative values as it is): each row's hits packed left in position order, then one
+        sequential ``cumsum`` per (row, reference) over at most the row's hit count.
+        """
+        b, t = gid.shape
+        at, entry = self.item_hits(items, k + 1, gid, first, tabs)
+        r = tabs["entry_tf"].shape[1]
+        if at.shape[0] == 0:
+            return torch.zeros(b, r, dtype=self.dtype)
+        vr = torch.index_select(tabs["entry_tf"], 0, entry).to(self.dtype)
+        vr = vr * torch.index_select(w.view(-1), 0, at)[:, None]
+        term = torch.minimum(torch.index_select(vh.view(-1), 0, at)[:, None], vr) * vr  # [H, R]
+        row = torch.div(at, t, rounding_mode="floor")
+        counts = torch.bincount(row, minlength=b)
+        width = int(counts.max())
+        start = counts.cumsum(0) - counts
+        slot = row * width + (torch.arange(at.shape[0]) - torch.index_select(start, 0, row))
+        packed = torch.zeros(b * width, r, dtype=self.dtype).index_copy_(0, slot, term)
+        return packed.view(b, width, r).cumsum(dim=1)[:, -1]
 
     def table(self, candidates: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
         """CIDEr-D ``[B]`` (``dtype``) of ``candidates`` ``[B, T]`` against the references of ``items`` ``[B]``."""
@@ -135,9 +161,8 @@ class CiderDTokens(TokenReward):
         vals, norms = [], []
         for k in range(n):
             gid, first, tf = g["gid"][k], g["first"][k], g["tf"][k]
-            # the n-gram's weight class (its distinct value of log N - log max(1, df)); unseen: df 0
-            cls = torch.where(gid >= 0, take(tabs["classes"][k], gid.clamp(min=0)), self._unseen_class) \
-                if tabs["classes"][k].shape[0] else torch.full_like(gid, self._unseen_class)
+            # the n-gram's weight class (its distinct value of log N - log max(1, df)); -1 (unseen): df 0
+            cls = take(tabs["classes"][k], gid + 1)
             w = take(tabs["class_weights"], cls)
             vh = torch.where(first, tf.to(dt) * w, 0)
             if dt == torch.float64:
@@ -145,6 +170,9 @@ class CiderDTokens(TokenReward):
             else:
                 sq = vh * vh
             norms.append(_sqrt(sq.cumsum(dim=1)[:, -1]))  # sequential over positions on the CPU
+            if cand.device.type == "cpu" and not torch.compiler.is_compiling():
+                vals.append(self._hit_sums(items, k, gid, first, vh, w, tabs))
+                continue
             rtf, _ = self.item_tf(items, k + 1, gid, first, tabs)
             vr = rtf.to(dt) * w[..., None]  # 0 off the hits, so their terms are +0.0 (vh >= 0)
             vals.append((torch.minimum(vh[..., None], vr) * vr).cumsum(dim=1)[:, -1])  # [B, R]

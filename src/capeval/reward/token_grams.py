@@ -4,7 +4,9 @@ For a ``[B, T]`` LongTensor of candidates (one caption per row, cut at the first
 and at the first ``eos_id``), per order k and start position t:
 
 * ``gid[k][b, t]``: the k-gram's id among the references' k-grams (:mod:`.token_index`), or -1
-  for a k-gram no reference holds; looked up with ``searchsorted`` in the sorted keys, exact.
+  for a k-gram no reference holds; looked up at the k-gram's first position in its caption only,
+  exact: with ``searchsorted`` in the sorted keys, or on the CPU through a direct-mapped table
+  (:func:`.token_index.hash_table`, the key compared) with the same result.
 * ``first[k][b, t]``: t is the k-gram's first position in its caption, and ``tf[k][b, t]`` its
   count there (0 elsewhere). Equal k-grams are found exactly, without hashing: a token's local
   id is the first position of the same token id in the row, a k-gram's is the first position of
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -66,6 +69,45 @@ def first_positions(key: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(p).scatter_(1, p, p.gather(1, run_start))  # stable: the run's first is its smallest t
 
 
+def _search(table: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Index of each key ``q`` in the sorted ``table``, -1 where absent (binary search)."""
+    j = torch.searchsorted(table, q).clamp_(max=table.shape[0] - 1)
+    return torch.where(torch.index_select(table, 0, j.reshape(-1)).view_as(q) == q, j, -1)
+
+
+def _hashed(table: torch.Tensor, hashed: dict[str, Any], q: torch.Tensor) -> torch.Tensor:
+    """:func:`_search` through :func:`.token_index.hash_table`'s direct-mapped table: the same indices."""
+    j = torch.index_select(hashed["table"], 0, q % hashed["m"]).long()
+    taken = j >= 0
+    j = j.clamp_(min=0)
+    ok = taken & (torch.index_select(table, 0, j) == q)
+    out = torch.where(ok, j, -1)
+    over = hashed["over_keys"]
+    if over.shape[0]:  # a slot taken by another key: the query may be an overflow key
+        at = (taken & ~ok).nonzero().squeeze(1)
+        i = _search(over, torch.index_select(q, 0, at))
+        out.index_copy_(0, at, torch.where(i >= 0, torch.index_select(hashed["over_ids"], 0, i.clamp(min=0)), -1))
+    return out
+
+
+def find(table: torch.Tensor, key: torch.Tensor, mask: torch.Tensor, hashed: dict[str, Any] | None = None
+         ) -> torch.Tensor:
+    """Index of each ``key`` in the sorted ``table`` where ``mask`` holds and the key is there, else -1.
+
+    On the CPU (eager) only the masked keys are looked up (``nonzero``: a sync, free on the host),
+    through ``hashed`` when given (one random read per key instead of a binary search's ~20);
+    elsewhere every key is searched and the mask applied after (no sync, fixed shapes to compile).
+    """
+    if table.shape[0] == 0:
+        return torch.full_like(key, -1)
+    if key.device.type == "cpu" and not torch.compiler.is_compiling():
+        at = mask.reshape(-1).nonzero().squeeze(1)
+        q = torch.index_select(key.reshape(-1), 0, at)
+        j = _search(table, q) if hashed is None else _hashed(table, hashed, q)
+        return torch.full_like(key, -1).view(-1).index_copy_(0, at, j).view_as(key)
+    return torch.where(mask, _search(table, key), -1)
+
+
 class TokenReward:
     """Shared frame: references counted once, tensors moved once per device, chunked calls.
 
@@ -99,6 +141,9 @@ class TokenReward:
             "ref_counts": torch.as_tensor(ix.ref_counts, device=device),
             "vocab": torch.as_tensor(ix.vocab, device=device),
         }
+        if device.type == "cpu":  # direct-mapped tables for the n-gram ids (see find)
+            out["hashed"] = [{k: torch.as_tensor(v) if isinstance(v, np.ndarray) else v
+                              for k, v in token_index.hash_table(keys).items()} for keys in ix.keys]
         top = int(ix.vocab[-1])
         if top < _DENSE_VOCAB:
             table = torch.zeros(top + 1, dtype=torch.int64)
@@ -184,28 +229,42 @@ class TokenReward:
         for k in range(1, self.n + 1):
             valid = pos + k <= length[:, None]
             if k > 1:
-                nxt = _shift(code, k - 1)
-                keys = tabs["keys"][k - 2]
-                if keys.shape[0] == 0:
-                    gid = torch.full_like(gid, -1)
-                else:
-                    key = (gid + 1) * v1 + nxt
-                    j = torch.searchsorted(keys, key).clamp(max=keys.shape[0] - 1)
-                    gid = torch.where(valid & (gid >= 0) & (nxt > 0) & (take(keys, j) == key), j, -1)
                 loc = first_positions(loc * t + _shift(loc1, k - 1), valid)
+            first = valid & (loc == pos)
+            if k > 1:  # looked up at first positions only, then copied to the repeats
+                nxt = _shift(code, k - 1)
+                hashed = tabs["hashed"][k - 2] if "hashed" in tabs else None
+                at_first = find(tabs["keys"][k - 2], (gid + 1) * v1 + nxt, first & (gid >= 0) & (nxt > 0), hashed)
+                gid = at_first.gather(1, loc)
             tf = torch.zeros(b, t + 1, dtype=torch.int64, device=dev)
             tf = tf.scatter_add_(1, torch.where(valid, loc, t), torch.ones_like(loc))[:, :t]
+            gid = torch.where(valid, gid, -1)
             out["valid"].append(valid)
-            out["first"].append(valid & (loc == pos))
+            out["first"].append(first)
             out["tf"].append(tf)
-            out["gid"].append(torch.where(valid, gid, -1))
+            out["gid"].append(gid)
         return out
+
+    def item_hits(self, items: torch.Tensor, k: int, gid: torch.Tensor, first: torch.Tensor,
+                  tabs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """CPU: (flat positions, in order, of first-position k-grams the item's references hold; their entries)."""
+        ekeys = tabs["entry_keys"]
+        mask = (first & (gid >= 0)).view(-1)
+        at = mask.nonzero().squeeze(1)
+        if ekeys.shape[0] == 0 or at.shape[0] == 0:
+            return at[:0], at[:0]
+        b, t = gid.shape
+        row_item = torch.index_select(items, 0, torch.div(at, t, rounding_mode="floor"))
+        key = (row_item * self.n + (k - 1)) * self.index.stride + torch.index_select(gid.view(-1), 0, at)
+        j = _search(ekeys, key)
+        hit = j >= 0
+        return at[hit], j[hit]
 
     def item_tf(self, items: torch.Tensor, k: int, gid: torch.Tensor, first: torch.Tensor,
                 tabs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """(``[B, T, R]`` tf of each first-position k-gram in each reference of its item, hit mask ``[B, T]``)."""
         ekeys = tabs["entry_keys"]
         key = (items[:, None] * self.n + (k - 1)) * self.index.stride + gid.clamp(min=0)
-        j = torch.searchsorted(ekeys, key).clamp(max=ekeys.shape[0] - 1)
-        hit = first & (gid >= 0) & (take(ekeys, j) == key)
-        return torch.where(hit[..., None], take(tabs["entry_tf"], j), 0), hit
+        j = find(ekeys, key, first & (gid >= 0))
+        hit = j >= 0
+        return torch.where(hit[..., None], take(tabs["entry_tf"], j.clamp(min=0)), 0), hit

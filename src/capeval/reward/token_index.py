@@ -185,3 +185,32 @@ def build(references: Any, n: int, pad_id: int, eos_id: int | None) -> TokenInde
                       ref_lengths=ref_lengths, entry_keys=entry_keys, entry_tf=entry_tf, stride=stride,
                       rows=grams, item_of=item_of, slot=slot)
 
+
+def _prime_at_least(m: int) -> int:
+    """The smallest prime >= m (trial division: m is at most a few times the n-gram count)."""
+    m = max(m, 2)
+    while any(m % d == 0 for d in range(2, int(m**0.5) + 1)):
+        m += 1
+    return m
+
+
+def hash_table(keys: np.ndarray, slots_per_key: int = 4) -> dict[str, Any]:
+    """A direct-mapped table over the sorted distinct ``keys`` for O(1) lookups on the host.
+
+    ``table[key % m]`` holds the index of the first key landing in that slot (-1: none), with
+    ``m`` the smallest prime > ``slots_per_key * len(keys)`` (int32 slots: 16 bytes per key at 4);
+    keys that lose their slot to an earlier key (about 1 in 9 at 4 slots per key) are kept sorted
+    in ``over_keys`` with their indices in ``over_ids``. A lookup compares the key found in the
+    slot, so it is exact; a query whose slot holds another key is looked up in the overflow; one
+    whose slot is empty is in no reference.
+    """
+    m = _prime_at_least(slots_per_key * len(keys) + 1)
+    slot = keys % m
+    _, first = np.unique(slot, return_index=True)
+    table = np.full(m, -1, dtype=np.int32 if len(keys) < 2**31 else np.int64)
+    table[slot[first]] = first
+    rest = np.ones(len(keys), dtype=bool)
+    rest[first] = False
+    over = np.flatnonzero(rest)
+    return {"m": m, "table": table, "over_keys": keys[over], "over_ids": over.astype(np.int64)}
+
