@@ -141,6 +141,40 @@ def test_cider_tokens_more_batches_exact():
         assert scorer.table(cand[shuffled], items[shuffled]).tolist() == got[shuffled].tolist()
 
 
+def test_cider_tokens_exact_through_the_lookup_tables_overflow(case, monkeypatch):
+    """One slot per key in the n-gram ids' direct-mapped table: many ids come from its overflow; same numbers."""
+    from capeval.reward import CiderDTokens, token_index
+
+    real, built = token_index.hash_table, []
+
+    def crowded(keys, slots_per_key=4):
+        built.append(real(keys, slots_per_key=1))
+        return built[-1]
+
+    monkeypatch.setattr(token_index, "hash_table", crowded)
+    refs, cand, items, words, wrefs, reward = case
+    got = CiderDTokens(refs, pad_id=PAD, eos_id=EOS).table(cand, items)
+    assert sum(len(t["over_keys"]) for t in built) > 10
+    assert got.numpy().tolist() == reward.tolist()
+
+
+def test_lookup_table_finds_what_a_binary_search_finds():
+    """token_grams.find through the direct-mapped table vs numpy's searchsorted, present and absent keys."""
+    from capeval.reward import token_grams, token_index
+
+    rng = np.random.default_rng(5)
+    keys = np.unique(rng.integers(0, 10**12, size=5000))
+    queries = np.concatenate([keys[rng.integers(0, len(keys), size=3000)], rng.integers(0, 10**12, size=3000)])
+    j = np.minimum(np.searchsorted(keys, queries), len(keys) - 1)
+    want = np.where(keys[j] == queries, j, -1)
+    mask = rng.random(len(queries)) < 0.8
+    for slots in (1, 4):
+        hashed = {k: torch.as_tensor(v) if isinstance(v, np.ndarray) else v
+                  for k, v in token_index.hash_table(keys, slots_per_key=slots).items()}
+        got = token_grams.find(torch.as_tensor(keys), torch.as_tensor(queries), torch.as_tensor(mask), hashed)
+        assert got.tolist() == np.where(mask, want, -1).tolist()
+
+
 def test_bleu_tokens_equal_pycocoevalcap_per_sentence(case):
     pytest.importorskip("pycocoevalcap")
     from pycocoevalcap.bleu.bleu_scorer import BleuScorer
