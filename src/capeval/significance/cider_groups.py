@@ -107,8 +107,7 @@ class _Group:
         k = df.shape[1]
         rare = self._rare_squares(df)
         if shared.jit:
-            from capeval.significance import cider_jit
-
+            cider_jit = shared.kernels  # built ahead of time or numba's JIT, the same functions
             w = np.empty((len(self.loc_g), k), dtype=np.float64)
             ww = np.empty((len(self.loc_g), k), dtype=np.float64)
             norms = np.empty((self.n_sent, self.n_ord, k), dtype=np.float64)

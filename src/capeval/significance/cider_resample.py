@@ -83,6 +83,11 @@ class CiderResampling:
             jit = available() and n_items * samples_hint >= JIT_MIN_WORK
         self.jit = bool(jit)
         self.threads = threads if threads is not None else _threads()
+        #: the built kernels (cider_aot: no numba import, one thread) where the job is small
+        #: enough and they are built, else None (numba's JIT, cider_jit)
+        self._built = _built_kernels(n_items * samples_hint) if self.jit else None
+        if self._built is not None and threads is None:
+            self.threads = 1  # a pycc function holds the GIL: threads would only take turns
         #: resamples computed together (their df rows stay within _DF_BUDGET)
         self.sub_block = int(min(32, max(4, _DF_BUDGET // (4 * (self.n_sets + 1)))))
         self._systems: list[CiderStatistic] = []
@@ -99,6 +104,15 @@ class CiderResampling:
         """Compute ``stat``'s resamples with the others' (the same blocks, shared norms)."""
         self._systems.append(stat)
         self._groups = None
+
+    @property
+    def kernels(self) -> Any:
+        """The compiled kernels: built ahead of time (:mod:`.cider_aot`) or numba's JIT (:mod:`.cider_jit`)."""
+        if self._built is not None:
+            return self._built
+        from capeval.significance import cider_jit
+
+        return cider_jit
 
     # -- squares ---------------------------------------------------------------
     def rows_for(self, tf: np.ndarray) -> np.ndarray:
@@ -141,10 +155,9 @@ class CiderResampling:
         if not self.n_sets:
             return out
         if self.jit:
-            from capeval.significance import cider_jit
-
+            kernel = self.kernels.df_block
             parts = np.linspace(0, self.n_sets, self.threads + 1).astype(np.int64)
-            _in_threads(self.threads, [(cider_jit.df_block, (ct, self._set_items, self._set_ptr, int(a), int(b), out))
+            _in_threads(self.threads, [(kernel, (ct, self._set_items, self._set_ptr, int(a), int(b), out))
                                        for a, b in zip(parts[:-1], parts[1:]) if b > a])
         else:
             _df_numpy(ct, self._set_items, self._set_ptr, out)
@@ -194,6 +207,20 @@ class CiderResampling:
                 means = per[j].reshape((b - a) * n, n_ord).mean(axis=1).reshape(b - a, n)
                 parts[id(s)].append(reduce(s, counts[a:b], means / s.ref_counts * 10.0))
         return {key: np.concatenate(v) for key, v in parts.items()}
+
+
+def _built_kernels(work: int) -> Any:
+    """The kernels built ahead of time for a job of ``work`` items x resamples, when it is below
+    :data:`.cider_aot.AOT_MAX_WORK` and they are built; else None, and the build is started
+    beside the job when it is large enough to have imported numba (:func:`.cider_aot.start_build`)."""
+    from capeval.significance import cider_aot
+
+    if work >= cider_aot.AOT_MAX_WORK:
+        return None
+    built = cider_aot.load()
+    if built is None and work >= cider_aot.BUILD_MIN_WORK:
+        cider_aot.start_build()
+    return built
 
 
 class CiderStatistic:

@@ -112,3 +112,8 @@ def _cut_elf(path: Path) -> str | None:
         if fields[0] == 1 and offset + filesz > size:  # PT_LOAD
             return "a loaded segment ends past the end of the file"
     return None
+
+
+# public names for other packages' modules built ahead of time (capeval.significance.cider_aot)
+file_digest = _file_digest
+cut_elf = _cut_elf

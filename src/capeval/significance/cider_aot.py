@@ -1,0 +1,327 @@
+"""CIDEr-D's resampling kernels (:mod:`.cider_jit`) built ahead of time, as METEOR's kernel is.
+
+Through numba's JIT the kernels cost a job about 0.8 s of CPU before their first resample
+(importing numba and LLVM, loading the three cached kernels): more than scoring one system
+of 2,000 items. The same functions compiled ahead of time (``numba.pycc``) are a plain CPython
+extension module that imports in a millisecond with numpy alone. It is built once per kernel
+source, numba version and Python ABI (:func:`module_name`), by a child process that the first
+job large enough to use numba starts (:func:`start_build`; that job uses numba's JIT and waits
+for the child when it ends), into METEOR's kernels folder (``$CAPEVAL_CACHE/kernels``) as
+``cider_kernel_<tag>`` with its sha256 record beside it. Later jobs of fewer than
+:data:`AOT_MAX_WORK` items x resamples use it (one thread: a pycc function holds the GIL);
+larger ones keep numba's JIT on several threads, where its import is a few percent.
+
+The code is LLVM's compilation of the same numba functions with the same options as the JIT's
+(``error_model="numpy"``, no fast-math, so no fused multiply-adds: the same doubles), for a
+generic CPU of the machine's architecture. It is imported only as METEOR's module is
+(:mod:`capeval.metrics.meteor.kernel_build`): the folder and its parents yours and not
+writable by others, a regular file of yours with the sha256 recorded when it was built, a
+whole ELF object; and it must answer a probe. A call whose arrays are not of the built
+signature's types and layouts goes to numba's JIT instead (a pycc function would read them as
+declared). A failed build is kept in ``<name>.failed`` (delete it to try again); the JIT is used.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import hashlib
+import importlib.machinery
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: items x resamples below which a job uses the built module: above, numba's JIT on threads
+#: (its code for this CPU is faster: at 10,000 items x 1,000 resamples the built module's
+#: generic code took about 15% more CPU than the JIT's, as much as numba's import saves)
+AOT_MAX_WORK = 8_000_000
+#: items x resamples from which a job without the module starts its build (as JIT_MIN_WORK)
+BUILD_MIN_WORK = 500_000
+#: seconds the build may take (the job waits for it when it ends)
+BUILD_TIMEOUT = 600
+
+_I8, _F8, _I4, _B1 = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.bool_)
+#: per kernel: its numba signature and, per argument, (dtype, dimensions, C-contiguous) or None (an integer)
+KERNELS: dict[str, tuple[str, tuple]] = {
+    "df_block": ("void(i4[:, ::1], i8[::1], i8[::1], i8, i8, i4[:, ::1])",
+                 ((_I4, 2, True), (_I8, 1, True), (_I8, 1, True), None, None, (_I4, 2, True))),
+    "norms_block": ("void(i4[:, ::1], f8[::1], f8[:, ::1], i8, i8[::1], i8[::1], i8[::1], i8[::1], i8[::1], "
+                    "i8[::1], f8[:, ::1], f8[:, ::1], f8[:, ::1], f8[:, :, ::1])",
+                    ((_I4, 2, True), (_F8, 1, True), (_F8, 2, True), None) + ((_I8, 1, True),) * 6
+                    + ((_F8, 2, True),) * 3 + ((_F8, 3, True),)),
+    "items_block": ("void(f8[:, ::1], f8[:, ::1], f8[:, :, ::1], i8[::1], i8[::1], i8[::1], f8[::1], i8[::1], "
+                    "i8[::1], i8[::1], i8[::1], f8[::1], f8[::1], b1[::1], f8[:, :, :])",
+                    ((_F8, 2, True), (_F8, 2, True), (_F8, 3, True)) + ((_I8, 1, True),) * 3 + ((_F8, 1, True),)
+                    + ((_I8, 1, True),) * 4 + ((_F8, 1, True),) * 2 + ((_B1, 1, True), (_F8, 3, False))),
+}
+
+
+def folder() -> Path:
+    """METEOR's kernels folder, ``$CAPEVAL_CACHE/kernels`` (same trust rules)."""
+    from capeval.metrics.meteor.kernel_build import folder as kernels_folder
+
+    return kernels_folder()
+
+
+@functools.lru_cache(maxsize=1)
+def module_name() -> str:
+    """``cider_kernel_<tag>``: the tag hashes the kernels' source and this module's (which says
+    how they are built), numba's version, the Python ABI and the platform."""
+    here = Path(__file__)
+    source = here.with_name("cider_jit.py").read_bytes() + b"\0" + here.read_bytes()
+    try:
+        numba_version = importlib.metadata.version("numba")
+    except importlib.metadata.PackageNotFoundError:
+        numba_version = "none"
+    key = b"\0".join([source, numba_version.encode(), sys.implementation.cache_tag.encode(),
+                      platform.machine().encode(), sys.platform.encode()])
+    return "cider_kernel_" + hashlib.sha256(key).hexdigest()[:16]
+
+
+def built_path(where: Path | None = None) -> Path:
+    return (where or folder()) / (module_name() + importlib.machinery.EXTENSION_SUFFIXES[0])
+
+
+def _side(where: Path | None, suffix: str) -> Path:
+    return built_path(where).with_name(module_name() + suffix)
+
+
+def failure(where: Path | None = None) -> str | None:
+    """Why the last build in ``where`` failed (first line), or None."""
+    path = _side(where, ".failed")
+    try:
+        return path.read_text(encoding="utf-8").strip().splitlines()[0] if path.is_file() else None
+    except (OSError, IndexError):
+        return "unknown"
+
+
+def check(where: Path | None = None) -> tuple[str, str | None]:
+    """``("ok", None)``, ``("missing", None)``, ``("unsafe", why)`` or ``("bad", why)`` as
+    :func:`capeval.metrics.meteor.kernel_build.check` says of METEOR's module."""
+    from capeval.metrics.meteor.kernel_build import unsafe_folder
+    from capeval.metrics.meteor.kernel_trust import cut_elf, file_digest, not_yours
+
+    where = where or folder()
+    unsafe = unsafe_folder(where)
+    if unsafe is not None:
+        return "unsafe", unsafe
+    path = built_path(where)
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing", None
+    except OSError as exc:
+        return "bad", f"it cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISREG(st.st_mode):
+        return "bad", "it is not a regular file"
+    problem = not_yours(st)
+    if problem is not None:
+        return "bad", f"it is {problem}"
+    recorded = _recorded(where)
+    if recorded is None or file_digest(path) != recorded:
+        return "bad", "its sha256 is not the one recorded when it was built"
+    cut = cut_elf(path)
+    return ("bad", f"it is a cut file ({cut})") if cut is not None else ("ok", None)
+
+
+def _recorded(where: Path | None) -> str | None:
+    """The sha256 recorded beside the module (``<hex>  <file name>``), or None."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(_side(where, ".sha256"), flags)
+    except OSError:
+        return None
+    try:
+        text = os.read(fd, 4096).decode("ascii") if stat.S_ISREG(os.fstat(fd).st_mode) else ""
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
+    parts = text.split()
+    if len(parts) != 2 or parts[1] != built_path(where).name or len(parts[0]) != 64:
+        return None
+    digest = parts[0].lower()
+    return digest if all(c in "0123456789abcdef" for c in digest) else None
+
+
+class Kernels:
+    """The built module's kernels, called as :mod:`.cider_jit`'s; arguments of other types or
+    layouts than the built signatures' go to numba's JIT."""
+
+    def __init__(self, module: Any):
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in KERNELS:
+            raise AttributeError(name)
+        built, specs = getattr(self._module, name), KERNELS[name][1]
+
+        def call(*args: Any) -> Any:
+            if len(args) == len(specs) and all(_fits(a, s) for a, s in zip(args, specs)):
+                return built(*args)
+            from capeval.significance import cider_jit
+
+            return getattr(cider_jit, name)(*args)
+
+        return call
+
+
+def _fits(arg: Any, spec: tuple | None) -> bool:
+    if spec is None:
+        return isinstance(arg, (int, np.integer)) and not isinstance(arg, bool)
+    dtype, ndim, contiguous = spec
+    return (isinstance(arg, np.ndarray) and arg.dtype == dtype and arg.ndim == ndim
+            and (arg.flags.c_contiguous or not contiguous) and arg.flags.aligned)
+
+
+_loaded: list[Any] = []  # [Kernels or None] once tried in this process
+
+
+def load(where: Path | None = None) -> Kernels | None:
+    """The built kernels when the module is in place, passes :func:`check` and answers the
+    probe; else None (nothing of it is opened as code unless it passes the check)."""
+    if where is None and _loaded:
+        return _loaded[0]
+    kernels = None
+    try:
+        if check(where)[0] == "ok":
+            loader = importlib.machinery.ExtensionFileLoader(module_name(), str(built_path(where)))
+            spec = importlib.util.spec_from_file_location(module_name(), str(built_path(where)), loader=loader)
+            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+            loader.exec_module(module)
+            kernels = Kernels(module) if _probe(module) else None
+    except Exception:  # noqa: BLE001  not importable: numba's JIT, as before
+        kernels = None
+    if where is None:
+        _loaded.append(kernels)
+    return kernels
+
+
+def _probe(module: Any) -> bool:
+    """A tiny df block: item sets {0, 1} and {1} over two resamples."""
+    ct = np.array([[1, 2], [3, 4]], dtype=np.int32)
+    out = np.zeros((2, 2), dtype=np.int32)
+    module.df_block(ct, np.array([0, 1, 1], dtype=np.int64), np.array([0, 2, 3], dtype=np.int64), 0, 2, out)
+    return out.tolist() == [[4, 6], [3, 4]]
+
+
+_child: list[tuple[subprocess.Popen, Any, Path]] = []
+
+_CHILD = ("import sys\nif sys.argv[1] not in sys.path: sys.path.insert(0, sys.argv[1])\n"
+          "from capeval.significance.cider_aot import child_main\nchild_main(sys.argv[2], sys.argv[3])")
+
+
+def start_build() -> bool:
+    """Start building the module in a child (numba installed, not built, no failed build, the
+    folder safe); the job waits for it when it ends. Whether a child was started."""
+    from capeval.metrics.meteor.jit_align import available
+    from capeval.metrics.meteor.kernel_build import unsafe_folder
+    from capeval.paths import make_cache_folder
+
+    if _child or not available():
+        return False
+    try:
+        where = folder()
+        if failure(where) is not None or check(where)[0] != "missing":
+            return False
+        make_cache_folder(where.parent)
+        where.mkdir(mode=0o755, exist_ok=True)
+        if unsafe_folder(where) is not None:
+            return False
+        err = tempfile.TemporaryFile()
+        src = str(Path(__file__).resolve().parents[2])
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD, src, str(where), module_name()],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    except Exception:  # noqa: BLE001  an unusable cache: the JIT, as before
+        return False
+    _child.append((proc, err, where))
+    atexit.register(finish_build)
+    return True
+
+
+def finish_build() -> None:
+    """Wait for the child :func:`start_build` started; its failure is kept in ``<name>.failed``."""
+    from capeval.io.atomic import atomic_write_text
+
+    while _child:
+        proc, err, where = _child.pop()
+        try:
+            proc.wait(timeout=BUILD_TIMEOUT)
+            reason = None if proc.returncode == 0 else "the build failed"
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            reason = f"the build took over {BUILD_TIMEOUT} s"
+        if reason is not None:
+            try:
+                err.seek(0)
+                lines = [x.strip() for x in err.read().decode("utf-8", "replace").splitlines() if x.strip()]
+                atomic_write_text(_side(where, ".failed"), (lines[-1][:300] if lines else reason) + "\n")
+            except Exception:  # noqa: BLE001  best effort: the next job tries again
+                pass
+        err.close()
+
+
+def child_main(where: str, name: str) -> None:
+    """The build child: under the folder's lock, nothing when another job built it meanwhile,
+    else compile with ``numba.pycc`` in a private folder, move the module in, record its sha256."""
+    import fcntl
+    import shutil
+
+    try:
+        fd = os.open(Path(where) / f"{name}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if check(Path(where))[0] == "ok":
+            return
+        work = Path(tempfile.mkdtemp(prefix=".build-", dir=where))
+        try:
+            _compile(work, Path(where), name)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    except Exception as exc:  # one line for the .failed file
+        print(f"{type(exc).__name__}: {str(exc).strip()[:200]}", file=sys.stderr)
+        sys.exit(1)
+
+
+def _compile(work: Path, where: Path, name: str) -> None:
+    import warnings
+
+    warnings.simplefilter("ignore")  # pycc's pending-deprecation notice; failures still raise
+    from numba.core.compiler import Flags
+    from numba.pycc import CC, compiler
+
+    from capeval.io.atomic import atomic_write_text
+    from capeval.metrics.meteor.kernel_trust import file_digest
+    from capeval.significance import cider_jit
+
+    class NumpyErrors(Flags):  # the JIT's error_model="numpy": x / 0.0 is inf, as numpy's, never raised
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            self.error_model = "numpy"
+
+    compiler.Flags = NumpyErrors
+    cc = CC(name)
+    cc.output_dir = str(work)
+    cc.verbose = False
+    for fn, (signature, _) in KERNELS.items():
+        cc.export(fn, signature)(getattr(cider_jit, fn).py_func)
+    cc.compile()
+    made = [p for p in work.iterdir() if p.name.startswith(name + ".") and p.is_file()]
+    if len(made) != 1:
+        raise RuntimeError(f"numba.pycc made {len(made)} files named {name}.*")
+    os.chmod(made[0], 0o755)
+    digest = file_digest(made[0])
+    if digest is None:
+        raise RuntimeError(f"numba.pycc made {made[0].name}, which cannot be read back")
+    target = where / (name + importlib.machinery.EXTENSION_SUFFIXES[0])
+    os.replace(made[0], target)
+    atomic_write_text(target.with_name(name + ".sha256"), f"{digest}  {target.name}\n")

@@ -1,0 +1,145 @@
+"""CIDEr-D's resampling kernels built ahead of time (``capeval.significance.cider_aot``, issue 47
+item 2): the built module gives the former implementation's p-values, means and intervals bit
+for bit (``benchmarks/_compare_before.py``, a full rescoring per resample), loads without numba,
+is never imported when it is not the file built here, and hands arguments of other layouts to
+numba's JIT."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from capeval.significance import cider_aot, cider_resample
+from capeval.significance.compare import compare
+
+from _reference import require_module, unavailable
+from test_compare_fast import _assert_same, _former_cider, _quiet, _random_set
+
+
+class _Counting:
+    """The built module, counting calls per kernel (the proof that it, not the JIT, ran)."""
+
+    def __init__(self, module):
+        self.module, self.calls = module, {}
+
+    def __getattr__(self, name):
+        fn = getattr(self.module, name)
+
+        def call(*args):
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return fn(*args)
+
+        return call
+
+
+@pytest.fixture(scope="module")
+def built() -> cider_aot.Kernels:
+    """The module built into the session's cache (as a job's first large compare builds it)."""
+    require_module("numba", "numba.pycc builds the kernels (the fast extra)")
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        unavailable("no C compiler: numba.pycc cannot build the kernels ahead of time")
+    if cider_aot.check()[0] != "ok":
+        assert cider_aot.start_build(), cider_aot.failure()
+        cider_aot.finish_build()
+    cider_aot._loaded.clear()
+    kernels = cider_aot.load()
+    assert kernels is not None, (cider_aot.check(), cider_aot.failure())
+    return kernels
+
+
+@pytest.fixture
+def counting(built, monkeypatch) -> _Counting:
+    """Jobs of this test use the built module (whatever their size), through a counter."""
+    spy = _Counting(built._module)
+    monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0)
+    monkeypatch.setattr(cider_resample, "_built_kernels", lambda work: cider_aot.Kernels(spy))
+    return spy
+
+
+@pytest.mark.parametrize("n, seed, rare", [(1, 10, False), (5, 11, True), (64, 12, False), (160, 13, True)])
+def test_built_kernels_equal_the_former_rescoring(counting, monkeypatch, n, seed, rare):
+    """Random systems (identical captions, empty candidates: zero norms, words in no reference,
+    repeated words), squares from the tables or per block, against the former implementation."""
+    if rare:
+        monkeypatch.setattr(cider_resample, "_ROW_FACTOR", float("inf"))
+    systems, refs = _random_set(n, seed)
+    new = _quiet(compare, systems, refs, "cider-d", samples=70, seed=seed)
+    _assert_same(_former_cider(n, seed, 70), new)
+    assert counting.calls.get("df_block") and counting.calls.get("norms_block") and counting.calls.get("items_block")
+
+
+def test_built_kernels_on_chunks_equal_the_former_rescoring(counting):
+    """Chunks of 7 items: each chunk's item sums are written into a strided part of the block
+    (the built ``items_block`` takes any layout there)."""
+    systems, refs = _random_set(64, 12)
+    new = _quiet(compare, systems, refs, "cider-d", samples=70, seed=12,
+                 options={"cider-d": {"chunk_size": 7}})
+    _assert_same(_former_cider(64, 12, 70), new)
+    assert counting.calls["items_block"] >= 2 * 10
+
+
+def test_other_layouts_go_to_the_jit(built):
+    """A strided ``out`` or int64 counts are not the built signature's: numba's JIT computes them
+    (a pycc function would read the memory as declared)."""
+    ct = np.arange(12, dtype=np.int32).reshape(3, 4)
+    items, ptr = np.array([0, 2, 1], dtype=np.int64), np.array([0, 2, 3], dtype=np.int64)
+    want = np.array([[8, 10, 12, 14], [4, 5, 6, 7]], dtype=np.int32)
+    out = np.zeros((2, 4), dtype=np.int32)
+    built.df_block(ct, items, ptr, 0, 2, out)
+    assert (out == want).all()
+    wide = np.zeros((2, 8), dtype=np.int32)
+    built.df_block(ct, items, ptr, 0, 2, wide[:, ::2])
+    assert (wide[:, ::2] == want).all() and not wide[:, 1::2].any()
+    assert not cider_aot._fits(ct.astype(np.int64), cider_aot.KERNELS["df_block"][1][0])
+    assert not cider_aot._fits(True, None) and cider_aot._fits(3, None)
+
+
+def test_the_built_module_loads_without_numba(built):
+    code = ("import sys\nfrom capeval.significance import cider_aot\nassert cider_aot.load() is not None\n"
+            "assert not {'numba', 'llvmlite'} & set(sys.modules), 'numba imported'\nprint('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_changed_or_unrecorded_module_is_never_imported(built, tmp_path):
+    where = tmp_path / "kernels"
+    where.mkdir(mode=0o755)
+    path = cider_aot.built_path(where)
+    shutil.copy(cider_aot.built_path(), path)
+    assert cider_aot.check(where) == ("bad", "its sha256 is not the one recorded when it was built")
+    record = cider_aot._side(where, ".sha256")
+    shutil.copy(cider_aot._side(None, ".sha256"), record)
+    assert cider_aot.check(where) == ("ok", None)
+    with open(path, "r+b") as f:  # one byte changed after the record was written
+        f.seek(4096)
+        byte = f.read(1)
+        f.seek(4096)
+        f.write(bytes([byte[0] ^ 1]))
+    assert cider_aot.check(where)[0] == "bad" and cider_aot.load(where) is None
+    os.chmod(where, 0o777)
+    assert cider_aot.check(where)[0] == "unsafe"
+    os.chmod(where, 0o755)
+    assert cider_aot.check(tmp_path / "none") == ("missing", None)
+
+
+def test_a_failed_build_is_kept_and_not_tried_again(monkeypatch, tmp_path):
+    """A build that fails (no C compiler, say) leaves its reason in ``<name>.failed``; later jobs
+    use numba's JIT without starting another build."""
+    from capeval.metrics.meteor import jit_align
+
+    where = tmp_path / "kernels"
+    monkeypatch.setattr(cider_aot, "folder", lambda: where)
+    monkeypatch.setattr(jit_align, "available", lambda: True)
+    monkeypatch.setattr(cider_aot, "_CHILD", "import sys\nprint('RuntimeError: no C compiler', file=sys.stderr)\n"
+                                             "sys.exit(1)")
+    assert cider_aot.start_build()
+    cider_aot.finish_build()
+    assert cider_aot.failure(where) == "RuntimeError: no C compiler"
+    assert not cider_aot.start_build() and cider_aot.check(where) == ("missing", None)
+    monkeypatch.setattr(cider_aot, "_loaded", [])
+    assert cider_resample._built_kernels(10**6) is None and not cider_aot._child
