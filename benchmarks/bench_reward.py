@@ -19,8 +19,9 @@ captions are a reference of their item with a third of the tokens replaced, leng
 decoded; decoding is not timed) vs ``CiderDTokens.table`` on the CPU, and on CUDA when a GPU is
 there (else one line "GPU: skipped (no CUDA)"). Both give the same numbers (float64); the script
 checks that before timing, and that call is each side's untimed warm-up; times are medians of
-``--repeats-strings`` / ``--repeats`` calls on the same inputs. ``--threads N`` gives both sides N
-cores: N torch threads and N worker processes for Reward's CIDEr-D (without it, each its default).
+``--repeats-strings`` / ``--repeats`` calls on the same inputs, the two sides' calls taken in
+turn. ``--threads N`` gives both sides N cores: N torch threads and N worker processes for
+Reward's CIDEr-D (without it, each its default).
 
     python benchmarks/bench_reward.py --tokens --threads 2
 """
@@ -95,12 +96,20 @@ def token_data(batch: int, t: int, seed: int = 0, items: int = 5000, group: int 
 
 def median_of(fn, repeats: int) -> float:
     """Median wall time of ``repeats`` calls (the caller has made one untimed call first: the warm-up)."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    return medians_interleaved([(fn, repeats)])[0]
+
+
+def medians_interleaved(calls: list[tuple]) -> list[float]:
+    """Median wall time of each ``(fn, repeats)``, their calls taken in turn (A B A B ...), so that
+    a load that comes and goes on a shared machine falls on every side alike."""
+    times: list[list[float]] = [[] for _ in calls]
+    for r in range(max(repeats for _, repeats in calls)):
+        for (fn, repeats), out in zip(calls, times):
+            if r < repeats:
+                start = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - start)
+    return [float(np.median(t)) for t in times]
 
 
 def tokens_main(args: argparse.Namespace) -> int:
@@ -114,7 +123,8 @@ def tokens_main(args: argparse.Namespace) -> int:
     gpu = torch.cuda.is_available()
     print(f"torch threads {torch.get_num_threads()}, Reward's CIDEr-D workers "
           f"{args.threads or 'automatic (1 below 2,000 captions)'}; median of {args.repeats_strings} Reward / "
-          f"{args.repeats} CiderDTokens calls after one untimed call each on the same inputs", flush=True)
+          f"{args.repeats} CiderDTokens calls, taken in turn, after one untimed call each on the same inputs",
+          flush=True)
     for batch in (1024, 4096):
         for t in (32, 128):
             refs, cand, items = token_data(batch, t)
@@ -128,8 +138,8 @@ def tokens_main(args: argparse.Namespace) -> int:
             want = reward.scores(words, batch_refs)["cider-d"]  # also both sides' warm-up, on the timed inputs
             got = scorer.table(cand, items)
             diff = float(np.abs(got.numpy() - want).max())
-            strings = median_of(lambda: reward(words, batch_refs), args.repeats_strings)
-            cpu = median_of(lambda: scorer.table(cand, items), args.repeats)
+            strings, cpu = medians_interleaved([(lambda: reward(words, batch_refs), args.repeats_strings),
+                                                (lambda: scorer.table(cand, items), args.repeats)])
             row = {"batch": batch, "T": t, "reward_strings_s": strings, "tokens_cpu_s": cpu,
                    "speedup_cpu": strings / cpu, "max_abs_diff": diff}
             line = (f"batch {batch:5d} T {t:4d}: Reward on strings {strings * 1e3:9.1f} ms | CiderDTokens CPU "
