@@ -31,7 +31,6 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
-import stat
 import subprocess
 import sys
 import tempfile
@@ -108,49 +107,21 @@ def check(where: Path | None = None) -> tuple[str, str | None]:
     """``("ok", None)``, ``("missing", None)``, ``("unsafe", why)`` or ``("bad", why)`` as
     :func:`capeval.metrics.meteor.kernel_build.check` says of METEOR's module."""
     from capeval.metrics.meteor.kernel_build import unsafe_folder
-    from capeval.metrics.meteor.kernel_trust import cut_elf, file_digest, not_yours
+    from capeval.metrics.meteor.kernel_trust import cut_elf, file_digest, module_file_problem, recorded_digest
 
     where = where or folder()
     unsafe = unsafe_folder(where)
     if unsafe is not None:
         return "unsafe", unsafe
     path = built_path(where)
-    try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return "missing", None
-    except OSError as exc:
-        return "bad", f"it cannot be read ({exc.strerror or exc})"
-    if not stat.S_ISREG(st.st_mode):
-        return "bad", "it is not a regular file"
-    problem = not_yours(st)
-    if problem is not None:
-        return "bad", f"it is {problem}"
-    recorded = _recorded(where)
+    found = module_file_problem(path)
+    if found is not None:
+        return found
+    recorded = recorded_digest(_side(where, ".sha256"), path)
     if recorded is None or file_digest(path) != recorded:
         return "bad", "its sha256 is not the one recorded when it was built"
     cut = cut_elf(path)
     return ("bad", f"it is a cut file ({cut})") if cut is not None else ("ok", None)
-
-
-def _recorded(where: Path | None) -> str | None:
-    """The sha256 recorded beside the module (``<hex>  <file name>``), or None."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(_side(where, ".sha256"), flags)
-    except OSError:
-        return None
-    try:
-        text = os.read(fd, 4096).decode("ascii") if stat.S_ISREG(os.fstat(fd).st_mode) else ""
-    except (OSError, UnicodeDecodeError):
-        return None
-    finally:
-        os.close(fd)
-    parts = text.split()
-    if len(parts) != 2 or parts[1] != built_path(where).name or len(parts[0]) != 64:
-        return None
-    digest = parts[0].lower()
-    return digest if all(c in "0123456789abcdef" for c in digest) else None
 
 
 class Kernels:

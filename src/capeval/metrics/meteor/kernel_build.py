@@ -41,7 +41,6 @@ import importlib.util
 import os
 import platform
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -49,7 +48,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 # the trust rules live beside; named here too, where callers and tests look for them
-from capeval.metrics.meteor.kernel_trust import MAX_MODULE_BYTES, _cut_elf, _file_digest, _private_group, not_yours  # noqa: F401
+from capeval.metrics.meteor.kernel_trust import (MAX_MODULE_BYTES, _cut_elf, _file_digest, _private_group,  # noqa: F401
+                                                 module_file_problem, not_yours, recorded_digest)
 
 #: the exported function's numba signature (arrays C-contiguous int64, see jit_align.finish)
 SIGNATURE = "i8[::1](i8[::1], i8[::1], i8, i8, i8, i8, i8, i8, b1)"
@@ -136,17 +136,9 @@ def check(where: Path | None = None) -> tuple[str, str | None]:
     if unsafe is not None:
         return "unsafe", unsafe
     path = built_path(where)
-    try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return "missing", None
-    except OSError as exc:
-        return "bad", f"it cannot be read ({exc.strerror or exc})"
-    if not stat.S_ISREG(st.st_mode):
-        return "bad", "it is not a regular file"
-    problem = not_yours(st)
-    if problem is not None:
-        return "bad", f"it is {problem}"
+    found = module_file_problem(path)
+    if found is not None:
+        return found
     recorded = _recorded_digest(where)
     if recorded is None:
         return "bad", f"there is no sha256 record of it in {digest_path(where).name}"
@@ -240,24 +232,7 @@ def unsafe_folder(where: Path | None = None) -> str | None:
 def _recorded_digest(where: Path | None) -> str | None:
     """The sha256 recorded for the module (``<hex>  <file name>``), or None when there is
     no readable record naming it."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(digest_path(where), flags)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        text = os.read(fd, _MAX_RECORD_BYTES).decode("ascii")
-    except (OSError, UnicodeDecodeError):
-        return None
-    finally:
-        os.close(fd)
-    parts = text.split()
-    if len(parts) != 2 or parts[1] != built_path(where).name or len(parts[0]) != 64:
-        return None
-    hexdigest = parts[0].lower()
-    return hexdigest if all(c in "0123456789abcdef" for c in hexdigest) else None
+    return recorded_digest(digest_path(where), built_path(where), _MAX_RECORD_BYTES)
 
 
 def _own_folder(where: Path | None) -> Path | str:

@@ -114,6 +114,46 @@ def _cut_elf(path: Path) -> str | None:
     return None
 
 
+def module_file_problem(path: Path) -> tuple[str, str | None] | None:
+    """Before hashing a built module: ``("missing", None)`` when ``path`` does not exist,
+    ``("bad", why)`` when it cannot be stat'ed, is not a regular file (a link counts) or another
+    user could change it; None when it may be hashed and checked against its record."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing", None
+    except OSError as exc:
+        return "bad", f"it cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISREG(st.st_mode):
+        return "bad", "it is not a regular file"
+    problem = not_yours(st)
+    return ("bad", f"it is {problem}") if problem is not None else None
+
+
+def recorded_digest(record: Path, module: Path, limit: int = 4096) -> str | None:
+    """The sha256 (hex) the record file ``record`` (one line ``<hex>  <file name>``) holds for
+    ``module``, read without following a link or blocking on a pipe, at most ``limit`` bytes;
+    None when there is no readable record naming that file."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(record, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.read(fd, limit).decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
+    parts = text.split()
+    if len(parts) != 2 or parts[1] != module.name or len(parts[0]) != 64:
+        return None
+    hexdigest = parts[0].lower()
+    return hexdigest if all(c in "0123456789abcdef" for c in hexdigest) else None
+
+
 # public names for other packages' modules built ahead of time (capeval.significance.cider_aot)
 file_digest = _file_digest
 cut_elf = _cut_elf
