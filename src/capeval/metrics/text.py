@@ -226,7 +226,7 @@ def _score_text(
     def tasks(with_candidates: bool, work: list[tuple[int, int]]) -> Iterator[tuple]:
         return (span_texts(ids, cands if with_candidates else None, refs, a, b) for a, b in work)
 
-    return _score_spans(scorers, tokenizer, ids, sorted({len(refs[i]) for i in ids}), tasks, progress)
+    return _score_spans(scorers, tokenizer, ids, sorted({len(refs[i]) for i in ids}), tasks, progress, refs)
 
 
 def score_text_stream(
@@ -290,9 +290,12 @@ def _score_spans(
     counts: list[int],
     tasks: Callable[[bool, list[tuple[int, int]]], Iterator[tuple]],
     progress: bool | None,
+    refs: Mapping[str, list[str]] | None = None,
 ) -> dict[str, MetricResult]:
     """The chunked pipeline over ``ids``; ``tasks(with_candidates, spans)``: the
-    :func:`span_texts` of each span (candidates None without ``with_candidates``)."""
+    :func:`span_texts` of each span (candidates None without ``with_candidates``). ``refs``:
+    the references in memory, when the pass may share its reference work with the other
+    systems of a comparison (:mod:`capeval.metrics.text_share`)."""
     from capeval.metrics.workers import map_tasks, resolve_workers, spans
 
     n_items = len(ids)
@@ -315,7 +318,14 @@ def _score_spans(
     kept: list[tuple[list[str], list[list[str]]] | None] = []  # per span: its tokenised texts, or None
     prepared = False  # before_chunks called
     orders = [o for o in (s.corpus_order() for s in scorers) if o]
-    if orders:
+    share, reused = None, False
+    if orders and refs is not None:
+        from capeval.metrics.text_share import find_shared
+
+        share, reused = find_shared(tokenizer, max(orders), work, ids, refs)
+    if reused:  # another system's pass on these references counted them: its index, its tokens
+        corpus = share.corpus
+    elif orders:
         from capeval.metrics.ngrams import GramIndex
 
         corpus = GramIndex(max(orders))
@@ -339,6 +349,8 @@ def _score_spans(
                 if budget > 0:
                     budget -= sum(map(len, chain.from_iterable(rs))) + sum(map(len, hs))
                     kept.append((hs, rs) if budget >= 0 else None)
+                if share is not None:  # the references within the budget, for the next systems
+                    share.tokens.append(rs if budget >= 0 else None)
                 bar.update(part.n_items)
 
     if not prepared:
@@ -348,6 +360,8 @@ def _score_spans(
     def job(task: tuple) -> tuple[int, list[Any]]:
         if len(task) == 2:  # tokenised by the corpus pass
             hyps, rs = task
+        elif len(task) == 3:  # references tokenised by another system's pass
+            hyps, rs = tokenize_texts(tokenizer, task[0], [], task[1], [])[0], task[2]
         else:
             hyps, rs = tokenize_texts(tokenizer, *task)
         piece = TextChunk(hyps, rs)
@@ -356,7 +370,9 @@ def _score_spans(
     def scoring_tasks() -> Iterator[tuple]:
         for k, task in enumerate(tasks(True, work)):
             tokens = kept[k] if k < len(kept) else None
-            if tokens is None:
+            if reused and share.tokens_of(k) is not None:
+                yield task[0], task[2], share.tokens_of(k)  # candidates, the ones after them, references
+            elif tokens is None:
                 yield task
             else:
                 kept[k] = None  # handed on: held by the task only
@@ -368,6 +384,10 @@ def _score_spans(
             for k, out in enumerate(outs):
                 parts[k].append(out)
             bar.update(done)
+    if share is not None and not reused:
+        from capeval.metrics.text_share import publish
+
+        publish(share, corpus)
     results: dict[str, MetricResult] = {}
     for s, p in zip(scorers, parts):
         for r in s.merge(ids, p, nrefs):

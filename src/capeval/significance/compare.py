@@ -198,9 +198,12 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
     # elsewhere) says how far the scoring and the resampling are; an error ends it without a
     # line (the error is the one line); the scorers' own bars stay off
     show = resolve(progress)
+    from capeval.significance.keep import sharing
+
     with progress_setting(False):
         shared: dict[str, Any] = {}
-        with make_progress(len(names) * n_items, "compare: scoring", show) as bar:
+        # the systems after the first take its tokenised references and corpus index (text_share)
+        with make_progress(len(names) * n_items, "compare: scoring", show) as bar, sharing():
             for name in names:
                 stats[name], report = _statistics(name, cands[name], refs, names_metrics, options, shared=shared,
                                                   samples=samples, method=method)

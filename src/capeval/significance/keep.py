@@ -8,6 +8,12 @@ yields (metric name -> statistics); outside it they do nothing extra.
 A module global, not a context variable: the scoring pass's forked workers must see it, and
 a pool replaces its workers from its own thread, where a context variable is unset (a new
 thread starts with an empty context). So one comparison at a time per process.
+
+Within :func:`sharing` (around all the systems of one comparison), the text metrics' passes
+share what depends on the references only: the first system's pass leaves its tokenised
+references and its corpus index there, and the passes of the next systems on the same
+references (same ids, texts, tokenizer, chunks) take them instead of redoing them
+(:mod:`capeval.metrics.text_share`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 _KEPT: dict[str, Any] | None = None
+_SHARED: list[Any] | None = None
 
 
 @contextmanager
@@ -35,3 +42,22 @@ def keeping() -> Iterator[dict[str, Any]]:
 def kept() -> dict[str, Any] | None:
     """The mapping of the innermost :func:`keeping` block, or None outside any."""
     return _KEPT
+
+
+@contextmanager
+def sharing() -> Iterator[list[Any]]:
+    """Within the block, text scoring passes on the same references share their reference work
+    (the list yielded holds it; it is dropped at the end of the block)."""
+    global _SHARED
+    before = _SHARED
+    shared: list[Any] = []
+    _SHARED = shared
+    try:
+        yield shared
+    finally:
+        _SHARED = before
+
+
+def shared_passes() -> list[Any] | None:
+    """The list of the innermost :func:`sharing` block, or None outside any."""
+    return _SHARED
