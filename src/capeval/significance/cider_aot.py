@@ -48,19 +48,24 @@ BUILD_MIN_WORK = 500_000
 #: seconds the build may take (the job waits for it when it ends)
 BUILD_TIMEOUT = 600
 
-_I8, _F8, _I4, _B1 = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.bool_)
+_I8, _F8, _I4 = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.int32)
 #: per kernel: its numba signature and, per argument, (dtype, dimensions, C-contiguous) or None (an integer)
 KERNELS: dict[str, tuple[str, tuple]] = {
     "df_block": ("void(i4[:, ::1], i8[::1], i8[::1], i8, i8, i4[:, ::1])",
                  ((_I4, 2, True), (_I8, 1, True), (_I8, 1, True), None, None, (_I4, 2, True))),
-    "norms_block": ("void(i4[:, ::1], f8[::1], f8[:, ::1], i8, i8[::1], i8[::1], i8[::1], i8[::1], i8[::1], "
-                    "i8[::1], f8[:, ::1], f8[:, ::1], f8[:, ::1], f8[:, :, ::1])",
-                    ((_I4, 2, True), (_F8, 1, True), (_F8, 2, True), None) + ((_I8, 1, True),) * 6
-                    + ((_F8, 2, True),) * 3 + ((_F8, 3, True),)),
-    "items_block": ("void(f8[:, ::1], f8[:, ::1], f8[:, :, ::1], i8[::1], i8[::1], i8[::1], f8[::1], i8[::1], "
-                    "i8[::1], i8[::1], i8[::1], f8[::1], f8[::1], b1[::1], f8[:, :, :])",
-                    ((_F8, 2, True), (_F8, 2, True), (_F8, 3, True)) + ((_I8, 1, True),) * 3 + ((_F8, 1, True),)
-                    + ((_I8, 1, True),) * 4 + ((_F8, 1, True),) * 2 + ((_B1, 1, True), (_F8, 3, False))),
+    "weights_block": ("void(i4[:, ::1], f8[::1], f8[:, ::1], i8[::1], i8[::1], i8[::1], i8[::1], f8[:, ::1], "
+                      "f8[:, ::1])",
+                      ((_I4, 2, True), (_F8, 1, True), (_F8, 2, True)) + ((_I8, 1, True),) * 4
+                      + ((_F8, 2, True),) * 2),
+    "norms_block": ("void(f8[:, ::1], i8[::1], i8[::1], i8[::1], i8[::1], f8[:, :, ::1])",
+                    ((_F8, 2, True),) + ((_I8, 1, True),) * 4 + ((_F8, 3, True),)),
+    "hits_block": ("void(i4[:, ::1], f8[::1], i8[::1], i8[::1], f8[::1], f8[::1], i8[::1], f8[:, ::1], i8)",
+                   ((_I4, 2, True), (_F8, 1, True), (_I8, 1, True), (_I8, 1, True), (_F8, 1, True), (_F8, 1, True),
+                    (_I8, 1, True), (_F8, 2, True), None)),
+    "items_block": ("void(f8[:, ::1], i8[::1], f8[:, :, ::1], i8[::1], i8[::1], i8[::1], f8[::1], i8[::1], "
+                    "i8[::1], i8[::1], f8[:, :, ::1])",
+                    ((_F8, 2, True), (_I8, 1, True), (_F8, 3, True)) + ((_I8, 1, True),) * 3 + ((_F8, 1, True),)
+                    + ((_I8, 1, True),) * 3 + ((_F8, 3, True),)),
 }
 
 

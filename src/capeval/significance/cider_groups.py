@@ -91,6 +91,7 @@ class _Group:
                                      n_ord))
             ent0 += len(c.ent_gid)
         self._numpy: dict[str, Any] | None = None
+        self._kernels: _KernelIndex | None = None
 
     def _rare_squares(self, df: np.ndarray) -> np.ndarray:
         """``(rare entries, k)`` squares of the entries whose count has no table row."""
@@ -100,27 +101,46 @@ class _Group:
         return _squares(self.tf_f[self.rare][:, None] * self.shared.weights[d])
 
     def block(self, df: np.ndarray, per: np.ndarray) -> None:
-        """``per[s, r, base + i, o]`` for system s (``self.which``), resample r of the ``(n_sets + 1,
+        """``per[s, base + i, r, o]`` for system s (``self.which``), resample r of the ``(n_sets + 1,
         k)`` df, item i of the chunk: the item's sum over its references of the order-o similarity
         times the length penalty (cider_table_scores' ``per_item``)."""
         shared = self.shared
         k = df.shape[1]
         rare = self._rare_squares(df)
         if shared.jit:
-            cider_jit = shared.kernels  # built ahead of time or numba's JIT, the same functions
-            w = np.empty((len(self.loc_g), k), dtype=np.float64)
-            ww = np.empty((len(self.loc_g), k), dtype=np.float64)
-            norms = np.empty((self.n_sent, self.n_ord, k), dtype=np.float64)
-            cider_jit.norms_block(df, shared.weights, shared.table, shared.row_one, self.loc_g, self.ent_ptr,
-                                  self.ent_loc, self.ent_order, self.ent_row, self.ent_rare, rare, w, ww, norms)
-            for s, base, it in zip(self.which, self.bases, self.items):
-                cider_jit.items_block(w, ww, norms, it.hyp_u, it.slot_ptr, it.slot_u, it.factor, it.seg_ptr,
-                                      it.seg_order, it.hit_ptr, it.hit_j, it.hit_th, it.hit_tr, it.hit_ones,
-                                      per[s, :, base:base + it.n_items])
+            with shared.buffers.lend() as buffers:
+                self._block_compiled(df, per, rare, buffers)
         else:
             w, ww, norms = self._norms_numpy(df, rare)
             for s, base, it in zip(self.which, self.bases, self.items):
-                per[s, :, base:base + it.n_items] = it.block_numpy(w, ww, norms).transpose(2, 0, 1)
+                per[s, base:base + it.n_items] = it.block_numpy(w, ww, norms).transpose(0, 2, 1)
+
+    def _block_compiled(self, df: np.ndarray, per: np.ndarray, rare: np.ndarray, buffers: Any) -> None:
+        """:meth:`block` by the compiled kernels, in work arrays reused from block to block."""
+        shared = self.shared
+        kernels = shared.kernels  # built ahead of time or numba's JIT, the same functions
+        ix = self._kernel_index()
+        k = df.shape[1]
+        # rows: the w * w of each set of hits of counts 1 and 1, then every system's other hits
+        products = buffers.get("products", (len(ix.ones_loc) + ix.n_products, k))
+        squares = buffers.get("squares", (len(ix.combo_loc) + len(rare), k))
+        kernels.weights_block(df, shared.weights, shared.table, self.loc_g, ix.combo_loc, ix.combo_row, ix.ones_loc,
+                              squares, products)
+        squares[len(ix.combo_loc):] = rare
+        norms = buffers.get("norms", (self.n_sent, self.n_ord, k))
+        norms.fill(0.0)  # a sentence and order without entries: the root of an empty sum
+        kernels.norms_block(squares, ix.src, ix.seg_ptr, ix.seg_sent, ix.seg_order, norms)
+        for s, base, it, start, hit_src in zip(self.which, self.bases, self.items, ix.starts, ix.hit_src):
+            kernels.hits_block(df, shared.weights, self.loc_g, it.hit_j, it.hit_th, it.hit_tr, it.others, products,
+                               start)
+            kernels.items_block(products, hit_src, norms, it.hyp_u, it.slot_ptr, it.slot_u, it.factor,
+                                it.seg_ptr, it.seg_order, it.hit_ptr, per[s, base:base + it.n_items])
+
+    def _kernel_index(self) -> "_KernelIndex":
+        """What the compiled kernels read besides the block's df (computed at the first block)."""
+        if self._kernels is None:
+            self._kernels = _KernelIndex(self)
+        return self._kernels
 
     def _norms_numpy(self, df: np.ndarray, rare: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(weights of the group's sets, their products with themselves, norms of its sentences)
@@ -171,6 +191,7 @@ class _Items:
         self.hit_tr = c.ent_tf[c.hit_r].astype(np.float64)
         # min(1 * w, 1 * w) * (1 * w) is w * w: one product, shared by all such hits
         self.hit_ones = (c.ent_tf[c.hit_h] == 1) & (c.ent_tf[c.hit_r] == 1)
+        self.others = np.flatnonzero(~self.hit_ones).astype(np.int64)
         self._numpy: dict[str, Any] | None = None
 
     def block_numpy(self, w: np.ndarray, ww: np.ndarray, norms: np.ndarray) -> np.ndarray:
@@ -213,3 +234,45 @@ class _Items:
         seg, sums = _sequential(ix["item"], val, ix["by_item"])
         per[seg] = sums
         return per.reshape(self.n_items, n_ord, k)
+
+
+class _KernelIndex:
+    """A group's entries and hits as the compiled kernels read them: the squares of an entry are
+    row ``src`` of a block's squares (one per distinct (set, count row) pair, then the rare
+    entries'); its entries run by (sentence, order) (``seg_*``); system j's hits read row
+    ``hit_src[j]`` of a block's products (for counts 1 and 1 the ``w * w`` of its set, row
+    ``ones_loc``'s, else its own row from ``starts[j]`` on)."""
+
+    def __init__(self, group: _Group):
+        tab = group.ent_row >= 0
+        pair = group.ent_loc[tab] * (len(group.shared.table) + 1) + group.ent_row[tab]
+        pairs, inverse = np.unique(pair, return_inverse=True)
+        self.combo_loc = (pairs // (len(group.shared.table) + 1)).astype(np.int64)
+        self.combo_row = (pairs % (len(group.shared.table) + 1)).astype(np.int64)
+        self.src = np.empty(len(group.ent_row), dtype=np.int64)
+        self.src[tab] = inverse.reshape(-1)
+        self.src[~tab] = len(pairs) + group.ent_rare[~tab]
+        ent_sent = np.repeat(np.arange(group.n_sent, dtype=np.int64), np.diff(group.ent_ptr))
+        key = ent_sent * group.n_ord + group.ent_order
+        # a sentence's entries are by order already (pycocoevalcap counts unigrams first); a
+        # stable sort keeps each order's entries in their order, the order of its sum
+        by_key = np.argsort(key, kind="stable")
+        key, self.src = key[by_key], self.src[by_key]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
+        self.seg_ptr = np.r_[starts, len(key)].astype(np.int64)
+        self.seg_sent = key[starts] // group.n_ord
+        self.seg_order = key[starts] % group.n_ord
+        # the sets of hits of counts 1 and 1 (their product is the set's w * w), over all systems
+        ones = [it.hit_j[it.hit_ones] for it in group.items]
+        self.ones_loc = np.unique(np.concatenate(ones)).astype(np.int64) if ones else np.zeros(0, dtype=np.int64)
+        self.starts: list[int] = []
+        self.hit_src: list[np.ndarray] = []
+        at = len(self.ones_loc)
+        for it, one in zip(group.items, ones):
+            self.starts.append(at)
+            src = np.empty(len(it.hit_j), dtype=np.int64)
+            src[it.hit_ones] = np.searchsorted(self.ones_loc, one)
+            src[it.others] = at + np.arange(len(it.others), dtype=np.int64)
+            self.hit_src.append(src)
+            at += len(it.others)
+        self.n_products = at - len(self.ones_loc)

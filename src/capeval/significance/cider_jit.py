@@ -9,6 +9,13 @@ order); numba compiles with strict IEEE semantics (no fast-math, no contraction 
 multiply-adds), so the doubles are the same. Compiled once per machine (numba's cache, next to
 this module or in numba's user cache folder); the kernels release the GIL and run on the
 chunks in threads.
+
+Where the time goes decided the shapes: a block's squares and products are computed once per
+row into arrays the sums then read whole (``weights_block``, ``hits_block``), so the sum loops
+have no branch per entry; a sum over a run of entries or hits is held in a small array that
+stays in the first-level cache, and an item's sums are written together (item-major ``out``):
+the former kernels' accumulators in the block's large arrays and their scattered writes cost
+three to four times the arithmetic (measured at 40,000 items, 32 resamples a block).
 """
 
 from __future__ import annotations
@@ -23,92 +30,107 @@ from numba import njit
 def df_block(ct, item, ptr, a, b, out):  # pragma: no cover - compiled
     """``out[u, r] = sum(ct[item[ptr[u]:ptr[u + 1]], r])`` for u in [a, b) (int32: exact)."""
     k = ct.shape[1]
+    acc = np.empty(k, dtype=np.int32)
     for u in range(a, b):
-        row = out[u]
+        for r in range(k):
+            acc[r] = 0
         for p in range(ptr[u], ptr[u + 1]):
             c = ct[item[p]]
             for r in range(k):
-                row[r] += c[r]
-
-
-@njit(nogil=True, cache=True, error_model="numpy")
-def norms_block(df, weights, table, row_one, loc_g, ent_ptr, ent_loc, ent_order, ent_row, ent_rare, rare, w, ww,
-                norms):  # pragma: no cover - compiled
-    """Per set of the group and resample r: ``w`` the weight, ``ww`` its product with itself;
-    per sentence s, order o: ``norms[s, o, r]``, the root of the sum of the squares in entry order."""
-    k = df.shape[1]
-    n_loc = loc_g.shape[0]
-    n_sent = ent_ptr.shape[0] - 1
-    n_ord = norms.shape[1]
-    sq_one = np.zeros((n_loc, k))
-    for j in range(n_loc):
-        g = loc_g[j]
+                acc[r] += c[r]
+        row = out[u]
         for r in range(k):
-            d = df[g, r]
-            x = weights[d]
-            w[j, r] = x
-            ww[j, r] = x * x
-            if row_one >= 0:
-                sq_one[j, r] = table[row_one, d]
-    acc = np.empty((n_ord, k))
-    for s in range(n_sent):
-        acc[:, :] = 0.0
-        for e in range(ent_ptr[s], ent_ptr[s + 1]):
-            row = ent_row[e]
-            a = acc[ent_order[e]]
-            if row == row_one and row >= 0:
-                x = sq_one[ent_loc[e]]
-                for r in range(k):
-                    a[r] += x[r]
-            elif row >= 0:
-                g = loc_g[ent_loc[e]]
-                for r in range(k):
-                    a[r] += table[row, df[g, r]]
-            else:
-                x = rare[ent_rare[e]]
-                for r in range(k):
-                    a[r] += x[r]
-        for o in range(n_ord):
-            for r in range(k):
-                norms[s, o, r] = math.sqrt(acc[o, r])
+            row[r] = acc[r]
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def items_block(w, ww, norms, hyp_u, slot_ptr, slot_u, factor, seg_ptr, seg_order, hit_ptr, hit_j, hit_th, hit_tr,
-                hit_ones, out):  # pragma: no cover - compiled
-    """``out[r, i, o]``: item i's sum over its references of the order-o similarity times the
-    length penalty on resample r (cider_table_scores' ``per_item``); a (reference, order)
-    without hits adds 0.0, so is skipped."""
-    k = w.shape[1]
-    n_items = hyp_u.shape[0]
+def weights_block(df, weights, table, loc_g, combo_loc, combo_row, ones_loc, squares, products):  # pragma: no cover - compiled
+    """Per (set, count row) pair c and resample r: ``squares[c, r]``, the square read from the
+    table at the set's df; per set h of hits of counts 1 and 1: ``products[h, r] = w * w``, its
+    weight ``w = weights[df]`` times itself (the scorer's ``min(w, w) * w``)."""
+    k = df.shape[1]
+    for c in range(combo_loc.shape[0]):
+        d = df[loc_g[combo_loc[c]]]
+        tab = table[combo_row[c]]
+        out = squares[c]
+        for r in range(k):
+            out[r] = tab[d[r]]
+    for h in range(ones_loc.shape[0]):
+        d = df[loc_g[ones_loc[h]]]
+        out = products[h]
+        for r in range(k):
+            x = weights[d[r]]
+            out[r] = x * x
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def norms_block(squares, src, seg_ptr, seg_sent, seg_order, norms):  # pragma: no cover - compiled
+    """Per run q of one sentence's entries of one order: ``norms[s, o, r]``, the root of the sum of
+    the squares ``squares[src[e], r]`` of its entries, in entry order from 0.0 (a sentence and
+    order without entries keeps the 0.0 the caller wrote, the root of an empty sum)."""
+    k = squares.shape[1]
+    acc = np.empty(k)
+    for q in range(seg_ptr.shape[0] - 1):
+        for r in range(k):
+            acc[r] = 0.0
+        for e in range(seg_ptr[q], seg_ptr[q + 1]):
+            x = squares[src[e]]
+            for r in range(k):
+                acc[r] += x[r]
+        out = norms[seg_sent[q], seg_order[q]]
+        for r in range(k):
+            out[r] = math.sqrt(acc[r])
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def hits_block(df, weights, loc_g, hit_j, hit_th, hit_tr, others, products, start):  # pragma: no cover - compiled
+    """``products[start + q, r] = min(vh, vr) * vr`` of hit ``others[q]`` (counts other than 1 and
+    1), ``vh = th * w``, ``vr = tr * w``, ``w = weights[df]`` of its set: the scorer's clipped product."""
+    k = df.shape[1]
+    for q in range(others.shape[0]):
+        x = others[q]
+        d = df[loc_g[hit_j[x]]]
+        th = hit_th[x]
+        tr = hit_tr[x]
+        out = products[start + q]
+        for r in range(k):
+            wr = weights[d[r]]
+            vh = th * wr
+            vr = tr * wr
+            m = vr if vr < vh else vh
+            out[r] = m * vr
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def items_block(products, hit_src, norms, hyp_u, slot_ptr, slot_u, factor, seg_ptr, seg_order, hit_ptr,
+                out):  # pragma: no cover - compiled
+    """``out[i, r, o]``: item i's sum over its references of the order-o similarity times the
+    length penalty on resample r (cider_table_scores' ``per_item``). A (reference, order)'s
+    similarity sums its hits' clipped products (``products[hit_src[x]]``: the set's ``w * w``
+    for counts 1 and 1, else :func:`hits_block`'s) in order from 0.0; one without hits adds
+    0.0, so is skipped."""
+    k = products.shape[1]
     n_ord = norms.shape[1]
     per = np.empty((n_ord, k))
     val = np.empty(k)
-    for i in range(n_items):
+    for i in range(hyp_u.shape[0]):
         h = hyp_u[i]
-        per[:, :] = 0.0
+        for o in range(n_ord):
+            for r in range(k):
+                per[o, r] = 0.0
         for sl in range(slot_ptr[i], slot_ptr[i + 1]):
             rs = slot_u[sl]
             f = factor[sl]
             for sg in range(seg_ptr[sl], seg_ptr[sl + 1]):
                 o = seg_order[sg]
-                val[:] = 0.0
-                for x in range(hit_ptr[sg], hit_ptr[sg + 1]):
-                    j = hit_j[x]
-                    if hit_ones[x]:
-                        wwj = ww[j]
-                        for r in range(k):
-                            val[r] += wwj[r]
-                    else:
-                        wj = w[j]
-                        th = hit_th[x]
-                        tr = hit_tr[x]
-                        for r in range(k):
-                            wr = wj[r]
-                            vh = th * wr
-                            vr = tr * wr
-                            m = vr if vr < vh else vh
-                            val[r] += m * vr
+                a = hit_ptr[sg]
+                row = products[hit_src[a]]
+                for r in range(k):
+                    val[r] = 0.0 + row[r]
+                for x in range(a + 1, hit_ptr[sg + 1]):
+                    row = products[hit_src[x]]
+                    for r in range(k):
+                        val[r] += row[r]
                 nho = norms[h, o]
                 nro = norms[rs, o]
                 po = per[o]
@@ -120,6 +142,7 @@ def items_block(w, ww, norms, hyp_u, slot_ptr, slot_u, factor, seg_ptr, seg_orde
                     q = v / (nh * nr)
                     v = q if (nh != 0.0) & (nr != 0.0) else v
                     po[r] += v * f
-        for o in range(n_ord):
-            for r in range(k):
-                out[r, i, o] = per[o, r]
+        dst = out[i]
+        for r in range(k):
+            for o in range(n_ord):
+                dst[r, o] = per[o, r]

@@ -50,6 +50,7 @@ from capeval.significance.cider_arrays import (
     _weights,
 )
 from capeval.significance.blas_dot import BlasDot
+from capeval.significance.buffers import BufferPool, Buffers
 from capeval.significance.cider_groups import (
     _Group,
     _groups,
@@ -95,6 +96,9 @@ class CiderResampling:
         self._done: tuple[Any, dict[int, np.ndarray]] = (None, {})
         #: the resample means' dot products, as numpy's BLAS call gives them (see blas_dot)
         self.dot = BlasDot(n_items)
+        #: the blocks' work arrays, reused (one set per thread running blocks), and the df's
+        self.buffers = BufferPool()
+        self._df_out = Buffers()
 
     def same_references(self, chunks: list[CiderChunk]) -> bool:
         """Do ``chunks`` (another system's) hold the same reference n-grams per item?"""
@@ -150,8 +154,13 @@ class CiderResampling:
     def df_block(self, counts: np.ndarray) -> np.ndarray:
         """``(n_sets + 1, k)`` int32: the df of each set of items on each resample of ``counts``
         (``(k, N)`` multiplicities); the last row, of the n-grams of no reference, is 0."""
-        ct = np.ascontiguousarray(np.asarray(counts).T, dtype=np.int32)  # (N, k)
-        out = np.zeros((self.n_sets + 1, ct.shape[1]), dtype=np.int32)
+        counts = np.asarray(counts)
+        # both arrays reused from block to block: fresh pages cost more than the sums
+        ct = self._df_out.get("counts", (counts.shape[1], counts.shape[0]), np.int32)  # (N, k)
+        ct[...] = counts.T
+        # every row but the last (the n-grams of no reference, 0) is written below
+        out = self._df_out.get("df", (self.n_sets + 1, ct.shape[1]), np.int32)
+        out[self.n_sets] = 0
         if not self.n_sets:
             return out
         if self.jit:
@@ -196,16 +205,17 @@ class CiderResampling:
         # a sub-block's per-item sums of every system within _PER_ITEM_BUDGET
         step = int(max(1, min(self.sub_block, _PER_ITEM_BUDGET // max(1, len(self._systems) * n * n_ord * 8))))
         parts: dict[int, list[np.ndarray]] = {id(s): [] for s in systems}
-        per_item = np.empty((len(self._systems), step, n, n_ord), dtype=np.float64)
+        per_item = np.empty((len(self._systems), n, step, n_ord), dtype=np.float64)
         for a in range(0, k, step):
             b = min(k, a + step)
             df = self.df_block(counts[a:b])
-            per = per_item[:, :b - a]
+            # item-major (system, item, resample, order): an item's sums are written together
+            per = per_item if b - a == step else np.empty((len(self._systems), n, b - a, n_ord), dtype=np.float64)
             _in_threads(self.threads if self.jit else 1, [(g.block, (df, per)) for g in self._groups])
             for j, s in zip(which, systems):
                 # numpy's mean over the orders on an (items, orders) array, as cider_table_scores
-                means = per[j].reshape((b - a) * n, n_ord).mean(axis=1).reshape(b - a, n)
-                parts[id(s)].append(reduce(s, counts[a:b], means / s.ref_counts * 10.0))
+                means = per[j].reshape(n * (b - a), n_ord).mean(axis=1).reshape(n, b - a)
+                parts[id(s)].append(reduce(s, counts[a:b], np.ascontiguousarray(means.T) / s.ref_counts * 10.0))
         return {key: np.concatenate(v) for key, v in parts.items()}
 
 
