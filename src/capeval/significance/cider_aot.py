@@ -63,9 +63,9 @@ KERNELS: dict[str, tuple[str, tuple]] = {
                    ((_I4, 2, True), (_F8, 1, True), (_I8, 1, True), (_I8, 1, True), (_F8, 1, True), (_F8, 1, True),
                     (_I8, 1, True), (_F8, 2, True), None)),
     "items_block": ("void(f8[:, ::1], i8[::1], f8[:, :, ::1], i8[::1], i8[::1], i8[::1], f8[::1], i8[::1], "
-                    "i8[::1], i8[::1], f8[:, :, ::1])",
+                    "i8[::1], i8[::1], f8[::1], f8[:, :], f8[:, :, ::1])",
                     ((_F8, 2, True), (_I8, 1, True), (_F8, 3, True)) + ((_I8, 1, True),) * 3 + ((_F8, 1, True),)
-                    + ((_I8, 1, True),) * 3 + ((_F8, 3, True),)),
+                    + ((_I8, 1, True),) * 3 + ((_F8, 1, True), (_F8, 2, False), (_F8, 3, True))),
 }
 
 

@@ -100,22 +100,25 @@ class _Group:
         d = df[self.loc_g[self.ent_loc[self.rare]]]
         return _squares(self.tf_f[self.rare][:, None] * self.shared.weights[d])
 
-    def block(self, df: np.ndarray, per: np.ndarray) -> None:
+    def block(self, df: np.ndarray, per: np.ndarray | None, scores: list[np.ndarray] | None = None) -> None:
         """``per[s, base + i, r, o]`` for system s (``self.which``), resample r of the ``(n_sets + 1,
         k)`` df, item i of the chunk: the item's sum over its references of the order-o similarity
-        times the length penalty (cider_table_scores' ``per_item``)."""
+        times the length penalty (cider_table_scores' ``per_item``); or, with ``scores`` (the
+        compiled kernels only), ``scores[s][r, base + i]``, the item's CIDEr-D (see
+        :func:`.cider_jit.items_block`)."""
         shared = self.shared
         k = df.shape[1]
         rare = self._rare_squares(df)
         if shared.jit:
             with shared.buffers.lend() as buffers:
-                self._block_compiled(df, per, rare, buffers)
+                self._block_compiled(df, per, scores, rare, buffers)
         else:
             w, ww, norms = self._norms_numpy(df, rare)
             for s, base, it in zip(self.which, self.bases, self.items):
                 per[s, base:base + it.n_items] = it.block_numpy(w, ww, norms).transpose(0, 2, 1)
 
-    def _block_compiled(self, df: np.ndarray, per: np.ndarray, rare: np.ndarray, buffers: Any) -> None:
+    def _block_compiled(self, df: np.ndarray, per: np.ndarray | None, scores: list[np.ndarray] | None,
+                        rare: np.ndarray, buffers: Any) -> None:
         """:meth:`block` by the compiled kernels, in work arrays reused from block to block."""
         shared = self.shared
         kernels = shared.kernels  # built ahead of time or numba's JIT, the same functions
@@ -130,11 +133,15 @@ class _Group:
         norms = buffers.get("norms", (self.n_sent, self.n_ord, k))
         norms.fill(0.0)  # a sentence and order without entries: the root of an empty sum
         kernels.norms_block(squares, ix.src, ix.seg_ptr, ix.seg_sent, ix.seg_order, norms)
+        no_scores = np.empty((k, 0), dtype=np.float64)
+        no_sums = np.empty((0, k, self.n_ord), dtype=np.float64)
         for s, base, it, start, hit_src in zip(self.which, self.bases, self.items, ix.starts, ix.hit_src):
             kernels.hits_block(df, shared.weights, self.loc_g, it.hit_j, it.hit_th, it.hit_tr, it.others, products,
                                start)
-            kernels.items_block(products, hit_src, norms, it.hyp_u, it.slot_ptr, it.slot_u, it.factor,
-                                it.seg_ptr, it.seg_order, it.hit_ptr, per[s, base:base + it.n_items])
+            part = slice(base, base + it.n_items)
+            kernels.items_block(products, hit_src, norms, it.hyp_u, it.slot_ptr, it.slot_u, it.factor, it.seg_ptr,
+                                it.seg_order, it.hit_ptr, it.ref_counts, no_scores if scores is None else
+                                scores[s][:, part], no_sums if per is None else per[s, part])
 
     def _kernel_index(self) -> "_KernelIndex":
         """What the compiled kernels read besides the block's df (computed at the first block)."""
@@ -192,6 +199,7 @@ class _Items:
         # min(1 * w, 1 * w) * (1 * w) is w * w: one product, shared by all such hits
         self.hit_ones = (c.ent_tf[c.hit_h] == 1) & (c.ent_tf[c.hit_r] == 1)
         self.others = np.flatnonzero(~self.hit_ones).astype(np.int64)
+        self.ref_counts = c.ref_counts.astype(np.float64)
         self._numpy: dict[str, Any] | None = None
 
     def block_numpy(self, w: np.ndarray, ww: np.ndarray, norms: np.ndarray) -> np.ndarray:

@@ -102,15 +102,20 @@ def hits_block(df, weights, loc_g, hit_j, hit_th, hit_tr, others, products, star
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def items_block(products, hit_src, norms, hyp_u, slot_ptr, slot_u, factor, seg_ptr, seg_order, hit_ptr,
-                out):  # pragma: no cover - compiled
-    """``out[i, r, o]``: item i's sum over its references of the order-o similarity times the
-    length penalty on resample r (cider_table_scores' ``per_item``). A (reference, order)'s
-    similarity sums its hits' clipped products (``products[hit_src[x]]``: the set's ``w * w``
-    for counts 1 and 1, else :func:`hits_block`'s) in order from 0.0; one without hits adds
-    0.0, so is skipped."""
+def items_block(products, hit_src, norms, hyp_u, slot_ptr, slot_u, factor, seg_ptr, seg_order, hit_ptr, ref_counts,
+                scores, sums):  # pragma: no cover - compiled
+    """Item i's sum over its references of the order-o similarity times the length penalty on
+    resample r (cider_table_scores' ``per_item``). A (reference, order)'s similarity sums its
+    hits' clipped products (``products[hit_src[x]]``: the set's ``w * w`` for counts 1 and 1,
+    else :func:`hits_block`'s) in order from 0.0; one without hits adds 0.0, so is skipped.
+
+    With ``scores`` of ``(k, items)``: ``scores[r, i]``, the item's CIDEr-D, the sum over the
+    orders from the first one by one divided by their number (numpy's mean over the orders of an
+    (items, orders) array: the caller checks that this numpy's is that), then by the item's
+    reference count, times 10. Else (``scores`` of no items) ``sums[i, r, o]``, the sums."""
     k = products.shape[1]
     n_ord = norms.shape[1]
+    fused = scores.shape[1] > 0
     per = np.empty((n_ord, k))
     val = np.empty(k)
     for i in range(hyp_u.shape[0]):
@@ -142,7 +147,15 @@ def items_block(products, hit_src, norms, hyp_u, slot_ptr, slot_u, factor, seg_p
                     q = v / (nh * nr)
                     v = q if (nh != 0.0) & (nr != 0.0) else v
                     po[r] += v * f
-        dst = out[i]
-        for r in range(k):
-            for o in range(n_ord):
-                dst[r, o] = per[o, r]
+        if fused:
+            count = ref_counts[i]
+            for r in range(k):
+                t = per[0, r]
+                for o in range(1, n_ord):
+                    t += per[o, r]
+                scores[r, i] = t / n_ord / count * 10.0
+        else:
+            dst = sums[i]
+            for r in range(k):
+                for o in range(n_ord):
+                    dst[r, o] = per[o, r]
