@@ -143,3 +143,14 @@ def test_a_failed_build_is_kept_and_not_tried_again(monkeypatch, tmp_path):
     assert not cider_aot.start_build() and cider_aot.check(where) == ("missing", None)
     monkeypatch.setattr(cider_aot, "_loaded", [])
     assert cider_resample._built_kernels(10**6) is None and not cider_aot._child
+
+
+def test_fused_scores_follow_this_numpys_mean_over_the_orders():
+    """The compiled items kernel ends each item with its score only where numpy's mean over the
+    orders is the sum from the first order on: true for CIDEr-D's 4 orders (so the fused path is
+    the one the other tests exercise), false from 8 values on, where numpy sums pairwise and the
+    kernel hands numpy the sums (test_compare_fast's 9-order case checks that path)."""
+    from capeval.significance.cider_resample import orders_mean_is_sequential
+
+    assert all(orders_mean_is_sequential(n) for n in range(1, 5))
+    assert not orders_mean_is_sequential(9)
