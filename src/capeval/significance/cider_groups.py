@@ -13,6 +13,7 @@ from capeval.significance.cider_arrays import (
     _dedupe_runs,
     _runs,
     _sequential,
+    _unique_small,
 )
 
 
@@ -66,8 +67,7 @@ class _Group:
                                                  - np.repeat(self.ent_ptr[:-1], lengths))
         self.n_sent = len(kept)
         sets = shared.set_of[np.where(gid < 0, shared.n_ids, gid)]
-        self.loc_g, ent_loc_all = np.unique(sets, return_inverse=True)
-        ent_loc_all = ent_loc_all.reshape(-1).astype(np.int64)
+        self.loc_g, ent_loc_all = _unique_small(sets, shared.n_sets + 1)  # np.unique's, without a sort
         # the group's sets numbered in order of first use by its sentences: the rows a sentence
         # reads lie near each other (its own n-grams' sets were first used by it or a neighbour)
         first_use = np.full(len(self.loc_g), len(take), dtype=np.int64)
@@ -126,13 +126,14 @@ class _Group:
         k = df.shape[1]
         # rows: the w * w of each set of hits of counts 1 and 1, then every system's other hits
         products = buffers.get("products", (len(ix.ones_loc) + ix.n_products, k))
-        squares = buffers.get("squares", (len(ix.combo_loc) + len(rare), k))
+        squares = buffers.get("squares", (max(1, len(ix.combo_loc) + len(rare)), k))
         kernels.weights_block(df, shared.weights, shared.table, self.loc_g, ix.combo_loc, ix.combo_row, ix.ones_loc,
                               squares, products)
         squares[len(ix.combo_loc):] = rare
         norms = buffers.get("norms", (self.n_sent, self.n_ord, k))
         norms.fill(0.0)  # a sentence and order without entries: the root of an empty sum
-        kernels.norms_block(squares, ix.src, ix.seg_ptr, ix.seg_sent, ix.seg_order, norms)
+        ones = shared.ones if len(shared.ones) else squares[:0]
+        kernels.norms_block(ones, squares, ix.src, ix.seg_ptr, ix.seg_sent, ix.seg_order, norms)
         no_scores = np.empty((k, 0), dtype=np.float64)
         no_sums = np.empty((0, k, self.n_ord), dtype=np.float64)
         for s, base, it, start, hit_src in zip(self.which, self.bases, self.items, ix.starts, ix.hit_src):
@@ -245,21 +246,28 @@ class _Items:
 
 
 class _KernelIndex:
-    """A group's entries and hits as the compiled kernels read them: the squares of an entry are
-    row ``src`` of a block's squares (one per distinct (set, count row) pair, then the rare
-    entries'); its entries run by (sentence, order) (``seg_*``); system j's hits read row
+    """A group's entries and hits as the compiled kernels read them: the square of an entry is
+    row ``src`` of the block's count-1 squares (count 1: its set's) or row ``-1 - src`` of the
+    group's squares (one per distinct (set, other count row) pair, then the rare entries'); its
+    entries run by (sentence, order) (``seg_*``); system j's hits read row
     ``hit_src[j]`` of a block's products (for counts 1 and 1 the ``w * w`` of its set, row
     ``ones_loc``'s, else its own row from ``starts[j]`` on)."""
 
     def __init__(self, group: _Group):
-        tab = group.ent_row >= 0
+        # count 1: the set's row of the block's count-1 squares (CiderResampling.df_block);
+        # other counts: one row per distinct (set, count row) pair, then the rare entries
+        one = group.shared.row_one
+        ones = (group.ent_row == one) & (one >= 0)
+        tab = (group.ent_row >= 0) & ~ones
         pair = group.ent_loc[tab] * (len(group.shared.table) + 1) + group.ent_row[tab]
         pairs, inverse = np.unique(pair, return_inverse=True)
         self.combo_loc = (pairs // (len(group.shared.table) + 1)).astype(np.int64)
         self.combo_row = (pairs % (len(group.shared.table) + 1)).astype(np.int64)
         self.src = np.empty(len(group.ent_row), dtype=np.int64)
-        self.src[tab] = inverse.reshape(-1)
-        self.src[~tab] = len(pairs) + group.ent_rare[~tab]
+        self.src[ones] = group.loc_g[group.ent_loc[ones]]
+        self.src[tab] = -1 - inverse.reshape(-1)
+        rare = ~ones & ~tab
+        self.src[rare] = -1 - (len(pairs) + group.ent_rare[rare])
         ent_sent = np.repeat(np.arange(group.n_sent, dtype=np.int64), np.diff(group.ent_ptr))
         key = ent_sent * group.n_ord + group.ent_order
         # a sentence's entries are by order already (pycocoevalcap counts unigrams first); a
