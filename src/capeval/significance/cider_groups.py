@@ -22,15 +22,40 @@ def _groups(shared: CiderResampling, systems: list[CiderStatistic]) -> list["_Gr
     their partitions agree; otherwise each system's chunks form groups of their own)."""
     sizes = [[c.n_items for c in s.chunks] for s in systems]
     if all(z == sizes[0] for z in sizes):
-        return [_Group(shared, [s.chunks[j] for s in systems], [sum(sizes[0][:j])] * len(systems),
-                       list(range(len(systems)))) for j in range(len(sizes[0]))]
-    out = []
-    for j, s in enumerate(systems):
-        base = 0
-        for c in s.chunks:
-            out.append(_Group(shared, [c], [base], [j]))
-            base += c.n_items
+        out = [_Group(shared, [s.chunks[j] for s in systems], [sum(sizes[0][:j])] * len(systems),
+                      list(range(len(systems)))) for j in range(len(sizes[0]))]
+    else:
+        out = []
+        for j, s in enumerate(systems):
+            base = 0
+            for c in s.chunks:
+                out.append(_Group(shared, [c], [base], [j]))
+                base += c.n_items
+    _renumber_sets(shared, out)
     return out
+
+
+def _renumber_sets(shared: CiderResampling, groups: list["_Group"]) -> None:
+    """Number the sets of items in order of first use, group after group: a block's df rows
+    (and count-1 squares) that one group reads then lie together, not spread over all rows.
+    The set of the n-grams of no reference keeps the last number."""
+    n_sets = shared.n_sets
+    if n_sets < 2:
+        return
+    used = np.concatenate([g.loc_g[g.loc_g < n_sets] for g in groups] + [np.arange(n_sets, dtype=np.int64)])
+    _, first = np.unique(used, return_index=True)
+    old_of_new = np.argsort(first, kind="stable")  # old ids in their new order
+    new_of_old = np.empty(n_sets + 1, dtype=np.int64)
+    new_of_old[old_of_new] = np.arange(n_sets, dtype=np.int64)
+    new_of_old[n_sets] = n_sets
+    lengths = np.diff(shared._set_ptr)[old_of_new]
+    ptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    take = np.repeat(shared._set_ptr[:-1][old_of_new], lengths) + (np.arange(int(ptr[-1]), dtype=np.int64)
+                                                                   - np.repeat(ptr[:-1], lengths))
+    shared._set_items, shared._set_ptr = shared._set_items[take], ptr
+    shared.set_of = new_of_old[shared.set_of]
+    for g in groups:
+        g.loc_g = new_of_old[g.loc_g]
 
 
 class _Group:
@@ -126,13 +151,14 @@ class _Group:
         k = df.shape[1]
         # rows: the w * w of each set of hits of counts 1 and 1, then every system's other hits
         products = buffers.get("products", (len(ix.ones_loc) + ix.n_products, k))
-        squares = buffers.get("squares", (len(ix.combo_loc) + len(rare), k))
+        squares = buffers.get("squares", (max(1, len(ix.combo_loc) + len(rare)), k))
         kernels.weights_block(df, shared.weights, shared.table, self.loc_g, ix.combo_loc, ix.combo_row, ix.ones_loc,
                               squares, products)
         squares[len(ix.combo_loc):] = rare
         norms = buffers.get("norms", (self.n_sent, self.n_ord, k))
         norms.fill(0.0)  # a sentence and order without entries: the root of an empty sum
-        kernels.norms_block(squares, ix.src, ix.seg_ptr, ix.seg_sent, ix.seg_order, norms)
+        ones = shared.ones if len(shared.ones) else squares[:0]
+        kernels.norms_block(ones, squares, ix.src, ix.seg_ptr, ix.seg_sent, ix.seg_order, norms)
         no_scores = np.empty((k, 0), dtype=np.float64)
         no_sums = np.empty((0, k, self.n_ord), dtype=np.float64)
         for s, base, it, start, hit_src in zip(self.which, self.bases, self.items, ix.starts, ix.hit_src):
@@ -245,21 +271,28 @@ class _Items:
 
 
 class _KernelIndex:
-    """A group's entries and hits as the compiled kernels read them: the squares of an entry are
-    row ``src`` of a block's squares (one per distinct (set, count row) pair, then the rare
-    entries'); its entries run by (sentence, order) (``seg_*``); system j's hits read row
+    """A group's entries and hits as the compiled kernels read them: the square of an entry is
+    row ``src`` of the block's count-1 squares (count 1: its set's) or row ``-1 - src`` of the
+    group's squares (one per distinct (set, other count row) pair, then the rare entries'); its
+    entries run by (sentence, order) (``seg_*``); system j's hits read row
     ``hit_src[j]`` of a block's products (for counts 1 and 1 the ``w * w`` of its set, row
     ``ones_loc``'s, else its own row from ``starts[j]`` on)."""
 
     def __init__(self, group: _Group):
-        tab = group.ent_row >= 0
+        # count 1: the set's row of the block's count-1 squares (CiderResampling.df_block);
+        # other counts: one row per distinct (set, count row) pair, then the rare entries
+        one = group.shared.row_one
+        ones = (group.ent_row == one) & (one >= 0)
+        tab = (group.ent_row >= 0) & ~ones
         pair = group.ent_loc[tab] * (len(group.shared.table) + 1) + group.ent_row[tab]
         pairs, inverse = np.unique(pair, return_inverse=True)
         self.combo_loc = (pairs // (len(group.shared.table) + 1)).astype(np.int64)
         self.combo_row = (pairs % (len(group.shared.table) + 1)).astype(np.int64)
         self.src = np.empty(len(group.ent_row), dtype=np.int64)
-        self.src[tab] = inverse.reshape(-1)
-        self.src[~tab] = len(pairs) + group.ent_rare[~tab]
+        self.src[ones] = group.loc_g[group.ent_loc[ones]]
+        self.src[tab] = -1 - inverse.reshape(-1)
+        rare = ~ones & ~tab
+        self.src[rare] = -1 - (len(pairs) + group.ent_rare[rare])
         ent_sent = np.repeat(np.arange(group.n_sent, dtype=np.int64), np.diff(group.ent_ptr))
         key = ent_sent * group.n_ord + group.ent_order
         # a sentence's entries are by order already (pycocoevalcap counts unigrams first); a

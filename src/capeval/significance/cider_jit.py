@@ -27,10 +27,13 @@ from numba import njit
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def df_block(ct, item, ptr, a, b, out):  # pragma: no cover - compiled
-    """``out[u, r] = sum(ct[item[ptr[u]:ptr[u + 1]], r])`` for u in [a, b) (int32: exact)."""
+def df_block(ct, item, ptr, a, b, out, squares_one, ones):  # pragma: no cover - compiled
+    """``out[u, r] = sum(ct[item[ptr[u]:ptr[u + 1]], r])`` for u in [a, b) (int32: exact), and
+    when ``ones`` has rows, ``ones[u, r] = squares_one[out[u, r]]``: the square of a count-1
+    entry of set u, read from the table once per set rather than once per group using it."""
     k = ct.shape[1]
     acc = np.empty(k, dtype=np.int32)
+    with_ones = ones.shape[0] > 0
     for u in range(a, b):
         for r in range(k):
             acc[r] = 0
@@ -41,6 +44,10 @@ def df_block(ct, item, ptr, a, b, out):  # pragma: no cover - compiled
         row = out[u]
         for r in range(k):
             row[r] = acc[r]
+        if with_ones:
+            sq = ones[u]
+            for r in range(k):
+                sq[r] = squares_one[acc[r]]
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
@@ -64,17 +71,20 @@ def weights_block(df, weights, table, loc_g, combo_loc, combo_row, ones_loc, squ
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def norms_block(squares, src, seg_ptr, seg_sent, seg_order, norms):  # pragma: no cover - compiled
+def norms_block(ones, squares, src, seg_ptr, seg_sent, seg_order, norms):  # pragma: no cover - compiled
     """Per run q of one sentence's entries of one order: ``norms[s, o, r]``, the root of the sum of
-    the squares ``squares[src[e], r]`` of its entries, in entry order from 0.0 (a sentence and
-    order without entries keeps the 0.0 the caller wrote, the root of an empty sum)."""
-    k = squares.shape[1]
+    its entries' squares in entry order from 0.0 (a sentence and order without entries keeps the
+    0.0 the caller wrote, the root of an empty sum). An entry's square is row ``src[e]`` of
+    ``ones`` (count 1: its set's, from :func:`df_block`) or, for ``src[e] < 0``, row
+    ``-1 - src[e]`` of ``squares`` (the group's other counts, then its rare entries)."""
+    k = norms.shape[2]
     acc = np.empty(k)
     for q in range(seg_ptr.shape[0] - 1):
         for r in range(k):
             acc[r] = 0.0
         for e in range(seg_ptr[q], seg_ptr[q + 1]):
-            x = squares[src[e]]
+            j = src[e]
+            x = ones[j] if j >= 0 else squares[-1 - j]
             for r in range(k):
                 acc[r] += x[r]
         out = norms[seg_sent[q], seg_order[q]]

@@ -101,6 +101,8 @@ class CiderResampling:
         self.buffers = BufferPool()
         self._df_out = Buffers()
         self._scores = Buffers()
+        #: the last df block's count-1 squares per set (compiled kernels), see df_block
+        self.ones = np.zeros((0, 0), dtype=np.float64)
 
     def same_references(self, chunks: list[CiderChunk]) -> bool:
         """Do ``chunks`` (another system's) hold the same reference n-grams per item?"""
@@ -163,12 +165,20 @@ class CiderResampling:
         # every row but the last (the n-grams of no reference, 0) is written below
         out = self._df_out.get("df", (self.n_sets + 1, ct.shape[1]), np.int32)
         out[self.n_sets] = 0
-        if not self.n_sets:
+        if not self.n_sets and not self.jit:
             return out
         if self.jit:
+            # the compiled kernels' count-1 squares of every set, read by every group using it
+            one = self.row_one
+            ones = self._df_out.get("ones", (self.n_sets + 1 if one >= 0 else 0, ct.shape[1]))
+            squares_one = self._table[one] if one >= 0 else np.zeros(0, dtype=np.float64)
+            if one >= 0:
+                ones[self.n_sets] = squares_one[0]
+            self.ones = ones
             kernel = self.kernels.df_block
             parts = np.linspace(0, self.n_sets, self.threads + 1).astype(np.int64)
-            _in_threads(self.threads, [(kernel, (ct, self._set_items, self._set_ptr, int(a), int(b), out))
+            _in_threads(self.threads, [(kernel, (ct, self._set_items, self._set_ptr, int(a), int(b), out,
+                                                 squares_one, ones))
                                        for a, b in zip(parts[:-1], parts[1:]) if b > a])
         else:
             _df_numpy(ct, self._set_items, self._set_ptr, out)
