@@ -176,7 +176,11 @@ class CiderResampling:
                 ones[self.n_sets] = squares_one[0]
             self.ones = ones
             kernel = self.kernels.df_block
-            parts = np.linspace(0, self.n_sets, self.threads + 1).astype(np.int64)
+            # parts of equal work (items summed), not of equal numbers of sets: the sets of the
+            # common n-grams, by far the largest, come first in the order of first use
+            cut = np.linspace(0, int(self._set_ptr[-1]), self.threads + 1)
+            parts = np.searchsorted(self._set_ptr, cut).astype(np.int64)
+            parts[0], parts[-1] = 0, self.n_sets
             _in_threads(self.threads, [(kernel, (ct, self._set_items, self._set_ptr, int(a), int(b), out,
                                                  squares_one, ones))
                                        for a, b in zip(parts[:-1], parts[1:]) if b > a])
