@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -38,17 +39,21 @@ class NgramTable:
 
     def __init__(self, hyps: Sequence[str] | None, refs: Sequence[Sequence[str]], n: int = 4):
         self.n = n
-        sent_ids: dict[str, int] = {}
         hyps = hyps if hyps is not None else []
         self.n_items = len(refs)
-        self.hyp_sid = np.array([sent_ids.setdefault(h, len(sent_ids)) for h in hyps], dtype=np.int64)
+        # sentences and words numbered in order of first occurrence (dict.fromkeys keeps it), the
+        # lookups done by map in C rather than one Python call per token
+        slots = list(chain.from_iterable(refs))
+        sent_ids = {t: k for k, t in enumerate(dict.fromkeys(chain(hyps, slots)))}
+        self.hyp_sid = np.fromiter(map(sent_ids.__getitem__, hyps), dtype=np.int64, count=len(hyps))
         self.ref_counts = np.array([len(rs) for rs in refs], dtype=np.int64)
-        self.slot_sid = np.array([sent_ids.setdefault(r, len(sent_ids)) for rs in refs for r in rs], dtype=np.int64)
+        self.slot_sid = np.fromiter(map(sent_ids.__getitem__, slots), dtype=np.int64, count=len(slots))
         self.slot_item = np.repeat(np.arange(self.n_items, dtype=np.int64), self.ref_counts)
-        vocab: dict[str, int] = {}
         split = [s.split() for s in sent_ids]
         lens = np.array([len(w) for w in split], dtype=np.int64)
-        flat = np.array([vocab.setdefault(w, len(vocab)) for ws in split for w in ws], dtype=np.int64)
+        tokens = list(chain.from_iterable(split))
+        vocab = {w: k for k, w in enumerate(dict.fromkeys(tokens))}
+        flat = np.fromiter(map(vocab.__getitem__, tokens), dtype=np.int64, count=len(tokens))
         self.words = list(vocab)
         self.sent_len = lens
         self.n_sent = n_sent = len(split)
