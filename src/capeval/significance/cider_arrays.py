@@ -126,24 +126,26 @@ def _dedupe_runs(ptr: np.ndarray, cols: list[np.ndarray]) -> tuple[np.ndarray, n
         h1 ^= h1 >> np.uint64(32)
         h2 = (v ^ np.uint64(0x94D049BB133111EB)) * np.uint64(0xC2B2AE3D27D4EB4F)
         h2 ^= h2 >> np.uint64(31)
-        return _group_runs(ptr, lengths, h1, h2, cols)
+        return _group_runs(ptr, lengths, [h1, h2], cols)
 
 
-def _group_runs(ptr: np.ndarray, lengths: np.ndarray, h1: np.ndarray, h2: np.ndarray,
+def _group_runs(ptr: np.ndarray, lengths: np.ndarray, hashes: list[np.ndarray],
                 cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_dedupe_runs` from two hashes per row, summed per run."""
+    """:func:`_dedupe_runs` from hashes per row, summed per run."""
     n_runs = len(ptr) - 1
     starts = ptr[:-1]
     nonempty = lengths > 0
-    r1 = np.zeros(n_runs, dtype=np.uint64)
-    r2 = np.zeros(n_runs, dtype=np.uint64)
-    if int(ptr[-1]):
-        with np.errstate(over="ignore"):
-            r1[nonempty] = np.add.reduceat(h1, starts[nonempty])
-            r2[nonempty] = np.add.reduceat(h2, starts[nonempty])
-    order = np.lexsort((r2, r1, lengths))
-    new = np.r_[True, (np.diff(lengths[order]) != 0) | (r1[order][1:] != r1[order][:-1])
-                | (r2[order][1:] != r2[order][:-1])]
+    sums = []
+    for h in hashes:
+        r = np.zeros(n_runs, dtype=np.uint64)
+        if int(ptr[-1]):
+            with np.errstate(over="ignore"):
+                r[nonempty] = np.add.reduceat(h, starts[nonempty])
+        sums.append(r)
+    order = np.lexsort((*sums[::-1], lengths))
+    new = np.r_[True, np.diff(lengths[order]) != 0]
+    for r in sums:
+        new[1:] |= r[order][1:] != r[order][:-1]
     group = np.cumsum(new) - 1
     # the first run of each group in run order: lexsort is stable within a group
     rep = np.empty(n_runs, dtype=np.int64)
@@ -175,7 +177,7 @@ def _item_sets(item: np.ndarray, gid: np.ndarray, n_ids: int) -> tuple[np.ndarra
     set_of[set_of < 0] = len(kept)
     lengths = np.diff(ptr)[kept]
     set_ptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
-    return set_of, item[_spans_take(ptr[kept], lengths, int(set_ptr[-1]))].astype(np.int64), set_ptr
+    return set_of, item[_spans_take(ptr[kept], lengths, int(set_ptr[-1]))].astype(np.int64, copy=False), set_ptr
 
 
 def _unique_small(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
@@ -189,23 +191,23 @@ def _unique_small(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarra
 
 def _spans_take(starts: np.ndarray, lengths: np.ndarray, total: int) -> np.ndarray:
     """The indices ``starts[u] .. starts[u] + lengths[u] - 1`` of every span u, one after the other."""
-    shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-    return shift + np.arange(total, dtype=np.int64)
+    out = np.arange(total, dtype=np.int64)
+    out += np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)  # in place: fresh pages cost
+    return out
 
 
 def _dedupe_sets(ptr: np.ndarray, item: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_dedupe_runs` of runs that are sets (each run's items strictly increasing, so a run
-    is known by its items whatever their order): each item's two 64-bit hashes looked up in a
-    table of the items (one lookup per row instead of a hash computed per row)."""
+    is known by its items whatever their order): each item's 64-bit hash looked up in a table of
+    the items (one lookup per row instead of a hash computed per row), summed per run; one hash
+    and the length tell runs apart, the element-by-element check of every merge makes it exact."""
     n_vals = int(item.max()) + 1 if len(item) else 1
     with np.errstate(over="ignore"):
         x = np.arange(1, n_vals + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
         x ^= x >> np.uint64(31)
-        t1 = x * np.uint64(0xBF58476D1CE4E5B9)
-        t1 ^= t1 >> np.uint64(29)
-        t2 = (x ^ np.uint64(0x94D049BB133111EB)) * np.uint64(0xD6E8FEB86659FD93)
-        t2 ^= t2 >> np.uint64(32)
-    return _group_runs(ptr, np.diff(ptr), t1[item], t2[item], [item])
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(29)
+    return _group_runs(ptr, np.diff(ptr), [x[item]], [item])
 
 
 def _threads() -> int:
@@ -231,18 +233,24 @@ def _in_threads(threads: int, calls: list[tuple[Any, tuple]]) -> list[Any]:
 
 
 def _df_pairs(chunks: list[CiderChunk], n_items: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct (item, n-gram) pairs of the references, sorted by n-gram, then item."""
-    keys = []
-    base = 0
-    for c in chunks:
-        keys.append(c.df_gid.astype(np.int64) * max(n_items, 1) + (c.df_item + base))
-        base += c.n_items
-    if not keys:
+    """The distinct (item, n-gram) pairs of the references, sorted by n-gram, then item (as
+    ``n-gram * n_items + item`` keys, written in place into one array: fresh pages cost more
+    than the arithmetic)."""
+    if not chunks:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    key = np.concatenate(keys)
-    key.sort()  # in place: no second copy of the pairs
-    gid = key // max(n_items, 1)
-    key -= gid * max(n_items, 1)  # the item
+    n = np.int64(max(n_items, 1))
+    key = np.empty(sum(len(c.df_gid) for c in chunks), dtype=np.int64)
+    at = base = 0
+    for c in chunks:
+        seg = key[at:at + len(c.df_gid)]
+        np.multiply(c.df_gid, n, out=seg)
+        seg += c.df_item
+        seg += base
+        at += len(seg)
+        base += c.n_items
+    key.sort()
+    gid = key // n
+    np.remainder(key, n, out=key)  # the item
     return key, gid
 
 
