@@ -149,7 +149,7 @@ class _Group:
         k = df.shape[1]
         # rows: the w * w of each set of hits of counts 1 and 1, then every system's other hits
         products = buffers.get("products", (len(ix.ones_loc) + ix.n_products, k))
-        squares = buffers.get("squares", (max(1, len(ix.combo_loc) + len(rare)), k))
+        squares = buffers.get("squares", (len(ix.combo_loc) + len(rare), k))
         kernels.weights_block(df, shared.weights, shared.table, self.loc_g, ix.combo_loc, ix.combo_row, ix.ones_loc,
                               squares, products)
         squares[len(ix.combo_loc):] = rare
