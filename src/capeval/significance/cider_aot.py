@@ -51,9 +51,9 @@ BUILD_TIMEOUT = 600
 _I8, _F8, _I4 = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.int32)
 #: per kernel: its numba signature and, per argument, (dtype, dimensions, C-contiguous) or None (an integer)
 KERNELS: dict[str, tuple[str, tuple]] = {
-    "df_block": ("void(i4[:, ::1], i8[::1], i8[::1], i8[::1], i8, i8, i4[:, ::1], f8[::1], f8[:, ::1])",
-                 ((_I4, 2, True), (_I8, 1, True), (_I8, 1, True), (_I8, 1, True), None, None, (_I4, 2, True),
-                  (_F8, 1, True), (_F8, 2, True))),
+    "df_block": ("void(i4[:, ::1], i8[::1], i8[::1], i8, i8, i4[:, ::1], f8[::1], f8[:, ::1])",
+                 ((_I4, 2, True), (_I8, 1, True), (_I8, 1, True), None, None, (_I4, 2, True), (_F8, 1, True),
+                  (_F8, 2, True))),
     "weights_block": ("void(i4[:, ::1], f8[::1], f8[:, ::1], i8[::1], i8[::1], i8[::1], i8[::1], f8[:, ::1], "
                       "f8[:, ::1])",
                       ((_I4, 2, True), (_F8, 1, True), (_F8, 2, True)) + ((_I8, 1, True),) * 4
@@ -187,8 +187,8 @@ def _probe(module: Any) -> bool:
     """A tiny df block: item sets {0, 1} and {1} over two resamples."""
     ct = np.array([[1, 2], [3, 4]], dtype=np.int32)
     out = np.zeros((2, 2), dtype=np.int32)
-    module.df_block(ct, np.array([0, 1, 1], dtype=np.int64), np.array([0, 2, 3], dtype=np.int64),
-                    np.array([0, 1], dtype=np.int64), 0, 2, out, np.zeros(0), np.zeros((0, 2)))
+    module.df_block(ct, np.array([0, 1, 1], dtype=np.int64), np.array([0, 2, 3], dtype=np.int64), 0, 2, out,
+                    np.zeros(0), np.zeros((0, 2)))
     return out.tolist() == [[4, 6], [3, 4]]
 
 

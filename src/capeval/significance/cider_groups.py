@@ -31,16 +31,14 @@ def _groups(shared: CiderResampling, systems: list[CiderStatistic]) -> list["_Gr
             for c in s.chunks:
                 out.append(_Group(shared, [c], [base], [j]))
                 base += c.n_items
-    if shared.jit:  # the compiled kernels' df rows (the numpy kernel keeps the first numbering)
-        _renumber_sets(shared, out)
+    _renumber_sets(shared, out)
     return out
 
 
 def _renumber_sets(shared: CiderResampling, groups: list["_Group"]) -> None:
     """Number the sets of items in order of first use, group after group: a block's df rows
     (and count-1 squares) that one group reads then lie together, not spread over all rows.
-    The set of the n-grams of no reference keeps the last number. (The df kernel still sums
-    the sets in their first order: ``row_of`` says where each one's row goes.)"""
+    The set of the n-grams of no reference keeps the last number."""
     n_sets = shared.n_sets
     if n_sets < 2:
         return
@@ -50,7 +48,11 @@ def _renumber_sets(shared: CiderResampling, groups: list["_Group"]) -> None:
     new_of_old = np.empty(n_sets + 1, dtype=np.int64)
     new_of_old[old_of_new] = np.arange(n_sets, dtype=np.int64)
     new_of_old[n_sets] = n_sets
-    shared.row_of = new_of_old[:n_sets][shared.row_of]  # the df kernel writes set u's sums there
+    lengths = np.diff(shared._set_ptr)[old_of_new]
+    ptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    take = np.repeat(shared._set_ptr[:-1][old_of_new], lengths) + (np.arange(int(ptr[-1]), dtype=np.int64)
+                                                                   - np.repeat(ptr[:-1], lengths))
+    shared._set_items, shared._set_ptr = shared._set_items[take], ptr
     shared.set_of = new_of_old[shared.set_of]
     for g in groups:
         g.loc_g = new_of_old[g.loc_g]

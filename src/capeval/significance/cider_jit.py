@@ -27,11 +27,10 @@ from numba import njit
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def df_block(ct, item, ptr, row_of, a, b, out, squares_one, ones):  # pragma: no cover - compiled
-    """``out[row_of[u], r] = sum(ct[item[ptr[u]:ptr[u + 1]], r])`` for u in [a, b) (int32:
-    exact), and when ``ones`` has rows, ``ones[row_of[u], r] = squares_one[out[row_of[u], r]]``:
-    the square of a count-1 entry of set u, read from the table once per set rather than once
-    per group using it."""
+def df_block(ct, item, ptr, a, b, out, squares_one, ones):  # pragma: no cover - compiled
+    """``out[u, r] = sum(ct[item[ptr[u]:ptr[u + 1]], r])`` for u in [a, b) (int32: exact), and
+    when ``ones`` has rows, ``ones[u, r] = squares_one[out[u, r]]``: the square of a count-1
+    entry of set u, read from the table once per set rather than once per group using it."""
     k = ct.shape[1]
     acc = np.empty(k, dtype=np.int32)
     with_ones = ones.shape[0] > 0
@@ -42,11 +41,11 @@ def df_block(ct, item, ptr, row_of, a, b, out, squares_one, ones):  # pragma: no
             c = ct[item[p]]
             for r in range(k):
                 acc[r] += c[r]
-        row = out[row_of[u]]
+        row = out[u]
         for r in range(k):
             row[r] = acc[r]
         if with_ones:
-            sq = ones[row_of[u]]
+            sq = ones[u]
             for r in range(k):
                 sq[r] = squares_one[acc[r]]
 

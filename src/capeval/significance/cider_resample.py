@@ -75,8 +75,6 @@ class CiderResampling:
         # same items, say); set n_sets: the n-grams of no reference (df 0)
         self.set_of, self._set_items, self._set_ptr = _item_sets(item, gid, self.n_ids)
         self.n_sets = len(self._set_ptr) - 1
-        #: the df row of each set (cider_groups numbers them in order of first use)
-        self.row_of = np.arange(self.n_sets, dtype=np.int64)
         self.weights = _weights(n_items)
         self._rows: dict[int, int] = {}  # tf -> row of self._table
         self._table = np.zeros((0, n_items + 1), dtype=np.float64)
@@ -183,7 +181,7 @@ class CiderResampling:
             cut = np.linspace(0, int(self._set_ptr[-1]), self.threads + 1)
             parts = np.searchsorted(self._set_ptr, cut).astype(np.int64)
             parts[0], parts[-1] = 0, self.n_sets
-            _in_threads(self.threads, [(kernel, (ct, self._set_items, self._set_ptr, self.row_of, int(a), int(b), out,
+            _in_threads(self.threads, [(kernel, (ct, self._set_items, self._set_ptr, int(a), int(b), out,
                                                  squares_one, ones))
                                        for a, b in zip(parts[:-1], parts[1:]) if b > a])
         else:
