@@ -124,11 +124,14 @@ def main() -> int:
             for path, obj in zip(paths, (a, perturbed(a), {i: refs[i] for i in sub})):
                 path.write_text(json.dumps(obj, ensure_ascii=False), encoding="utf-8")
             files[n] = paths
-        # warm-up: METEOR's index, numba's compiled kernels (cached), CIDEr-D's kernels built ahead of
-        # time (significance/cider_aot.py: the first compare of 2,000 items builds them), the OS file cache
-        a, b, r = files[sizes[0]]
-        timed([py, "-m", "capeval.cli", "compare", "-c", str(a), str(b), "-r", str(r), "-m", args.metrics,
-               "--samples", "300", "-q"], 1)
+        # warm-up, once per size: METEOR's index, numba's compiled kernels (cached: a large job's
+        # first run after the kernels' source changed compiles them), CIDEr-D's kernels built ahead
+        # of time (significance/cider_aot.py: the first compare of 2,000 items builds them), the
+        # OS file cache
+        for n in sizes:
+            a, b, r = files[n]
+            timed([py, "-m", "capeval.cli", "compare", "-c", str(a), str(b), "-r", str(r), "-m", args.metrics,
+                   "--samples", "300", "-q"], 1)
         for n in sizes:
             a, b, r = files[n]
             new_json = folder / f"new{n}.json"
