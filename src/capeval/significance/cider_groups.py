@@ -157,8 +157,7 @@ class _Group:
         squares[len(ix.combo_loc):] = rare
         norms = buffers.get("norms", (self.n_sent, self.n_ord, k))
         norms.fill(0.0)  # a sentence and order without entries: the root of an empty sum
-        ones = shared.ones if len(shared.ones) else squares[:0]
-        kernels.norms_block(ones, squares, ix.src, ix.seg_ptr, ix.seg_sent, ix.seg_order, norms)
+        kernels.norms_block(shared.ones, squares, ix.src, ix.seg_ptr, ix.seg_sent, ix.seg_order, norms)
         no_scores = np.empty((k, 0), dtype=np.float64)
         no_sums = np.empty((0, k, self.n_ord), dtype=np.float64)
         for s, base, it, start, hit_src in zip(self.which, self.bases, self.items, ix.starts, ix.hit_src):
@@ -282,16 +281,16 @@ class _KernelIndex:
         # count 1: the set's row of the block's count-1 squares (CiderResampling.df_block);
         # other counts: one row per distinct (set, count row) pair, then the rare entries
         one = group.shared.row_one
-        ones = (group.ent_row == one) & (one >= 0)
-        tab = (group.ent_row >= 0) & ~ones
+        count_one = (group.ent_row == one) & (one >= 0)
+        tab = (group.ent_row >= 0) & ~count_one
         pair = group.ent_loc[tab] * (len(group.shared.table) + 1) + group.ent_row[tab]
         pairs, inverse = np.unique(pair, return_inverse=True)
         self.combo_loc = (pairs // (len(group.shared.table) + 1)).astype(np.int64)
         self.combo_row = (pairs % (len(group.shared.table) + 1)).astype(np.int64)
         self.src = np.empty(len(group.ent_row), dtype=np.int64)
-        self.src[ones] = group.loc_g[group.ent_loc[ones]]
+        self.src[count_one] = group.loc_g[group.ent_loc[count_one]]
         self.src[tab] = -1 - inverse.reshape(-1)
-        rare = ~ones & ~tab
+        rare = ~count_one & ~tab
         self.src[rare] = -1 - (len(pairs) + group.ent_rare[rare])
         ent_sent = np.repeat(np.arange(group.n_sent, dtype=np.int64), np.diff(group.ent_ptr))
         key = ent_sent * group.n_ord + group.ent_order
