@@ -6,18 +6,13 @@ with the numpy kernel."""
 
 from __future__ import annotations
 
-import sys
-import warnings
-from pathlib import Path
-
 import pytest
 
 from capeval.significance import cider_resample
 from capeval.significance.compare import compare
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import _compare_before as before  # noqa: E402
+from _reference import require_module
+from test_compare_fast import _assert_same, _quiet, before
 
 CASES = {
     "references all empty": ({"a": {"0": "a dog", "1": "two cats"}, "b": {"0": "", "1": "a cat"}},
@@ -33,20 +28,12 @@ CASES = {
 }
 
 
-def _run(fn, systems, refs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fn(systems, refs, "cider-d", samples=70, seed=5)
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("kernel", ["numpy", "compiled"])
 def test_edge_cases_equal_the_former_rescoring(monkeypatch, case, kernel):
     if kernel == "compiled":
-        pytest.importorskip("numba")
+        require_module("numba", "numba compiles the resampling kernels (the fast extra)")
     monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0 if kernel == "compiled" else 1 << 62)
     systems, refs = CASES[case]
-    old, new = _run(before.compare, systems, refs), _run(compare, systems, refs)
-    for name, metrics in old["systems"].items():
-        for key, value in metrics["cider-d"].items():
-            assert new["systems"][name]["cider-d"][key] == value, (case, name, key)
+    _assert_same(_quiet(before.compare, systems, refs, "cider-d", samples=70, seed=5),
+                 _quiet(compare, systems, refs, "cider-d", samples=70, seed=5))
