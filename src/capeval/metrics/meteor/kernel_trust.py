@@ -49,13 +49,20 @@ def not_yours(st: os.stat_result) -> str | None:
     return None
 
 
+def _open_no_follow(path: Path) -> int | None:
+    """A read-only descriptor of ``path`` opened without following a link or blocking on a
+    pipe, or None when it cannot be opened (the caller checks what it is with ``fstat``)."""
+    try:
+        return os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+
+
 def _file_digest(path: Path) -> str | None:
     """sha256 (hex) of the regular file ``path`` read through one descriptor (no link
     followed, no blocking on a pipe), or None when it cannot be read or is too large."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
+    fd = _open_no_follow(path)
+    if fd is None:
         return None
     try:
         st = os.fstat(fd)
@@ -134,10 +141,8 @@ def recorded_digest(record: Path, module: Path, limit: int = 4096) -> str | None
     """The sha256 (hex) the record file ``record`` (one line ``<hex>  <file name>``) holds for
     ``module``, read without following a link or blocking on a pipe, at most ``limit`` bytes;
     None when there is no readable record naming that file."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(record, flags)
-    except OSError:
+    fd = _open_no_follow(record)
+    if fd is None:
         return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
