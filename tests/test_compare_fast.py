@@ -34,6 +34,7 @@ from capeval.significance.compare import MIN_ITEMS, compare
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import _compare_before as before  # noqa: E402
+from _reference import require_module  # noqa: E402
 
 WORDS = "a the man woman dog cat red blue sits runs on in with near park street ball frisbee".split()
 
@@ -175,6 +176,63 @@ def test_resampled_cider_equals_a_full_rescoring_per_resample(monkeypatch, kerne
         want = cider_table_scores(table, df, 90, sigma)
         drawn = c > 0
         assert np.array_equal(row[drawn], want[drawn])
+
+
+def test_multiplicities_above_a_byte_and_below(monkeypatch):
+    """The compiled df kernel reads a block's multiplicities as bytes when none is above 255 and
+    as int32 otherwise (an item drawn 260 times of 300): both give the definition's item scores
+    (cider_table_scores on the whole table with the resample's df), bit for bit."""
+    require_module("numba", "numba compiles the resampling kernels (the fast extra)")
+    from capeval.metrics.bleu import Bleu
+    from capeval.metrics.cider import cider_table_scores
+    from capeval.metrics.ngrams import NgramTable
+    from capeval.significance.compare import _statistics
+
+    monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0)
+    monkeypatch.setattr(cider_resample, "_built_kernels", lambda work: None)  # numba's JIT, not a built module
+    n = 300
+    systems, refs = _random_set(n, 61)
+    cands = systems["B"]
+    stats, _ = _quiet(_statistics, "B", cands, refs, ["cider-d"], {"cider-d": {"chunk_size": 64}})
+    stat = stats["cider-d"]
+    ids = list(cands)
+    hyps, toks = Bleu().tokenize(ids, cands, refs)
+    table = NgramTable(hyps, toks, 4)
+    item, gram = table.item_grams()
+    rng = np.random.default_rng(8)
+    heavy = np.zeros(n)
+    heavy[7] = 260.0
+    heavy += np.bincount(rng.choice(n, n - 260), minlength=n)
+    light = np.stack([np.bincount(rng.choice(n, n), minlength=n) for _ in range(3)]).astype(np.float64)
+    for counts in (heavy[None, :], light):
+        got = stat.item_scores(counts)
+        for c, row in zip(counts, got):
+            df = np.bincount(gram, weights=c[item], minlength=int(table.n_grams))
+            want = cider_table_scores(table, df, n, 6.0)
+            drawn = c > 0
+            assert np.array_equal(row[drawn], want[drawn])
+    read = {name: a.dtype for name, a in stat.shared._df_out._arrays.items() if name.startswith("counts")}
+    assert read == {"counts": np.dtype(np.int32), "counts8": np.dtype(np.uint8)}
+
+
+def test_tables_released_once_grouped_and_a_late_system_refused():
+    """The systems' n-gram tables are let go once the groups are built (a third of the memory at
+    100,000 items); a system registered after that is refused in one line, not rescored wrongly."""
+    from capeval.significance.compare import _statistics
+    from capeval.significance.statistics import cider_statistic
+
+    systems, refs = _random_set(40, 62)
+    shared: dict = {}
+    stats = {k: _quiet(_statistics, k, systems[k], refs, ["cider-d"], None, shared=shared)[0]["cider-d"]
+             for k in "AB"}
+    kept_a = list(stats["A"].chunks)
+    assert kept_a and all(c is not None for c in kept_a)
+    stats["A"].resampled(np.ones((2, 40)))
+    assert stats["A"].chunks is None and stats["B"].chunks is None
+    late = cider_statistic(list(kept_a), stats["A"].items, None)
+    late.shared = shared["cider-d"]
+    with pytest.raises(ValueError, match="registered after the resampling began"):
+        late.resampled(np.ones((2, 40)))
 
 
 def test_statistics_from_forked_and_replaced_workers(monkeypatch):

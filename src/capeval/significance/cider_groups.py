@@ -20,17 +20,28 @@ from capeval.significance.cider_arrays import (
 def _groups(shared: CiderResampling, systems: list[CiderStatistic]) -> list["_Group"]:
     """The systems' chunks side by side (chunk j of every system covers the same items when
     their partitions agree; otherwise each system's chunks form groups of their own)."""
+    if any(s.chunks is None for s in systems):
+        raise ValueError("CiderResampling: a system was registered after the resampling began (the others' "
+                         "n-gram tables were released); register every system first")
     sizes = [[c.n_items for c in s.chunks] for s in systems]
+    out = []
+    # each chunk is let go once its group holds what it needs: the n-gram tables of all the
+    # systems (a third of a comparison's memory at 100,000 items) are not held beside the groups
     if all(z == sizes[0] for z in sizes):
-        out = [_Group(shared, [s.chunks[j] for s in systems], [sum(sizes[0][:j])] * len(systems),
-                      list(range(len(systems)))) for j in range(len(sizes[0]))]
+        for j in range(len(sizes[0])):
+            out.append(_Group(shared, [s.chunks[j] for s in systems], [sum(sizes[0][:j])] * len(systems),
+                              list(range(len(systems)))))
+            for s in systems:
+                s.chunks[j] = None
     else:
-        out = []
         for j, s in enumerate(systems):
             base = 0
-            for c in s.chunks:
+            for u, c in enumerate(s.chunks):
                 out.append(_Group(shared, [c], [base], [j]))
                 base += c.n_items
+                s.chunks[u] = None
+    for s in systems:
+        s.chunks = None
     _renumber_sets(shared, out)
     return out
 

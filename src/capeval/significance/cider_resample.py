@@ -58,6 +58,11 @@ from capeval.significance.cider_groups import (
 )
 
 
+#: the largest multiplicity read by the df kernel as a byte (uint8); a block with a larger one
+#: (an item drawn 256 times or more) reads int32 rows
+_BYTE_MAX = 255
+
+
 class CiderResampling:
     """What the systems of one comparison share: the resamples' ``df`` (from the references, the
     same for every system), the weights and squares tables, per chunk the sentences' norms (a
@@ -159,8 +164,13 @@ class CiderResampling:
         """``(n_sets + 1, k)`` int32: the df of each set of items on each resample of ``counts``
         (``(k, N)`` multiplicities); the last row, of the n-grams of no reference, is 0."""
         counts = np.asarray(counts)
-        # both arrays reused from block to block: fresh pages cost more than the sums
-        ct = self._df_out.get("counts", (counts.shape[1], counts.shape[0]), np.int32)  # (N, k)
+        # both arrays reused from block to block: fresh pages cost more than the sums. The df
+        # kernel's time is its reads of these rows (one per item of every set): multiplicities
+        # of at most 255 (every bootstrap block in practice) are read as bytes, a quarter of
+        # the int32 rows (the df sums stay int32, exact; numba compiles both types)
+        small = self.jit and self._built is None and (not counts.size or counts.max() <= _BYTE_MAX)
+        ct = self._df_out.get("counts8" if small else "counts", (counts.shape[1], counts.shape[0]),
+                              np.uint8 if small else np.int32)  # (N, k)
         ct[...] = counts.T
         # every row but the last (the n-grams of no reference, 0) is written below
         out = self._df_out.get("df", (self.n_sets + 1, ct.shape[1]), np.int32)
@@ -278,7 +288,8 @@ class CiderStatistic:
         self.n = len(items)
         self.items = np.asarray(items, dtype=np.float64)
         self.shared = shared
-        self.chunks = chunks
+        #: the system's n-gram tables, until the shared resampling has built its groups from them (then None)
+        self.chunks: list[CiderChunk] | None = list(chunks)
         self.n_ord = chunks[0].n_ord if chunks else 4
         self.ref_counts = (np.concatenate([c.ref_counts for c in chunks]) if chunks
                            else np.zeros(0, dtype=np.int64))
