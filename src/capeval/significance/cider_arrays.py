@@ -33,7 +33,8 @@ class CiderChunk:
     every resample); hits: (slot, candidate entry, reference entry) of every candidate n-gram
     found in a reference, in the order the scorer sums them; ``factor``: the length penalty of
     each (item, reference) slot; ``df_item``/``df_gid``: the distinct (item, n-gram) pairs of the
-    references (items numbered within the chunk).
+    references (items numbered within the chunk). Indices and ids are int32 where the chunk's
+    sizes allow (int64 otherwise), orders int8 (:func:`chunk_statistics`).
     """
 
     n_items: int
@@ -79,13 +80,22 @@ def chunk_statistics(table: Any, gid: np.ndarray, n_ids: int, sigma: float) -> C
     h_slot, h_ent, r_ent = table.pairs()
     hit = r_ent >= 0
     item, gram = table.item_grams()
+    # the narrowest exact types: the statistics cross from the worker processes to the parent
+    # and are held for every system until the resampling groups them (half the bytes of int64)
+    small = _index_type(max(len(table.ent_tf), n_ids + 1, len(table.slot_sid), int(table.n_items)))
     return CiderChunk(
         n_items=int(table.n_items), n_ord=n, ref_counts=table.ref_counts.astype(np.int64),
-        ent_ptr=table.ent_ptr.astype(np.int64), ent_gid=gid[table.ent_gram], ent_tf=table.ent_tf.astype(np.int64),
-        ent_order=table.ent_order.astype(np.int64), hyp_sid=table.hyp_sid.astype(np.int64),
-        slot_sid=table.slot_sid.astype(np.int64), hit_slot=h_slot[hit], hit_h=h_ent[hit], hit_r=r_ent[hit],
-        factor=np.array([factor[d] for d in delta], dtype=np.float64), df_item=item, df_gid=gid[gram],
-        n_ids=n_ids)
+        ent_ptr=table.ent_ptr.astype(np.int64), ent_gid=gid[table.ent_gram].astype(small),
+        ent_tf=table.ent_tf.astype(small),  # a count within one sentence: below its number of entries
+        ent_order=table.ent_order.astype(np.int8 if n <= 127 else np.int64), hyp_sid=table.hyp_sid.astype(np.int64),
+        slot_sid=table.slot_sid.astype(np.int64), hit_slot=h_slot[hit].astype(small), hit_h=h_ent[hit].astype(small),
+        hit_r=r_ent[hit].astype(small), factor=np.array([factor[d] for d in delta], dtype=np.float64),
+        df_item=item.astype(small), df_gid=gid[gram].astype(small), n_ids=n_ids)
+
+
+def _index_type(bound: int) -> type:
+    """int32 for indices and ids below ``bound`` when it fits, else int64."""
+    return np.int32 if bound < 2**31 - 1 else np.int64
 
 
 def _weights(n: int) -> np.ndarray:
@@ -263,7 +273,8 @@ def _pairs_digest(chunks: list[CiderChunk]) -> tuple[int, ...]:
     base = 0
     with np.errstate(over="ignore"):
         for c in chunks:
-            x = (c.df_item + base).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + c.df_gid.astype(np.uint64)
+            x = (c.df_item.astype(np.int64) + base).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + \
+                c.df_gid.astype(np.uint64)
             x ^= x >> np.uint64(29)
             s1 += (x * np.uint64(0xBF58476D1CE4E5B9)).sum(dtype=np.uint64)
             s2 += ((x ^ np.uint64(0x94D049BB133111EB)) * np.uint64(0xD6E8FEB86659FD93)).sum(dtype=np.uint64)

@@ -223,7 +223,7 @@ class _Items:
         self.slot_ptr = np.r_[0, np.cumsum(c.ref_counts)].astype(np.int64)
         self.factor = c.factor.astype(np.float64)
         hit_order = c.ent_order[c.hit_h]
-        key = c.hit_slot * n_ord + hit_order  # runs: hits are by slot, then order
+        key = c.hit_slot.astype(np.int64) * n_ord + hit_order  # runs: hits are by slot, then order
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
         self.hit_ptr = np.r_[starts, len(key)].astype(np.int64)
         self.seg_order = hit_order[starts].astype(np.int64)
