@@ -212,3 +212,29 @@ def test_shared_across_scorers_of_the_same_corpus(monkeypatch):
     assert counts["parts"] == len(refs) and len(store) == 1
     alone = CiderD().score(systems["B"], refs)
     assert got["cider-d"].items == alone["cider-d"].items and got["cider-d"].system == alone["cider-d"].system
+
+
+def test_shared_references_are_not_sent_to_the_workers(monkeypatch):
+    """A later system's scoring tasks name the chunk whose tokenised references they take from
+    the shared entry (a forked worker has it from the parent) instead of carrying the tokens:
+    what crosses to a worker is its candidates and an index; the results are unchanged."""
+    from capeval.metrics import workers
+
+    systems, refs = _data(36, seed=8)
+    options = {"cider-d": {"chunk_size": 9, "workers": 2}}
+    sent: list[tuple] = []
+    real = workers.map_tasks
+
+    def recording(job, tasks, n_workers, recycle=None):
+        def seen():
+            for task in tasks:
+                sent.append(task)
+                yield task
+        return real(job, seen(), n_workers, recycle)
+
+    monkeypatch.setattr(workers, "map_tasks", recording)
+    out, reports, plain = _compare_both_ways(monkeypatch, systems, refs, "cider-d", options)
+    later = [t for t in sent if len(t) == 3]
+    assert later and all(isinstance(t[2], int) for t in later)
+    assert out == plain
+    _same_as_alone(reports, systems, refs, "cider-d", options)

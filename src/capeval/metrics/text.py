@@ -360,8 +360,8 @@ def _score_spans(
     def job(task: tuple) -> tuple[int, list[Any]]:
         if len(task) == 2:  # tokenised by the corpus pass
             hyps, rs = task
-        elif len(task) == 3:  # references tokenised by another system's pass
-            hyps, rs = tokenize_texts(tokenizer, task[0], [], task[1], [])[0], task[2]
+        elif len(task) == 3:  # references tokenised by another system's pass: chunk task[2]'s
+            hyps, rs = tokenize_texts(tokenizer, task[0], [], task[1], [])[0], share.tokens_of(task[2])
         else:
             hyps, rs = tokenize_texts(tokenizer, *task)
         piece = TextChunk(hyps, rs)
@@ -371,7 +371,10 @@ def _score_spans(
         for k, task in enumerate(tasks(True, work)):
             tokens = kept[k] if k < len(kept) else None
             if reused and share.tokens_of(k) is not None:
-                yield task[0], task[2], share.tokens_of(k)  # candidates, the ones after them, references
+                # candidates, the ones after them, the chunk whose tokenised references the job
+                # reads from the shared entry: a forked worker has it from the parent (it is held
+                # until the comparison ends), so they are not pickled to it and back again
+                yield task[0], task[2], k
             elif tokens is None:
                 yield task
             else:
