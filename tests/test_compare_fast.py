@@ -110,22 +110,6 @@ def test_bootstrap_equals_the_former_implementation_bit_for_bit(n, seed):
     assert (base["mean"], base["ci"]) == (swapped["mean"], swapped["ci"])
 
 
-def test_blocks_drawn_ahead_on_a_second_thread_equal_the_former_implementation(monkeypatch):
-    """From _DRAW_AHEAD_ITEMS items the next block is drawn while the current one is scored: the
-    same draws in the same order (one generator, one draw at a time), so the same results."""
-    from capeval.significance import paired
-
-    monkeypatch.setattr(paired, "_DRAW_AHEAD_ITEMS", 0)
-    drawn_ahead = []
-    real = paired._drawn_ahead
-    monkeypatch.setattr(paired, "_drawn_ahead", lambda draw, starts: drawn_ahead.append(1) or real(draw, starts))
-    systems, refs = _random_set(40, 4)
-    old = _quiet(before.compare, systems, refs, "bleu-4,cider-d", samples=200, seed=9)
-    new = _quiet(compare, systems, refs, "bleu-4,cider-d", samples=200, seed=9)
-    assert drawn_ahead
-    _assert_same(old, new)
-
-
 @pytest.mark.parametrize("n, seed", [(2, 6), (40, 7), (150, 8)])
 def test_randomisation_equals_the_former_implementation_bit_for_bit(n, seed):
     systems, refs = _random_set(n, seed)
@@ -229,43 +213,6 @@ def test_multiplicities_above_a_byte_and_below(monkeypatch):
             assert np.array_equal(row[drawn], want[drawn])
     read = {name: a.dtype for name, a in stat.shared._df_out._arrays.items() if name.startswith("counts")}
     assert read == {"counts": np.dtype(np.int32), "counts8": np.dtype(np.uint8)}
-
-
-_WARM_UP_CHECK = """
-import sys, threading, warnings
-import numpy as np
-sys.path.insert(0, sys.argv[1])
-warnings.simplefilter("ignore")
-from capeval.significance import cider_resample
-from capeval.significance.compare import _statistics
-from test_compare_fast import _random_set
-cider_resample.JIT_MIN_WORK = 0
-cider_resample._built_kernels = lambda work: None
-from capeval.significance import cider_jit
-assert not cider_jit.df_block.signatures
-systems, refs = _random_set(30, 63)
-before = threading.active_count()
-shared = {}
-stats, _ = _statistics("B", systems["B"], refs, ["cider-d"], None, shared=shared)
-assert threading.active_count() == before, "a thread outlived the set-up"
-assert shared["cider-d"].jit
-loaded = list(cider_jit.df_block.signatures)
-assert len(loaded) == 1 and "uint8" in str(loaded[0][0]), loaded
-stats["cider-d"].resampled(np.ones((3, 30)))
-assert list(cider_jit.df_block.signatures) == loaded, (loaded, cider_jit.df_block.signatures)
-print("ok")
-"""
-
-
-def test_numba_warm_up_is_the_real_calls_specialisation_and_leaves_no_thread():
-    """The set-up runs numba's first call beside its sorting, on a thread joined before it
-    returns (the next system's pass may fork workers); the df kernel's specialisation it loads is
-    the one the resamples then use (none other compiled or loaded for them). In a fresh
-    interpreter: numba's dispatchers keep what earlier tests loaded."""
-    require_module("numba", "numba compiles the resampling kernels (the fast extra)")
-    out = subprocess.run([sys.executable, "-c", _WARM_UP_CHECK, str(Path(__file__).parent)], capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
 def test_tables_released_once_grouped_and_a_late_system_refused():

@@ -72,6 +72,17 @@ class CiderResampling:
     def __init__(self, n_items: int, chunks: list[CiderChunk], samples_hint: int = 1000, jit: bool | None = None,
                  threads: int | None = None):
         self.n = n_items
+        item, gid = _df_pairs(chunks, n_items)
+        self.df_signature = _pairs_digest(chunks)
+        self.n_ids = max([c.n_ids for c in chunks] + [int(gid.max()) + 1 if len(gid) else 0])
+        # n-grams held by the same items' references have the same df on every resample: one
+        # sum per distinct set of items (the n-grams of a caption used as a reference by the
+        # same items, say); set n_sets: the n-grams of no reference (df 0)
+        self.set_of, self._set_items, self._set_ptr = _item_sets(item, gid, self.n_ids)
+        self.n_sets = len(self._set_ptr) - 1
+        self.weights = _weights(n_items)
+        self._rows: dict[int, int] = {}  # tf -> row of self._table
+        self._table = np.zeros((0, n_items + 1), dtype=np.float64)
         self.samples_hint = samples_hint
         if jit is None:
             from capeval.metrics.meteor.jit_align import available
@@ -84,33 +95,6 @@ class CiderResampling:
         self._built = _built_kernels(n_items * samples_hint) if self.jit else None
         if self._built is not None and threads is None:
             self.threads = 1  # a pycc function holds the GIL: threads would only take turns
-        # numba's first call (importing numba, setting up LLVM, loading a kernel from numba's
-        # cache: about half a second of one core) made beside this set-up's sorting, and over
-        # before it returns (no thread is left running when the next system's pass forks workers)
-        warm = None
-        if self.jit and self._built is None:
-            import threading
-
-            warm = threading.Thread(target=_warm_jit, name="capeval-numba-warm-up", daemon=True)
-            warm.start()
-        try:
-            self._set_up(n_items, chunks)
-        finally:
-            if warm is not None:
-                warm.join()
-
-    def _set_up(self, n_items: int, chunks: list[CiderChunk]) -> None:
-        item, gid = _df_pairs(chunks, n_items)
-        self.df_signature = _pairs_digest(chunks)
-        self.n_ids = max([c.n_ids for c in chunks] + [int(gid.max()) + 1 if len(gid) else 0])
-        # n-grams held by the same items' references have the same df on every resample: one
-        # sum per distinct set of items (the n-grams of a caption used as a reference by the
-        # same items, say); set n_sets: the n-grams of no reference (df 0)
-        self.set_of, self._set_items, self._set_ptr = _item_sets(item, gid, self.n_ids)
-        self.n_sets = len(self._set_ptr) - 1
-        self.weights = _weights(n_items)
-        self._rows: dict[int, int] = {}  # tf -> row of self._table
-        self._table = np.zeros((0, n_items + 1), dtype=np.float64)
         #: resamples computed together (their df rows stay within _DF_BUDGET)
         self.sub_block = int(min(32, max(4, _DF_BUDGET // (4 * (self.n_sets + 1)))))
         self._systems: list[CiderStatistic] = []
@@ -281,20 +265,6 @@ def orders_mean_is_sequential(n_ord: int) -> bool:
     for o in range(1, n_ord):
         total += x[:, o]
     return bool(np.array_equal(x.mean(axis=1), total / n_ord))
-
-
-def _warm_jit() -> None:
-    """The df kernel run once on a block of one item and one resample, in the types of
-    :meth:`CiderResampling.df_block`'s bytes path (so numba loads that specialisation). Any
-    failure is left to the real call, which reports it."""
-    try:
-        from capeval.significance import cider_jit
-
-        cider_jit.df_block(np.zeros((1, 1), dtype=np.uint8), np.zeros(1, dtype=np.int64),
-                           np.array([0, 1], dtype=np.int64), 0, 1, np.zeros((2, 1), dtype=np.int32),
-                           np.zeros(2, dtype=np.float64), np.zeros((2, 1), dtype=np.float64))
-    except Exception:  # noqa: BLE001 - a warm-up only: the first real call raises the same error
-        pass
 
 
 def _built_kernels(work: int) -> Any:
