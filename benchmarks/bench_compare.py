@@ -3,8 +3,9 @@
 Rows: 2,000 and 40,000 items (``--sizes``), 1,000 resamples (``--samples``), CIDEr-D
 (``--metrics``; BLEU-4 and METEOR too with ``-m bleu-4,cider-d,meteor``). Each job is a whole
 process (``capeval score -q`` / ``capeval compare -q``), its wall and CPU time measured (CPU:
-the process tree's user + system), the median of ``--repeat`` runs; printed: the ratio of
-compare's time to score's (goal: at most 3).
+the process tree's user + system), the median of ``--repeat`` runs, and its peak memory (the
+largest resident size of one of its processes); printed: the ratio of compare's time to
+score's (goal: at most 3).
 
 The p-values, means and intervals are checked against the former implementation
 (``benchmarks/_compare_before.py``, rescoring the whole CIDEr-D table per resample): run in full
@@ -72,15 +73,17 @@ def env() -> dict[str, str]:
     return e
 
 
-def timed(cmd: list[str], repeat: int) -> tuple[float, float, str]:
-    """(median wall s, median CPU s, stdout of the last run) of ``cmd`` run ``repeat`` times."""
-    walls, cpus, out = [], [], ""
+def timed(cmd: list[str], repeat: int) -> tuple[float, float, float]:
+    """(median wall s, median CPU s, peak MB) of ``cmd`` run ``repeat`` times; the peak is the
+    largest resident size of the process or of any of its worker processes (``wait4``'s
+    ``ru_maxrss``, so nothing samples the job), over the runs."""
+    walls, cpus, peaks = [], [], []
     for _ in range(repeat):
         r = measure(cmd, env(), sample=False)  # raises on a failed job
         walls.append(r["wall"])
         cpus.append(r["cpu"])
-        out = r["out"]
-    return statistics.median(walls), statistics.median(cpus), out
+        peaks.append(r["maxrss"])
+    return statistics.median(walls), statistics.median(cpus), max(peaks)
 
 
 def same(old: dict, new: dict) -> tuple[bool, str]:
@@ -135,15 +138,16 @@ def main() -> int:
         for n in sizes:
             a, b, r = files[n]
             new_json = folder / f"new{n}.json"
-            score_wall, score_cpu, _ = timed([py, "-m", "capeval.cli", "score", "-c", str(a), "-r", str(r), "-m",
+            score_wall, score_cpu, score_peak = timed([py, "-m", "capeval.cli", "score", "-c", str(a), "-r", str(r), "-m",
                                               args.metrics, "-q"], args.repeat)
-            cmp_wall, cmp_cpu, _ = timed([py, "-m", "capeval.cli", "compare", "-c", f"a={a}", f"b={b}", "-r", str(r),
+            cmp_wall, cmp_cpu, cmp_peak = timed([py, "-m", "capeval.cli", "compare", "-c", f"a={a}", f"b={b}", "-r", str(r),
                                           "-m", args.metrics, "--samples", str(args.samples), "-q", "--out",
                                           str(new_json)], args.repeat)
             row = {"items": n, "metrics": args.metrics, "samples": args.samples,
                    "score_one_wall_s": round(score_wall, 2), "score_one_cpu_s": round(score_cpu, 2),
                    "compare_two_wall_s": round(cmp_wall, 2), "compare_two_cpu_s": round(cmp_cpu, 2),
-                   "ratio_wall": round(cmp_wall / score_wall, 2), "ratio_cpu": round(cmp_cpu / score_cpu, 2)}
+                   "ratio_wall": round(cmp_wall / score_wall, 2), "ratio_cpu": round(cmp_cpu / score_cpu, 2),
+                   "score_one_peak_mb": round(score_peak), "compare_two_peak_mb": round(cmp_peak)}
             samples_old = args.samples if n in old_at else args.old_samples
             if samples_old:
                 new = json.loads(new_json.read_text())
@@ -163,16 +167,18 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     print()
-    head = (f"{'items':>6}  {'metrics':<22} {'score one':>10} {'compare two':>12} {'ratio':>6} {'ratio cpu':>9}  "
-            "former implementation")
+    head = (f"{'items':>6}  {'metrics':<22} {'score one':>10} {'compare two':>12} {'ratio':>6} {'ratio cpu':>9} "
+            f"{'peak MB':>13}  former implementation")
     print(head)
     for row in rows:
         before = (f"{row['before_wall_s']} s at {row['before_samples']} resamples, "
                   f"{'equal' if row['equal_to_before'] else 'DIFFERENT: ' + row['check']}" if "before_wall_s" in row
                   else "not run")
         print(f"{row['items']:>6}  {row['metrics']:<22} {row['score_one_wall_s']:>8.2f} s {row['compare_two_wall_s']:>10.2f}"
-              f" s {row['ratio_wall']:>6.2f} {row['ratio_cpu']:>9.2f}  {before}")
-    print(f"(wall and CPU: median of {args.repeat} run(s) per job; CPU of the process tree; "
+              f" s {row['ratio_wall']:>6.2f} {row['ratio_cpu']:>9.2f} "
+              f"{row['score_one_peak_mb']:>6}/{row['compare_two_peak_mb']:<6}  {before}")
+    print(f"(wall and CPU: median of {args.repeat} run(s) per job; CPU of the process tree; peak MB: the largest "
+          "resident size of one process of the job, score / compare; "
           f"{os.cpu_count()} CPUs, load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end)")
     return 0 if all(r.get("equal_to_before", True) for r in rows) else 1
 
