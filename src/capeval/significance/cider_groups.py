@@ -43,6 +43,15 @@ def _groups(shared: CiderResampling, systems: list[CiderStatistic]) -> list["_Gr
     for s in systems:
         s.chunks = None
     _renumber_sets(shared, out)
+    for g in out:
+        if g._kernels is not None:
+            # count 1's row is given by the first group with count-1 entries and never changes
+            # after (rows are only added, and count 1 is always asked for): every index built
+            # with count-1 entries saw the final row
+            if g._kernels.has_count_one and g._kernels.one != shared.row_one:
+                raise RuntimeError(f"CiderResampling: count 1's squares row changed ({g._kernels.one} -> "
+                                   f"{shared.row_one}) after a group's index was built")
+            g._kernels.globalise(g.loc_g)
     return out
 
 
@@ -117,9 +126,12 @@ class _Group:
         self.ent_order = order[take].astype(np.int64)
         self.tf_f = tf[take].astype(np.float64)
         self.ent_row = shared.rows_for(tf[take])
-        self.rare = np.flatnonzero(self.ent_row < 0)
+        rare = np.flatnonzero(self.ent_row < 0)
+        self.n_rare = len(rare)
+        self.rare_loc = self.ent_loc[rare]  # the rare entries' sets (the group's numbering) and counts
+        self.rare_tf = self.tf_f[rare]
         self.ent_rare = np.full(len(self.ent_row), -1, dtype=np.int64)
-        self.ent_rare[self.rare] = np.arange(len(self.rare), dtype=np.int64)
+        self.ent_rare[rare] = np.arange(len(rare), dtype=np.int64)
         self.items = []
         ent0 = 0
         for c, sb in zip(chunks, sent_base):
@@ -128,13 +140,19 @@ class _Group:
             ent0 += len(c.ent_gid)
         self._numpy: dict[str, Any] | None = None
         self._kernels: _KernelIndex | None = None
+        if shared.jit:
+            # the compiled kernels read their index only: built now, and the per-entry arrays it
+            # is built from (40 bytes an entry, the largest part of a comparison's memory) let go
+            # before the next group is built rather than held beside every group's index
+            self._kernels = _KernelIndex(self)
+            self.ent_loc = self.ent_order = self.tf_f = self.ent_row = self.ent_rare = self.ent_ptr = None
 
     def _rare_squares(self, df: np.ndarray) -> np.ndarray:
         """``(rare entries, k)`` squares of the entries whose count has no table row."""
-        if not len(self.rare):
+        if not self.n_rare:
             return np.zeros((0, df.shape[1]), dtype=np.float64)
-        d = df[self.loc_g[self.ent_loc[self.rare]]]
-        return _squares(self.tf_f[self.rare][:, None] * self.shared.weights[d])
+        d = df[self.loc_g[self.rare_loc]]
+        return _squares(self.rare_tf[:, None] * self.shared.weights[d])
 
     def block(self, df: np.ndarray, per: np.ndarray | None, scores: list[np.ndarray] | None = None) -> None:
         """``per[s, base + i, r, o]`` for system s (``self.which``), resample r of the ``(n_sets + 1,
@@ -183,6 +201,7 @@ class _Group:
         """What the compiled kernels read besides the block's df (computed at the first block)."""
         if self._kernels is None:
             self._kernels = _KernelIndex(self)
+            self._kernels.globalise(self.loc_g)
         return self._kernels
 
     def _norms_numpy(self, df: np.ndarray, rare: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -298,8 +317,14 @@ class _KernelIndex:
         pairs, inverse = np.unique(pair, return_inverse=True)
         self.combo_loc = (pairs // (len(group.shared.table) + 1)).astype(np.int64)
         self.combo_row = (pairs % (len(group.shared.table) + 1)).astype(np.int64)
+        #: the count row that was count 1's when this index was built (checked by _groups), and
+        #: whether the group has count-1 entries at all
+        self.one, self.has_count_one = one, bool(count_one.any())
         self.src = np.empty(len(group.ent_row), dtype=np.int64)
-        self.src[count_one] = group.loc_g[group.ent_loc[count_one]]
+        # a count-1 entry's set in the group's numbering for now: the sets' numbers in the block's
+        # df are given once every group is built (_renumber_sets), then by globalise()
+        self.src[count_one] = group.ent_loc[count_one]
+        set_entry = count_one
         self.src[tab] = -1 - inverse.reshape(-1)
         rare = ~count_one & ~tab
         self.src[rare] = -1 - (len(pairs) + group.ent_rare[rare])
@@ -308,7 +333,7 @@ class _KernelIndex:
         # a sentence's entries are by order already (pycocoevalcap counts unigrams first); a
         # stable sort keeps each order's entries in their order, the order of its sum
         by_key = np.argsort(key, kind="stable")
-        key, self.src = key[by_key], self.src[by_key]
+        key, self.src, set_entry = key[by_key], self.src[by_key], set_entry[by_key]
         # only the norms a similarity divides by: a (sentence, order) of no (candidate, reference)
         # pair with hits of that order is never read (a fourth of the entries at 40,000 items)
         read = np.zeros(group.n_sent * group.n_ord + 1, dtype=bool)
@@ -319,6 +344,7 @@ class _KernelIndex:
             read[it.slot_u[slot] * group.n_ord + it.seg_order] = True
         kept = read[key]
         key, self.src = key[kept], self.src[kept]
+        self._set_entries: np.ndarray | None = np.flatnonzero(set_entry[kept])
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
         self.seg_ptr = np.r_[starts, len(key)].astype(np.int64)
         self.seg_sent = key[starts] // group.n_ord
@@ -337,3 +363,9 @@ class _KernelIndex:
             self.hit_src.append(src)
             at += len(it.others)
         self.n_products = at - len(self.ones_loc)
+
+    def globalise(self, loc_g: np.ndarray) -> None:
+        """Count-1 entries: from the group's set numbers to the block's (``loc_g``, final)."""
+        if self._set_entries is not None:
+            self.src[self._set_entries] = loc_g[self.src[self._set_entries]]
+            self._set_entries = None
