@@ -312,9 +312,11 @@ _FAKE_CHILD = textwrap.dedent('''
     src, where, name, suffix = sys.argv[1], sys.argv[2], sys.argv[3], {suffix!r}
     time.sleep(0.2)
     module = os.path.join(where, name + suffix)
-    with open(module + ".part", "wb") as f:
+    # a name of its own, as the real child's mkdtemp: two children of one folder may run at once
+    part = module + ".%d.part" % os.getpid()
+    with open(part, "wb") as f:
         f.write(b"not an ELF file, but hashed and recorded as the real child does")
-    os.replace(module + ".part", module)
+    os.replace(part, module)
     digest = hashlib.sha256(open(module, "rb").read()).hexdigest()
     with open(os.path.join(where, name + ".sha256"), "w") as f:
         f.write(digest + "  " + name + suffix + "\\n")
