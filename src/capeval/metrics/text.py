@@ -373,7 +373,7 @@ def _score_spans(
             if reused and share.tokens_of(k) is not None:
                 # candidates, the ones after them, the chunk whose tokenised references the job
                 # reads from the shared entry: a forked worker has it from the parent (it is held
-                # until the comparison ends), so they are not pickled to it and back again
+                # until the comparison ends), so they are not pickled to it
                 yield task[0], task[2], k
             elif tokens is None:
                 yield task

@@ -13,6 +13,7 @@ from capeval.significance.cider_arrays import (
     _dedupe_runs,
     _runs,
     _sequential,
+    _spans_take,
     _unique_small,
 )
 
@@ -70,8 +71,7 @@ def _renumber_sets(shared: CiderResampling, groups: list["_Group"]) -> None:
     new_of_old[n_sets] = n_sets
     lengths = np.diff(shared._set_ptr)[old_of_new]
     ptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
-    take = np.repeat(shared._set_ptr[:-1][old_of_new], lengths) + (np.arange(int(ptr[-1]), dtype=np.int64)
-                                                                   - np.repeat(ptr[:-1], lengths))
+    take = _spans_take(shared._set_ptr[:-1][old_of_new], lengths, int(ptr[-1]))
     shared._set_items, shared._set_ptr = shared._set_items[take], ptr
     shared.set_of = new_of_old[shared.set_of]
     for g in groups:
@@ -108,8 +108,7 @@ class _Group:
         sent_id, kept = _dedupe_runs(ptr, [gid, tf, order])
         lengths = np.diff(ptr)[kept]
         self.ent_ptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
-        take = np.repeat(ptr[kept], lengths) + (np.arange(int(self.ent_ptr[-1]), dtype=np.int64)
-                                                 - np.repeat(self.ent_ptr[:-1], lengths))
+        take = _spans_take(ptr[kept], lengths, int(self.ent_ptr[-1]))
         self.n_sent = len(kept)
         sets = shared.set_of[np.where(gid < 0, shared.n_ids, gid)]
         self.loc_g, ent_loc_all = _unique_small(sets, shared.n_sets + 1)  # np.unique's, without a sort
@@ -270,7 +269,7 @@ class _Items:
             seg_item = slot_item[seg_slot]
             # the runs' order within an (item, order): by reference, as the scorer adds them
             by_item = np.lexsort((seg_slot, self.seg_order, seg_item))
-            others = np.flatnonzero(~self.hit_ones)
+            others = self.others
             source = self.hit_j.copy()  # ones: the set's w * w; others: their own row after the sets
             source[others] = len(w) + np.arange(len(others), dtype=np.int64)
             self._numpy = {
