@@ -504,3 +504,48 @@ def test_blas_dot_equals_numpys_threaded_call():
             with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
                 whole = [float(c @ s) for c, s in zip(cs, ss)]
             assert whole != dot.rows(cs, ss)
+
+
+_SECOND_BLAS_CHECK = """
+import numpy as np
+import scipy.linalg  # loads SciPy's own OpenBLAS beside numpy's, as numba's first call does
+import threadpoolctl
+from capeval.significance.blas_dot import BlasDot
+libs = threadpoolctl.ThreadpoolController().select(user_api="blas").lib_controllers
+assert len(libs) >= 2, [lib.filepath for lib in libs]
+with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+    rng = np.random.default_rng(3)
+    cs = rng.integers(0, 4, (4, 40_460)).astype(np.float64)
+    ss = rng.random((4, 40_460))
+    dot = BlasDot(40_460)
+    assert dot._lib is not None and "numpy" in dot._lib.filepath, dot._lib
+    assert dot.rows(cs, ss) == [float(c @ s.copy()) for c, s in zip(cs, ss)]
+    assert dot._checked == {2: True}, dot._checked
+print("ok")
+"""
+
+
+def test_blas_dot_finds_numpys_blas_beside_another():
+    """With a second OpenBLAS loaded (SciPy's: numba's first call loads it), the resample means
+    still use numpy's, checked, instead of falling back to the threaded call (whose spinning
+    threads cost seconds of CPU per thousand resamples). In a fresh interpreter."""
+    require_module("scipy", "scipy loads a second OpenBLAS beside numpy's")
+    require_module("threadpoolctl", "threadpoolctl finds numpy's BLAS")
+    out = subprocess.run([sys.executable, "-c", _SECOND_BLAS_CHECK], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_multiplicities_of_the_draws_counted_row_by_row():
+    """A block's (k, n) multiplicities against an independent count (np.add.at per draw), on
+    shapes with one item, one resample, and items never drawn."""
+    from capeval.significance.paired import _counts
+
+    rng = np.random.default_rng(5)
+    for k, n in ((1, 1), (1, 7), (3, 1), (64, 50), (5, 12_000)):
+        idx = rng.integers(0, n, size=(k, n))
+        idx[0, :] = 0  # row 0: one item drawn n times, every other item 0 times
+        expected = np.zeros((k, n))
+        np.add.at(expected, (np.repeat(np.arange(k), n), idx.ravel()), 1.0)
+        got = _counts(idx, n)
+        assert got.dtype == np.float64 and got.shape == (k, n)
+        assert np.array_equal(got, expected)

@@ -47,7 +47,12 @@ def split_widths(n: int, threads: int) -> list[int]:
 
 
 def _openblas() -> Any:
-    """The threadpoolctl controller of numpy's BLAS when it is OpenBLAS alone, else None."""
+    """The threadpoolctl controller of numpy's BLAS when it is OpenBLAS, else None.
+
+    Other BLAS libraries may be loaded beside numpy's (numba's first call loads SciPy's, an
+    OpenBLAS of its own): numpy's is the one in numpy's folder or its wheel's ``numpy.libs``;
+    with no library there, the only one loaded. Whichever is taken, :meth:`BlasDot._check`
+    proves on this machine that it is the one numpy's dot products use before it is relied on."""
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:
@@ -56,9 +61,24 @@ def _openblas() -> Any:
         libs = ThreadpoolController().select(user_api="blas").lib_controllers
     except Exception:  # noqa: BLE001 - an unusual install: the plain call
         return None
+    from pathlib import Path
+
+    home = Path(np.__file__).resolve().parent
+    own = [lib for lib in libs if _inside(lib.filepath, (home, home.with_name("numpy.libs")))]
+    libs = own if own else libs
     if len(libs) != 1 or libs[0].internal_api != "openblas":
         return None
     return libs[0]
+
+
+def _inside(path: Any, folders: tuple[Any, ...]) -> bool:
+    from pathlib import Path
+
+    try:
+        where = Path(path).resolve()
+    except (OSError, TypeError, ValueError):
+        return False
+    return any(where.is_relative_to(f) for f in folders)
 
 
 class BlasDot:

@@ -73,9 +73,12 @@ def _p_value(stats: np.ndarray, observed: float) -> float:
 
 def _counts(idx: np.ndarray, n: int) -> np.ndarray:
     """``(k, n)`` multiplicities (float64) of the items drawn in each row of ``idx``."""
-    k = idx.shape[0]
-    flat = (np.arange(k, dtype=np.int64)[:, None] * n + idx).ravel()
-    return np.bincount(flat, minlength=k * n).astype(np.float64).reshape(k, n)
+    # row by row: one bincount of n values per row stays in the cache, where one of the whole
+    # block over k * n bins (and its offset indices) does not (a quarter of the time at 40,000 items)
+    out = np.empty((idx.shape[0], n), dtype=np.float64)
+    for r, row in enumerate(idx):
+        out[r] = np.bincount(row, minlength=n)
+    return out
 
 
 def bootstrap_scores(statistics: Sequence[Statistic], samples: int = 1000, seed: int | None = 12345,
