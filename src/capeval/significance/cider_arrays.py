@@ -244,23 +244,23 @@ def _in_threads(threads: int, calls: list[tuple[Any, tuple]]) -> list[Any]:
 
 def _df_pairs(chunks: list[CiderChunk], n_items: int) -> tuple[np.ndarray, np.ndarray]:
     """The distinct (item, n-gram) pairs of the references, sorted by n-gram, then item (as
-    ``n-gram * n_items + item`` keys, written in place into one array: fresh pages cost more
-    than the arithmetic)."""
+    ``n-gram << bits | item`` keys, ``bits`` those of the largest item, written in place into
+    one array: fresh pages cost more than the arithmetic; shifts and masks, not a division)."""
     if not chunks:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    n = np.int64(max(n_items, 1))
+    bits = np.int64(max(n_items - 1, 1).bit_length())
     key = np.empty(sum(len(c.df_gid) for c in chunks), dtype=np.int64)
     at = base = 0
     for c in chunks:
         seg = key[at:at + len(c.df_gid)]
-        np.multiply(c.df_gid, n, out=seg)
+        np.left_shift(c.df_gid, bits, out=seg, casting="unsafe")
         seg += c.df_item
         seg += base
         at += len(seg)
         base += c.n_items
     key.sort()
-    gid = key // n
-    np.remainder(key, n, out=key)  # the item
+    gid = key >> bits
+    np.bitwise_and(key, (np.int64(1) << bits) - 1, out=key)  # the item
     return key, gid
 
 

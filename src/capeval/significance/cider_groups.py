@@ -350,14 +350,18 @@ class _KernelIndex:
         self.seg_order = key[starts] % group.n_ord
         # the sets of hits of counts 1 and 1 (their product is the set's w * w), over all systems
         ones = [it.hit_j[it.hit_ones] for it in group.items]
-        self.ones_loc = np.unique(np.concatenate(ones)).astype(np.int64) if ones else np.zeros(0, dtype=np.int64)
+        # np.unique's sorted sets and each hit's rank among them, by a table of the group's sets
+        self.ones_loc, ranks = _unique_small(np.concatenate(ones) if ones else np.zeros(0, dtype=np.int64),
+                                             len(group.loc_g))
         self.starts: list[int] = []
         self.hit_src: list[np.ndarray] = []
         at = len(self.ones_loc)
+        done = 0
         for it, one in zip(group.items, ones):
             self.starts.append(at)
             src = np.empty(len(it.hit_j), dtype=np.int64)
-            src[it.hit_ones] = np.searchsorted(self.ones_loc, one)
+            src[it.hit_ones] = ranks[done:done + len(one)]
+            done += len(one)
             src[it.others] = at + np.arange(len(it.others), dtype=np.int64)
             self.hit_src.append(src)
             at += len(it.others)

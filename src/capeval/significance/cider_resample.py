@@ -133,7 +133,10 @@ class CiderResampling:
 
         A count gets a row (``N + 1`` squares, computed once) when its entries, over the
         resamples, would need more squares than the row holds; count 1 always has one."""
-        values, counts = np.unique(tf, return_counts=True)
+        # np.unique's values and counts of the (small, positive) counts, by one bincount
+        per_count = np.bincount(tf) if len(tf) else np.zeros(0, dtype=np.int64)
+        values = np.flatnonzero(per_count)
+        counts = per_count[values]
         by_count = sorted(zip(counts.tolist(), values.tolist()), reverse=True)
         want = [int(v) for c, v in by_count if v == 1 or c * self.samples_hint >= _ROW_FACTOR * (self.n + 1)]
         room = max(1, _TABLE_BUDGET // (self.n + 1)) - len(self._rows)
@@ -144,10 +147,12 @@ class CiderResampling:
             for t in new:
                 self._rows[t] = len(self._rows)
             self._table = np.concatenate([self._table, rows]) if len(self._table) else rows
-        lookup = np.full(len(tf), -1, dtype=np.int64)
+        # one table of the counts present, not a pass over the entries per row
+        row_of = np.full(max(values.tolist(), default=0) + 1, -1, dtype=np.int64)
         for t, row in self._rows.items():
-            lookup[tf == t] = row
-        return lookup
+            if 0 <= t < len(row_of):
+                row_of[t] = row
+        return row_of[tf] if len(tf) else np.full(0, -1, dtype=np.int64)
 
     @property
     def table(self) -> np.ndarray:
