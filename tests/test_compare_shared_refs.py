@@ -238,3 +238,37 @@ def test_shared_references_are_not_sent_to_the_workers(monkeypatch):
     assert later and all(isinstance(t[2], int) for t in later)
     assert out == plain
     _same_as_alone(reports, systems, refs, "cider-d", options)
+
+
+def test_later_systems_keep_no_reference_pairs_and_are_matched_by_the_index(monkeypatch):
+    """The first system's CIDEr-D chunks keep the references' (item, n-gram) pairs (the
+    resamples' df are built from them); a later system scored on the shared corpus index keeps
+    none (the same pairs) and is matched by the index's token and its chunks' items; chunks of
+    another index, or cut differently, are not matched; the resampling refuses to be built
+    from chunks without pairs."""
+    import dataclasses
+
+    from capeval.significance.cider_resample import CiderResampling
+    from capeval.significance.compare import _statistics
+
+    systems, refs = _data(30, seed=11)
+    shared: dict = {}
+    with keep.sharing():
+        a, _ = _statistics("A", systems["A"], refs, ["cider-d"], None, shared=shared)
+        b, _ = _statistics("B", systems["B"], refs, ["cider-d"], None, shared=shared)
+    common = shared["cider-d"]
+    ca, cb = a["cider-d"].chunks, b["cider-d"].chunks
+    assert all(c.df_item is not None and c.df_gid is not None for c in ca)
+    assert all(c.df_item is None and c.df_gid is None for c in cb)
+    assert {c.refs_token for c in ca + cb} == {common.refs_token} and common.refs_token
+    assert b["cider-d"].shared is common and common.same_references(cb)
+    other = [dataclasses.replace(c, refs_token="another index") for c in cb]
+    assert not common.same_references(other)
+    assert not common.same_references(cb[:-1])
+    with pytest.raises(ValueError, match="without the references"):
+        CiderResampling(30, cb)
+    # without sharing, every system keeps its pairs and is matched by their digest (as before)
+    shared = {}
+    a, _ = _statistics("A", systems["A"], refs, ["cider-d"], None, shared=shared)
+    b, _ = _statistics("B", systems["B"], refs, ["cider-d"], None, shared=shared)
+    assert all(c.df_item is not None for c in b["cider-d"].chunks) and b["cider-d"].shared is shared["cider-d"]

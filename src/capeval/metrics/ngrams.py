@@ -157,8 +157,16 @@ class GramIndex:
     """
 
     def __init__(self, n: int = 4):
+        import os
+
         self.n = n
         self.n_docs = 0
+        #: names this index (the same in the processes forked with it), so that statistics
+        #: computed on it can be known to share its references (capeval compare)
+        self.token = os.urandom(8).hex()
+        #: set when a comparison's later systems score on it (text_share.publish): their
+        #: passes need not keep the references' (item, n-gram) pairs again
+        self.shared_by_passes = False
         self.vocab: dict[str, int] = {}
         self._keys = [np.zeros(0, dtype=np.int64) for _ in range(n + 1)]  # sorted, per order
         self._ids = [np.zeros(0, dtype=np.int64) for _ in range(n + 1)]  # id of each key

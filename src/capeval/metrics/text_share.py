@@ -64,4 +64,5 @@ def publish(entry: SharedReferences, corpus: Any) -> None:
     store = shared_passes()
     if store is not None:
         entry.corpus = corpus
+        corpus.shared_by_passes = True
         store.append(entry)

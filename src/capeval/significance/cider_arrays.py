@@ -33,8 +33,10 @@ class CiderChunk:
     every resample); hits: (slot, candidate entry, reference entry) of every candidate n-gram
     found in a reference, in the order the scorer sums them; ``factor``: the length penalty of
     each (item, reference) slot; ``df_item``/``df_gid``: the distinct (item, n-gram) pairs of the
-    references (items numbered within the chunk). Indices and ids are int32 where the chunk's
-    sizes allow (int64 otherwise), orders int8 (:func:`chunk_statistics`).
+    references (items numbered within the chunk), None in the chunks of a later system of a
+    comparison scored on the first one's corpus index (the same pairs: ``refs_token``, the index's
+    token, says which). Indices and ids are int32 where the chunk's sizes allow (int64
+    otherwise), orders int8 (:func:`chunk_statistics`).
     """
 
     n_items: int
@@ -50,9 +52,10 @@ class CiderChunk:
     hit_h: np.ndarray
     hit_r: np.ndarray
     factor: np.ndarray
-    df_item: np.ndarray
-    df_gid: np.ndarray
+    df_item: np.ndarray | None
+    df_gid: np.ndarray | None
     n_ids: int = 0
+    refs_token: str = ""
 
 
 def table_ids(table: Any, corpus: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -67,9 +70,12 @@ def table_ids(table: Any, corpus: Any) -> tuple[np.ndarray, np.ndarray]:
     return gid, df
 
 
-def chunk_statistics(table: Any, gid: np.ndarray, n_ids: int, sigma: float) -> CiderChunk:
+def chunk_statistics(table: Any, gid: np.ndarray, n_ids: int, sigma: float, pairs: bool = True,
+                     refs_token: str = "") -> CiderChunk:
     """The resampling statistics of one chunk's :class:`~capeval.metrics.ngrams.NgramTable`,
-    ``gid`` its n-grams' ids over all references (:func:`table_ids`), ``n_ids`` their number."""
+    ``gid`` its n-grams' ids over all references (:func:`table_ids`), ``n_ids`` their number;
+    without ``pairs``, no (item, n-gram) pairs of the references (another system's chunk on the
+    same index, ``refs_token``, holds them)."""
     n = table.n
     n_sent = table.n_sent
     # the length penalty exactly as cider_table_scores computes it (df plays no part)
@@ -79,7 +85,7 @@ def chunk_statistics(table: Any, gid: np.ndarray, n_ids: int, sigma: float) -> C
     factor = {d: np.e ** (-(d**2) / (2 * sigma**2)) for d in set(delta)}
     h_slot, h_ent, r_ent = table.pairs()
     hit = r_ent >= 0
-    item, gram = table.item_grams()
+    item, gram = table.item_grams() if pairs else (None, None)
     # the narrowest exact types: the statistics cross from the worker processes to the parent
     # and are held for every system until the resampling groups them (half the bytes of int64)
     small = _index_type(max(len(table.ent_tf), n_ids + 1, len(table.slot_sid), int(table.n_items)))
@@ -90,7 +96,8 @@ def chunk_statistics(table: Any, gid: np.ndarray, n_ids: int, sigma: float) -> C
         ent_order=table.ent_order.astype(np.int8 if n <= 127 else np.int64), hyp_sid=table.hyp_sid.astype(np.int64),
         slot_sid=table.slot_sid.astype(np.int64), hit_slot=h_slot[hit].astype(small), hit_h=h_ent[hit].astype(small),
         hit_r=r_ent[hit].astype(small), factor=np.array([factor[d] for d in delta], dtype=np.float64),
-        df_item=item.astype(small), df_gid=gid[gram].astype(small), n_ids=n_ids)
+        df_item=None if item is None else item.astype(small), df_gid=None if gram is None else gid[gram].astype(small),
+        n_ids=n_ids, refs_token=refs_token)
 
 
 def _index_type(bound: int) -> type:

@@ -72,8 +72,15 @@ class CiderResampling:
     def __init__(self, n_items: int, chunks: list[CiderChunk], samples_hint: int = 1000, jit: bool | None = None,
                  threads: int | None = None):
         self.n = n_items
+        if any(c.df_item is None or c.df_gid is None for c in chunks):
+            raise ValueError("CiderResampling: built from chunks without the references' (item, n-gram) pairs (those "
+                             "of a later system of a comparison): build it from the first system's")
         item, gid = _df_pairs(chunks, n_items)
         self.df_signature = _pairs_digest(chunks)
+        tokens = {c.refs_token for c in chunks}
+        #: the corpus index the chunks were scored on (see same_references), "" when unknown
+        self.refs_token = tokens.pop() if len(tokens) == 1 else ""
+        self._chunk_items = [c.n_items for c in chunks]
         self.n_ids = max([c.n_ids for c in chunks] + [int(gid.max()) + 1 if len(gid) else 0])
         # n-grams held by the same items' references have the same df on every resample: one
         # sum per distinct set of items (the n-grams of a caption used as a reference by the
@@ -110,7 +117,13 @@ class CiderResampling:
         self.ones = np.zeros((0, 0), dtype=np.float64)
 
     def same_references(self, chunks: list[CiderChunk]) -> bool:
-        """Do ``chunks`` (another system's) hold the same reference n-grams per item?"""
+        """Do ``chunks`` (another system's) hold the same reference n-grams per item? Chunks
+        without the pairs were scored on a corpus index shared by the comparison's systems
+        (:mod:`capeval.metrics.text_share`: same references, texts and chunks): they do when that
+        index is the one these resamples were built on and the chunks cover the same items."""
+        if any(c.df_item is None or c.df_gid is None for c in chunks):
+            return (bool(self.refs_token) and all(c.refs_token == self.refs_token for c in chunks)
+                    and [c.n_items for c in chunks] == self._chunk_items)
         return _pairs_digest(chunks) == self.df_signature
 
     def register(self, stat: "CiderStatistic") -> None:
