@@ -1,8 +1,8 @@
 """CIDEr-D's resampling kernels built ahead of time (``capeval.significance.cider_aot``, issue 47
 item 2): the built module gives the former implementation's p-values, means and intervals bit
 for bit (``benchmarks/_compare_before.py``, a full rescoring per resample), loads without numba,
-is never imported when it is not the file built here, and hands arguments of other layouts to
-numba's JIT."""
+releases the GIL (large jobs run it on threads), is built per CPU, is never imported when it is
+not the file built here, and hands arguments of other layouts to numba's JIT."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 
+import capeval
 from capeval.significance import cider_aot, cider_resample
 from capeval.significance.compare import compare
 
@@ -70,7 +71,8 @@ def test_built_kernels_equal_the_former_rescoring(counting, monkeypatch, n, seed
     systems, refs = _random_set(n, seed)
     new = _quiet(compare, systems, refs, "cider-d", samples=70, seed=seed)
     _assert_same(_former_cider(n, seed, 70), new)
-    assert all(counting.calls.get(name) for name in cider_aot.KERNELS), counting.calls
+    # every kernel ran; the df kernel on bytes (no multiplicity above 255 in these draws)
+    assert all(counting.calls.get(name) for name in cider_aot.KERNELS if name != "df_block"), counting.calls
 
 
 def test_built_kernels_on_chunks_equal_the_former_rescoring(counting):
@@ -154,3 +156,63 @@ def test_fused_scores_follow_this_numpys_mean_over_the_orders():
 
     assert all(orders_mean_is_sequential(n) for n in range(1, 5))
     assert not orders_mean_is_sequential(9)
+
+
+def test_df_kernel_on_int32_rows_and_on_bytes(built):
+    """The df kernel takes int32 multiplicities (df_block) and bytes (df_block8), both to the
+    numpy sums, with each set's count-1 squares."""
+    spy = _Counting(built._module)
+    kernels = cider_aot.Kernels(spy)
+    assert kernels.takes_bytes
+    rng = np.random.default_rng(4)
+    counts = rng.integers(0, 4, (50, 8))
+    items = np.array([0, 3, 7, 9, 2, 5, 49], dtype=np.int64)
+    ptr = np.array([0, 3, 4, 7], dtype=np.int64)
+    squares = rng.random(50 * 3 + 1)
+    want = np.stack([counts[items[a:b]].sum(axis=0) for a, b in zip(ptr[:-1], ptr[1:])]).astype(np.int32)
+    for dtype, name in ((np.int32, "df_block"), (np.uint8, "df_block8")):
+        out = np.zeros((3, 8), dtype=np.int32)
+        ones = np.zeros((3, 8))
+        kernels.df_block(counts.astype(dtype), items, ptr, 0, 3, out, squares, ones)
+        assert np.array_equal(out, want) and np.array_equal(ones, squares[want])
+        assert spy.calls.get(name) == 1, spy.calls
+
+
+def test_the_built_module_releases_the_gil_and_large_jobs_use_threads(built, monkeypatch):
+    """The module calls PyEval_SaveThread (built with numba's release_gil flag), so a job of at
+    least THREADS_MIN_WORK items x resamples runs it on the scorers' threads and a smaller one on
+    one; a module that would hold the GIL is not loaded."""
+    from capeval.significance.cider_arrays import _threads
+
+    assert cider_aot.releases_gil(cider_aot.built_path())
+    monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0)
+    monkeypatch.setattr(cider_resample, "_built_kernels", lambda work: built)
+    systems, refs = _random_set(20, 3)
+    from capeval.significance.keep import keeping
+
+    with keeping() as kept:
+        capeval.score(systems["A"], refs, "cider-d")
+    chunks = kept["cider-d"]
+    monkeypatch.setattr(cider_aot, "THREADS_MIN_WORK", 20 * 1000)
+    assert cider_resample.CiderResampling(20, chunks, samples_hint=1000).threads == _threads()
+    assert cider_resample.CiderResampling(20, chunks, samples_hint=999).threads == 1
+    monkeypatch.setattr(cider_aot, "releases_gil", lambda path: False)
+    monkeypatch.setattr(cider_aot, "_loaded", [])
+    assert cider_aot.load() is None
+
+
+def test_the_module_is_named_for_this_cpu(monkeypatch):
+    """A cache folder shared between machines holds one module per CPU: the name changes with
+    the CPU read from /proc/cpuinfo (a generic build where it cannot be read)."""
+    real = cider_aot.module_name()
+    try:
+        for cpu in ("vendor_id : Other\nflags : fpu sse2", None):
+            cider_aot.module_name.cache_clear()
+            monkeypatch.setattr(cider_aot, "host_cpu", lambda cpu=cpu: cpu)
+            assert cider_aot.module_name() != real
+    finally:
+        monkeypatch.undo()
+        cider_aot.module_name.cache_clear()
+    assert cider_aot.module_name() == real
+    if os.path.exists("/proc/cpuinfo") and "flags" in open("/proc/cpuinfo").read(1 << 16):
+        assert cider_aot.host_cpu() and "flags" in cider_aot.host_cpu()

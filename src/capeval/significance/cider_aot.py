@@ -1,19 +1,24 @@
 """CIDEr-D's resampling kernels (:mod:`.cider_jit`) built ahead of time, as METEOR's kernel is.
 
 Through numba's JIT the kernels cost a job about 0.8 s of CPU before their first resample
-(importing numba and LLVM, loading the three cached kernels): more than scoring one system
-of 2,000 items. The same functions compiled ahead of time (``numba.pycc``) are a plain CPython
-extension module that imports in a millisecond with numpy alone. It is built once per kernel
-source, numba version and Python ABI (:func:`module_name`), by a child process that the first
-job large enough to use numba starts (:func:`start_build`; that job uses numba's JIT and waits
-for the child when it ends), into METEOR's kernels folder (``$CAPEVAL_CACHE/kernels``) as
-``cider_kernel_<tag>`` with its sha256 record beside it. Later jobs of fewer than
-:data:`AOT_MAX_WORK` items x resamples use it (one thread: a pycc function holds the GIL);
-larger ones keep numba's JIT on several threads, where its import is a few percent.
+(importing numba and LLVM, loading the cached kernels; about half a second of it on one core
+while the other waits): more than scoring one system of 2,000 items. The same functions
+compiled ahead of time (``numba.pycc``) are a plain CPython extension module that imports in a
+millisecond with numpy alone. It is built once per kernel source, numba version, Python ABI and
+CPU (:func:`module_name`), by a child process that the first job large enough to use numba
+starts (:func:`start_build`; that job uses numba's JIT and waits for the child when it ends),
+into METEOR's kernels folder (``$CAPEVAL_CACHE/kernels``) as ``cider_kernel_<tag>`` with its
+sha256 record beside it. Later jobs use it: on one thread below :data:`THREADS_MIN_WORK` items x
+resamples, on the scorers' number of threads from there (its functions release the GIL, as the
+JIT's ``nogil=True`` kernels do: the build sets numba's ``release_gil`` flag, which pycc leaves
+unset, and :func:`releases_gil` checks the built file).
 
 The code is LLVM's compilation of the same numba functions with the same options as the JIT's
-(``error_model="numpy"``, no fast-math, so no fused multiply-adds: the same doubles), for a
-generic CPU of the machine's architecture. It is imported only as METEOR's module is
+(``error_model="numpy"``, no fast-math, so no fused multiply-adds: the same doubles), for this
+machine's CPU and the features it reports, as the JIT compiles (where the CPU cannot be read
+from ``/proc/cpuinfo``, for a generic CPU of the architecture, about 15% slower). The CPU's
+identity is part of the module's name, so a cache folder shared between machines holds one
+module per CPU and none is run on a CPU it was not built for. It is imported only as METEOR's module is
 (:mod:`capeval.metrics.meteor.kernel_build`): the folder and its parents yours and not
 writable by others, a regular file of yours with the sha256 recorded when it was built, a
 whole ELF object; and it must answer a probe. A call whose arrays are not of the built
@@ -39,21 +44,24 @@ from typing import Any
 
 import numpy as np
 
-#: items x resamples below which a job uses the built module: above, numba's JIT on threads
-#: (its code for this CPU is faster: at 10,000 items x 1,000 resamples the built module's
-#: generic code took about 15% more CPU than the JIT's, as much as numba's import saves)
-AOT_MAX_WORK = 8_000_000
+#: items x resamples from which a job runs the built kernels on several threads (below, one:
+#: the blocks are too small for threads to pay)
+THREADS_MIN_WORK = 8_000_000
 #: items x resamples from which a job without the module starts its build (as JIT_MIN_WORK)
 BUILD_MIN_WORK = 500_000
 #: seconds the build may take (the job waits for it when it ends)
 BUILD_TIMEOUT = 600
 
-_I8, _F8, _I4 = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.int32)
+_I8, _F8, _I4, _U1 = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.uint8)
 #: per kernel: its numba signature and, per argument, (dtype, dimensions, C-contiguous) or None (an integer)
 KERNELS: dict[str, tuple[str, tuple]] = {
     "df_block": ("void(i4[:, ::1], i8[::1], i8[::1], i8, i8, i4[:, ::1], f8[::1], f8[:, ::1])",
                  ((_I4, 2, True), (_I8, 1, True), (_I8, 1, True), None, None, (_I4, 2, True), (_F8, 1, True),
                   (_F8, 2, True))),
+    # the same kernel on multiplicities read as bytes (CiderResampling.df_block), called as df_block
+    "df_block8": ("void(u1[:, ::1], i8[::1], i8[::1], i8, i8, i4[:, ::1], f8[::1], f8[:, ::1])",
+                  ((_U1, 2, True), (_I8, 1, True), (_I8, 1, True), None, None, (_I4, 2, True), (_F8, 1, True),
+                   (_F8, 2, True))),
     "weights_block": ("void(i4[:, ::1], f8[::1], f8[:, ::1], i8[::1], i8[::1], i8[::1], i8[::1], f8[:, ::1], "
                       "f8[:, ::1])",
                       ((_I4, 2, True), (_F8, 1, True), (_F8, 2, True)) + ((_I8, 1, True),) * 4
@@ -88,8 +96,38 @@ def module_name() -> str:
     except importlib.metadata.PackageNotFoundError:
         numba_version = "none"
     key = b"\0".join([source, numba_version.encode(), sys.implementation.cache_tag.encode(),
-                      platform.machine().encode(), sys.platform.encode()])
+                      platform.machine().encode(), sys.platform.encode(), (host_cpu() or "generic").encode()])
     return "cider_kernel_" + hashlib.sha256(key).hexdigest()[:16]
+
+
+#: the lines of /proc/cpuinfo's first processor that name the CPU and its features (x86, ARM)
+_CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags", "CPU implementer",
+               "CPU architecture", "CPU variant", "CPU part", "Features")
+
+
+@functools.lru_cache(maxsize=1)
+def host_cpu() -> str | None:
+    """This machine's CPU as the kernel reports it (its first processor's identity and feature
+    flags in ``/proc/cpuinfo``), or None where that cannot be read: then the module is built
+    for a generic CPU of the architecture."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            first = fh.read(1 << 20).split("\n\n", 1)[0]
+    except OSError:
+        return None
+    lines = [line.strip() for line in first.splitlines() if line.split(":", 1)[0].strip() in _CPU_FIELDS]
+    has_features = any(line.split(":", 1)[0].strip() in ("flags", "Features") for line in lines)
+    return "\n".join(lines) if has_features else None
+
+
+def releases_gil(path: Path) -> bool:
+    """Whether the built module at ``path`` releases the GIL around its kernels (it calls
+    ``PyEval_SaveThread``: built with numba's ``release_gil`` flag)."""
+    try:
+        with open(path, "rb") as fh:
+            return b"PyEval_SaveThread" in fh.read()
+    except OSError:
+        return False
 
 
 def built_path(where: Path | None = None) -> Path:
@@ -136,15 +174,20 @@ class Kernels:
 
     def __init__(self, module: Any):
         self._module = module
+        #: whether df_block reads multiplicities as bytes here (the module has df_block8)
+        self.takes_bytes = hasattr(module, "df_block8")
 
     def __getattr__(self, name: str) -> Any:
-        if name not in KERNELS:
+        if name not in KERNELS or name == "df_block8":
             raise AttributeError(name)
-        built, specs = getattr(self._module, name), KERNELS[name][1]
+        # df_block: int32 multiplicities, or bytes (df_block8), as the JIT's one function takes both
+        variants = [(getattr(self._module, v), KERNELS[v][1]) for v in (name, name + "8")
+                    if v in KERNELS and hasattr(self._module, v)]
 
         def call(*args: Any) -> Any:
-            if len(args) == len(specs) and all(_fits(a, s) for a, s in zip(args, specs)):
-                return built(*args)
+            for built, specs in variants:
+                if len(args) == len(specs) and all(_fits(a, s) for a, s in zip(args, specs)):
+                    return built(*args)
             from capeval.significance import cider_jit
 
             return getattr(cider_jit, name)(*args)
@@ -170,7 +213,7 @@ def load(where: Path | None = None) -> Kernels | None:
         return _loaded[0]
     kernels = None
     try:
-        if check(where)[0] == "ok":
+        if check(where)[0] == "ok" and releases_gil(built_path(where)):
             loader = importlib.machinery.ExtensionFileLoader(module_name(), str(built_path(where)))
             spec = importlib.util.spec_from_file_location(module_name(), str(built_path(where)), loader=loader)
             module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
@@ -281,17 +324,25 @@ def _compile(work: Path, where: Path, name: str) -> None:
     from capeval.metrics.meteor.kernel_trust import file_digest
     from capeval.significance import cider_jit
 
-    class NumpyErrors(Flags):  # the JIT's error_model="numpy": x / 0.0 is inf, as numpy's, never raised
+    class JitOptions(Flags):
         def __init__(self, *args: Any, **kwargs: Any):
             super().__init__(*args, **kwargs)
-            self.error_model = "numpy"
+            self.error_model = "numpy"  # the JIT's: x / 0.0 is inf, as numpy's, never raised
+            self.release_gil = True  # the JIT's nogil=True: the kernels run on threads
 
-    compiler.Flags = NumpyErrors
+    compiler.Flags = JitOptions
     cc = CC(name)
     cc.output_dir = str(work)
     cc.verbose = False
+    if host_cpu() is not None:
+        # this CPU and the features it reports, as numba's JIT compiles (pycc would give the
+        # CPU's name only, whose implied features a virtual machine may not have)
+        from numba.core.codegen import AOTCPUCodegen
+
+        AOTCPUCodegen._customize_tm_features = lambda self: self._get_host_cpu_features()
+        cc.target_cpu = "host"
     for fn, (signature, _) in KERNELS.items():
-        cc.export(fn, signature)(getattr(cider_jit, fn).py_func)
+        cc.export(fn, signature)(getattr(cider_jit, fn[:-1] if fn == "df_block8" else fn).py_func)
     cc.compile()
     made = [p for p in work.iterdir() if p.name.startswith(name + ".") and p.is_file()]
     if len(made) != 1:

@@ -97,11 +97,11 @@ class CiderResampling:
             jit = available() and n_items * samples_hint >= JIT_MIN_WORK
         self.jit = bool(jit)
         self.threads = threads if threads is not None else _threads()
-        #: the built kernels (cider_aot: no numba import, one thread) where the job is small
-        #: enough and they are built, else None (numba's JIT, cider_jit)
+        #: the kernels built ahead of time (cider_aot: no numba import) where they are built,
+        #: else None (numba's JIT, cider_jit)
         self._built = _built_kernels(n_items * samples_hint) if self.jit else None
-        if self._built is not None and threads is None:
-            self.threads = 1  # a pycc function holds the GIL: threads would only take turns
+        if self._built is not None and threads is None and n_items * samples_hint < _threads_min_work():
+            self.threads = 1  # blocks this small do not pay for threads
         #: resamples computed together (their df rows stay within _DF_BUDGET)
         self.sub_block = int(min(32, max(4, _DF_BUDGET // (4 * (self.n_sets + 1)))))
         self._systems: list[CiderStatistic] = []
@@ -186,7 +186,8 @@ class CiderResampling:
         # kernel's time is its reads of these rows (one per item of every set): multiplicities
         # of at most 255 (every bootstrap block in practice) are read as bytes, a quarter of
         # the int32 rows (the df sums stay int32, exact; numba compiles both types)
-        small = self.jit and self._built is None and (not counts.size or counts.max() <= _BYTE_MAX)
+        small = (self.jit and (self._built is None or self._built.takes_bytes)
+                 and (not counts.size or counts.max() <= _BYTE_MAX))
         ct = self._df_out.get("counts8" if small else "counts", (counts.shape[1], counts.shape[0]),
                               np.uint8 if small else np.int32)  # (N, k)
         ct[...] = counts.T
@@ -285,14 +286,18 @@ def orders_mean_is_sequential(n_ord: int) -> bool:
     return bool(np.array_equal(x.mean(axis=1), total / n_ord))
 
 
-def _built_kernels(work: int) -> Any:
-    """The kernels built ahead of time for a job of ``work`` items x resamples, when it is below
-    :data:`.cider_aot.AOT_MAX_WORK` and they are built; else None, and the build is started
-    beside the job when it is large enough to have imported numba (:func:`.cider_aot.start_build`)."""
+def _threads_min_work() -> int:
     from capeval.significance import cider_aot
 
-    if work >= cider_aot.AOT_MAX_WORK:
-        return None
+    return cider_aot.THREADS_MIN_WORK
+
+
+def _built_kernels(work: int) -> Any:
+    """The kernels built ahead of time, when they are built (for a job of ``work`` items x
+    resamples); else None, and the build is started beside the job when it is large enough to
+    have imported numba (:func:`.cider_aot.start_build`)."""
+    from capeval.significance import cider_aot
+
     built = cider_aot.load()
     if built is None and work >= cider_aot.BUILD_MIN_WORK:
         cider_aot.start_build()
