@@ -110,6 +110,22 @@ def test_bootstrap_equals_the_former_implementation_bit_for_bit(n, seed):
     assert (base["mean"], base["ci"]) == (swapped["mean"], swapped["ci"])
 
 
+def test_blocks_drawn_ahead_on_a_second_thread_equal_the_former_implementation(monkeypatch):
+    """From _DRAW_AHEAD_ITEMS items the next block is drawn while the current one is scored: the
+    same draws in the same order (one generator, one draw at a time), so the same results."""
+    from capeval.significance import paired
+
+    monkeypatch.setattr(paired, "_DRAW_AHEAD_ITEMS", 0)
+    drawn_ahead = []
+    real = paired._drawn_ahead
+    monkeypatch.setattr(paired, "_drawn_ahead", lambda draw, starts: drawn_ahead.append(1) or real(draw, starts))
+    systems, refs = _random_set(40, 4)
+    old = _quiet(before.compare, systems, refs, "bleu-4,cider-d", samples=200, seed=9)
+    new = _quiet(compare, systems, refs, "bleu-4,cider-d", samples=200, seed=9)
+    assert drawn_ahead
+    _assert_same(old, new)
+
+
 @pytest.mark.parametrize("n, seed", [(2, 6), (40, 7), (150, 8)])
 def test_randomisation_equals_the_former_implementation_bit_for_bit(n, seed):
     systems, refs = _random_set(n, seed)

@@ -93,14 +93,38 @@ def bootstrap_scores(statistics: Sequence[Statistic], samples: int = 1000, seed:
     rng = np.random.default_rng(seed)
     n = statistics[0].n
     out = np.empty((len(statistics), samples), dtype=np.float64)
-    for start in range(0, samples, _BLOCK):
-        idx = rng.choice(n, size=(min(_BLOCK, samples - start), n), replace=True)
-        counts = _counts(idx, n)
+    starts = range(0, samples, _BLOCK)
+
+    def draw(start: int) -> np.ndarray:
+        return _counts(rng.choice(n, size=(min(_BLOCK, samples - start), n), replace=True), n)
+
+    blocks = map(draw, starts) if len(starts) < 2 or n < _DRAW_AHEAD_ITEMS else _drawn_ahead(draw, starts)
+    for start, counts in zip(starts, blocks):
         for j, stat in enumerate(statistics):
             out[j, start:start + len(counts)] = stat.resampled(counts)
         if progress is not None:
             progress.update(len(counts))
     return out
+
+
+#: items from which the next block is drawn while the statistics score the current one
+_DRAW_AHEAD_ITEMS = 5000
+
+
+def _drawn_ahead(draw: Any, starts: range) -> Any:
+    """``draw(start)`` for each start in order, the next one made on a second thread while the
+    caller scores the current one (a block's draws and multiplicities: a few percent of a large
+    CIDEr-D job, on one core while the kernels' threads wait between blocks). One draw at a
+    time, in order: the generator gives the same numbers as on one thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="capeval-draws") as pool:
+        ahead = pool.submit(draw, starts[0])
+        for nxt in list(starts[1:]) + [None]:
+            counts = ahead.result()
+            if nxt is not None:
+                ahead = pool.submit(draw, nxt)
+            yield counts
 
 
 def bootstrap_result(base: Statistic, system: Statistic, base_scores: np.ndarray, sys_scores: np.ndarray,
