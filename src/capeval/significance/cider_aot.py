@@ -334,11 +334,13 @@ def _compile(work: Path, where: Path, name: str) -> None:
     cc = CC(name)
     cc.output_dir = str(work)
     cc.verbose = False
-    if host_cpu() is not None:
-        # this CPU and the features it reports, as numba's JIT compiles (pycc would give the
-        # CPU's name only, whose implied features a virtual machine may not have)
-        from numba.core.codegen import AOTCPUCodegen
+    from numba.core.codegen import AOTCPUCodegen
 
+    if host_cpu() is not None and callable(getattr(AOTCPUCodegen, "_customize_tm_features", None)) \
+            and callable(getattr(AOTCPUCodegen, "_get_host_cpu_features", None)):
+        # this CPU and the features it reports, as numba's JIT compiles (pycc would give the
+        # CPU's name only, whose implied features a virtual machine may not have); a numba
+        # without these hooks builds for a generic CPU, never for the name alone
         AOTCPUCodegen._customize_tm_features = lambda self: self._get_host_cpu_features()
         cc.target_cpu = "host"
     for fn, (signature, _) in KERNELS.items():
