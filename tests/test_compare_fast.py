@@ -565,3 +565,35 @@ def test_multiplicities_of_the_draws_counted_row_by_row():
         got = _counts(idx, n)
         assert got.dtype == np.float64 and got.shape == (k, n)
         assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "compiled"])
+def test_counts_and_slots_past_a_byte_equal_the_former_implementation(monkeypatch, kernel):
+    """The kept statistics take the narrowest integer type their values fit (counts within a
+    sentence, slots and items within a chunk): a word repeated 130 and 300 times in one caption
+    (counts past int8) and an item with 140 references (slots past int8) give the former
+    implementation's results to the last bit; the types chosen are the ones expected."""
+    from capeval.significance.cider_arrays import _narrow_type
+
+    assert [_narrow_type(b) for b in (1, 127, 128, 32767, 32768, 2**31 - 1, 2**31)] == \
+        [np.int8, np.int8, np.int16, np.int16, np.int32, np.int32, np.int64]
+    if kernel == "compiled":
+        require_module("numba", "numba compiles the resampling kernels (the fast extra)")
+        monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0)
+    else:
+        monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 10**12)
+    systems, refs = _random_set(30, 21)
+    first = next(iter(refs))
+    refs[first] = refs[first] + [f"a dog {i % 7} runs" for i in range(140)]
+    systems["A"][first] = " ".join(["dog"] * 130 + ["runs"] * 300)
+    refs[list(refs)[1]].append(" ".join(["dog"] * 200))
+    from capeval.significance.keep import keeping
+
+    with keeping() as kept:
+        capeval.score(systems["A"], refs, "cider-d")
+    [chunk] = kept["cider-d"]
+    assert (chunk.ent_tf.dtype, chunk.hit_slot.dtype, chunk.df_item.dtype) == (np.int16, np.int16, np.int8)
+    assert int(chunk.ent_tf.max()) == 300
+    old = _quiet(before.compare, systems, refs, "cider-d", samples=40, seed=3)
+    new = _quiet(compare, systems, refs, "cider-d", samples=40, seed=3)
+    _assert_same(old, new)
