@@ -272,3 +272,43 @@ def test_later_systems_keep_no_reference_pairs_and_are_matched_by_the_index(monk
     a, _ = _statistics("A", systems["A"], refs, ["cider-d"], None, shared=shared)
     b, _ = _statistics("B", systems["B"], refs, ["cider-d"], None, shared=shared)
     assert all(c.df_item is not None for c in b["cider-d"].chunks) and b["cider-d"].shared is shared["cider-d"]
+
+
+def test_inputs_checked_once_then_copied(monkeypatch):
+    """compare checks the candidates and references once and hands them to every system's pass
+    marked as checked: normalising them again copies them (lists too, so a pass cannot change
+    another's) without checking again, and the reference-count check passes them; unmarked
+    inputs are checked as always, and a checked candidates mapping is checked again where empty
+    captions are refused."""
+    from capeval.errors import InputError
+    from capeval.io import inputs
+
+    refs = inputs.checked(references=inputs.normalize_references({"a": ["x y", "z"], "b": "w"}))
+    cands = inputs.checked(candidates=inputs.normalize_candidates({"a": "x", "b": ""}))
+    calls = []
+    monkeypatch.setattr(inputs, "max_references", lambda: calls.append(1) or 10)
+    again = inputs.normalize_references(refs)
+    assert again == {"a": ["x y", "z"], "b": ["w"]} and type(again) is dict and not calls
+    again["a"].append("changed")
+    assert refs["a"] == ["x y", "z"]
+    inputs.check_reference_counts(refs)
+    assert not calls
+    assert inputs.normalize_candidates(cands) == {"a": "x", "b": ""}
+    with pytest.raises(InputError, match="empty"):
+        inputs.normalize_candidates(cands, allow_empty=False)
+    plain = {"a": ["x y"] * 11}
+    with pytest.raises(InputError, match="more than the 10"):
+        inputs.normalize_references(plain)
+    assert calls
+    # the comparison itself gives what it gave with every input checked in every pass
+    systems, data_refs = _data(25, seed=5)
+    two = {k: systems[k] for k in ("A", "B")}
+    marked = compare(two, data_refs, "bleu-4,cider-d", samples=30)
+    monkeypatch.undo()
+    with monkeypatch.context() as m:
+        import capeval.significance.compare as cmp_module
+
+        m.setattr(cmp_module, "checked", lambda candidates=None, references=None:
+                  candidates if candidates is not None else references)
+        unmarked = compare(two, data_refs, "bleu-4,cider-d", samples=30)
+    assert marked == unmarked

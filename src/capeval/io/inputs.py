@@ -61,6 +61,28 @@ def warn_empty_candidates(ids: Sequence[str]) -> None:
                       "ROUGE-L, CIDEr-D and SPICE)", UserWarning, stacklevel=2)
 
 
+class CheckedCandidates(dict):
+    """``{id: caption}`` as :func:`normalize_candidates` (empty captions allowed) returned it,
+    made by :func:`checked` only: normalising it again with empty captions allowed copies it
+    without checking it again (capeval compare hands each system to its scoring pass)."""
+
+
+class CheckedReferences(dict):
+    """``{id: [reference, ...]}`` as :func:`normalize_references` returned it, made by
+    :func:`checked` only: normalising it again copies it (each list too) without checking it
+    again, and :func:`check_reference_counts` passes it (capeval compare hands the same
+    references to every system's pass; checking 160,000 references took 0.15 s each time)."""
+
+
+def checked(candidates: Mapping[str, str] | None = None,
+            references: Mapping[str, list[str]] | None = None) -> Any:
+    """The outputs of :func:`normalize_candidates` (with empty captions allowed) or of
+    :func:`normalize_references`, marked as checked (one of the two arguments)."""
+    if candidates is not None:
+        return CheckedCandidates(candidates)
+    return CheckedReferences(references or {})
+
+
 def normalize_candidates(candidates: Candidates | Sequence[str], *, allow_empty: bool = True) -> dict[str, str]:
     """Return ``{id: caption}`` with string ids, in input order.
 
@@ -69,6 +91,8 @@ def normalize_candidates(candidates: Candidates | Sequence[str], *, allow_empty:
     captions, several captions for one id and (unless ``allow_empty``) empty captions raise
     :class:`InputError` naming the id.
     """
+    if type(candidates) is CheckedCandidates and allow_empty and candidates:
+        return dict(candidates)
     if isinstance(candidates, (str, bytes)):
         raise InputError("candidates must be a mapping {id: caption} or a list of captions, not a string")
     if not isinstance(candidates, Mapping):
@@ -109,6 +133,8 @@ def normalize_references(references: References) -> dict[str, list[str]]:
     references, empty reference strings and more than
     :func:`capeval.io.reading.max_references` references raise :class:`InputError` naming the id.
     """
+    if type(references) is CheckedReferences:
+        return {key: value.copy() for key, value in references.items()}
     if not isinstance(references, Mapping):
         raise InputError(
             f"references must be a mapping {{id: [reference, ...]}}, got {type(references).__name__}"
@@ -160,8 +186,8 @@ def check_reference_counts(references: Any) -> None:
     """:func:`check_reference_count` for every item of a references mapping, and nothing else:
     run before any scorer is built (METEOR prepares its resources then), in one pass of
     ``len()`` calls, no copy."""
-    if not isinstance(references, Mapping):
-        return  # normalize_references says what is wrong with it
+    if not isinstance(references, Mapping) or type(references) is CheckedReferences:
+        return  # normalize_references says what is wrong with it, or checked it already
     limit = max_references()
     for key, value in references.items():
         if isinstance(value, (list, tuple)):
