@@ -283,8 +283,8 @@ def test_inputs_checked_once_then_copied(monkeypatch):
     from capeval.errors import InputError
     from capeval.io import inputs
 
-    refs = inputs.checked(references=inputs.normalize_references({"a": ["x y", "z"], "b": "w"}))
-    cands = inputs.checked(candidates=inputs.normalize_candidates({"a": "x", "b": ""}))
+    refs = inputs.CheckedReferences(inputs.normalize_references({"a": ["x y", "z"], "b": "w"}))
+    cands = inputs.CheckedCandidates(inputs.normalize_candidates({"a": "x", "b": ""}))
     calls = []
     monkeypatch.setattr(inputs, "max_references", lambda: calls.append(1) or 10)
     again = inputs.normalize_references(refs)
@@ -308,7 +308,7 @@ def test_inputs_checked_once_then_copied(monkeypatch):
     with monkeypatch.context() as m:
         import capeval.significance.compare as cmp_module
 
-        m.setattr(cmp_module, "checked", lambda candidates=None, references=None:
-                  candidates if candidates is not None else references)
+        m.setattr(cmp_module, "CheckedCandidates", dict)  # plain dicts: checked again in every pass
+        m.setattr(cmp_module, "CheckedReferences", dict)
         unmarked = compare(two, data_refs, "bleu-4,cider-d", samples=30)
     assert marked == unmarked

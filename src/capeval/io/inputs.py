@@ -63,24 +63,15 @@ def warn_empty_candidates(ids: Sequence[str]) -> None:
 
 class CheckedCandidates(dict):
     """``{id: caption}`` as :func:`normalize_candidates` (empty captions allowed) returned it,
-    made by :func:`checked` only: normalising it again with empty captions allowed copies it
+    to be made of that output only: normalising it again with empty captions allowed copies it
     without checking it again (capeval compare hands each system to its scoring pass)."""
 
 
 class CheckedReferences(dict):
-    """``{id: [reference, ...]}`` as :func:`normalize_references` returned it, made by
-    :func:`checked` only: normalising it again copies it (each list too) without checking it
-    again, and :func:`check_reference_counts` passes it (capeval compare hands the same
-    references to every system's pass; checking 160,000 references took 0.15 s each time)."""
-
-
-def checked(candidates: Mapping[str, str] | None = None,
-            references: Mapping[str, list[str]] | None = None) -> Any:
-    """The outputs of :func:`normalize_candidates` (with empty captions allowed) or of
-    :func:`normalize_references`, marked as checked (one of the two arguments)."""
-    if candidates is not None:
-        return CheckedCandidates(candidates)
-    return CheckedReferences(references or {})
+    """``{id: [reference, ...]}`` as :func:`normalize_references` returned it, to be made of
+    that output only: normalising it again copies it (each list too) without checking it again,
+    and :func:`check_reference_counts` passes it (capeval compare hands the same references to
+    every system's pass; checking 160,000 references took 0.15 s each time)."""
 
 
 def normalize_candidates(candidates: Candidates | Sequence[str], *, allow_empty: bool = True) -> dict[str, str]:

@@ -79,8 +79,8 @@ class CiderD(TextScorer):
             scores = cider_table_scores(table, df, corpus.n_docs, self.sigma)
             # a later system of a comparison scores on the first one's index (text_share): the same
             # references in the same chunks, whose (item, n-gram) pairs the first one kept
-            return scores, chunk_statistics(table, gid, corpus.n_ids(), self.sigma, pairs=not getattr(corpus, "shared_by_passes", False),
-                                            refs_token=getattr(corpus, "token", ""))
+            return scores, chunk_statistics(table, gid, corpus.n_ids(), self.sigma, pairs=not corpus.shared_by_passes,
+                                            refs_token=corpus.token)
         df, n_docs = document_frequencies(table, self.corpus if self.corpus is not None else corpus)
         return cider_table_scores(table, df, n_docs, self.sigma)
 

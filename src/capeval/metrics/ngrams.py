@@ -14,6 +14,7 @@ references contain each n-gram (CIDEr-D's ``df``), in flat integer arrays.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -157,8 +158,6 @@ class GramIndex:
     """
 
     def __init__(self, n: int = 4):
-        import os
-
         self.n = n
         self.n_docs = 0
         #: names this index (the same in the processes forked with it), so that statistics

@@ -88,28 +88,26 @@ def chunk_statistics(table: Any, gid: np.ndarray, n_ids: int, sigma: float, pair
     item, gram = table.item_grams() if pairs else (None, None)
     # the narrowest exact types: the statistics cross from the worker processes to the parent
     # and are held for every system until the resampling groups them (half the bytes of int64)
-    small = _index_type(max(len(table.ent_tf), n_ids + 1, len(table.slot_sid), int(table.n_items)))
+    small = _narrow_type(max(len(table.ent_tf), n_ids + 1, len(table.slot_sid), int(table.n_items)), np.int32)
+    # counts within one sentence, slots and items within one chunk: most fit 8 or 16 bits
+    tf_type = _narrow_type(int(table.ent_tf.max()) + 1 if len(table.ent_tf) else 1)
     return CiderChunk(
         n_items=int(table.n_items), n_ord=n, ref_counts=table.ref_counts.astype(np.int64),
         ent_ptr=table.ent_ptr.astype(np.int64), ent_gid=gid[table.ent_gram].astype(small),
-        # counts within one sentence, slots and items within one chunk: most fit 8 or 16 bits
-        ent_tf=table.ent_tf.astype(_narrow_type(int(table.ent_tf.max()) + 1 if len(table.ent_tf) else 1)),
+        ent_tf=table.ent_tf.astype(tf_type),
         ent_order=table.ent_order.astype(np.int8 if n <= 127 else np.int64), hyp_sid=table.hyp_sid.astype(np.int64),
-        slot_sid=table.slot_sid.astype(np.int64), hit_slot=h_slot[hit].astype(_narrow_type(len(table.slot_sid))), hit_h=h_ent[hit].astype(small),
-        hit_r=r_ent[hit].astype(small), factor=np.array([factor[d] for d in delta], dtype=np.float64),
-        df_item=None if item is None else item.astype(_narrow_type(int(table.n_items))), df_gid=None if gram is None else gid[gram].astype(small),
-        n_ids=n_ids, refs_token=refs_token)
+        slot_sid=table.slot_sid.astype(np.int64), hit_slot=h_slot[hit].astype(_narrow_type(len(table.slot_sid))),
+        hit_h=h_ent[hit].astype(small), hit_r=r_ent[hit].astype(small),
+        factor=np.array([factor[d] for d in delta], dtype=np.float64),
+        df_item=None if item is None else item.astype(_narrow_type(int(table.n_items))),
+        df_gid=None if gram is None else gid[gram].astype(small), n_ids=n_ids, refs_token=refs_token)
 
 
-def _index_type(bound: int) -> type:
-    """int32 for indices and ids below ``bound`` when it fits, else int64."""
-    return np.int32 if bound < 2**31 - 1 else np.int64
-
-
-def _narrow_type(bound: int) -> type:
-    """The narrowest of int8, int16, int32, int64 holding every integer in ``[0, bound)``."""
+def _narrow_type(bound: int, narrowest: type = np.int8) -> type:
+    """The narrowest of int8, int16, int32, int64, from ``narrowest`` on, holding every integer
+    in ``[0, bound)``."""
     for kind in (np.int8, np.int16, np.int32):
-        if bound <= np.iinfo(kind).max:
+        if np.iinfo(kind).bits >= np.iinfo(narrowest).bits and bound <= np.iinfo(kind).max:
             return kind
     return np.int64
 

@@ -100,8 +100,11 @@ class CiderResampling:
         #: the kernels built ahead of time (cider_aot: no numba import) where they are built,
         #: else None (numba's JIT, cider_jit)
         self._built = _built_kernels(n_items * samples_hint) if self.jit else None
-        if self._built is not None and threads is None and n_items * samples_hint < _threads_min_work():
-            self.threads = 1  # blocks this small do not pay for threads
+        if self._built is not None and threads is None:
+            from capeval.significance.cider_aot import THREADS_MIN_WORK
+
+            if n_items * samples_hint < THREADS_MIN_WORK:
+                self.threads = 1  # blocks this small do not pay for threads
         #: resamples computed together (their df rows stay within _DF_BUDGET)
         self.sub_block = int(min(32, max(4, _DF_BUDGET // (4 * (self.n_sets + 1)))))
         self._systems: list[CiderStatistic] = []
@@ -284,12 +287,6 @@ def orders_mean_is_sequential(n_ord: int) -> bool:
     for o in range(1, n_ord):
         total += x[:, o]
     return bool(np.array_equal(x.mean(axis=1), total / n_ord))
-
-
-def _threads_min_work() -> int:
-    from capeval.significance import cider_aot
-
-    return cider_aot.THREADS_MIN_WORK
 
 
 def _built_kernels(work: int) -> Any:

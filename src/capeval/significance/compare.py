@@ -22,7 +22,7 @@ from capeval.significance.paired import (PairedResult, bootstrap_result, bootstr
 from capeval.significance.statistics import (bleu_statistic, check_mean, cider_statistic, mean_statistic,
                                              meteor_statistic)
 from capeval.errors import InputError
-from capeval.io.inputs import checked, normalize_candidates, normalize_references
+from capeval.io.inputs import CheckedCandidates, CheckedReferences, normalize_candidates, normalize_references
 
 METHODS = ("bs", "ar")
 #: sacreBLEU's defaults: 1,000 bootstrap resamples, 10,000 randomisation trials, seed 12345
@@ -57,7 +57,7 @@ def _systems(systems: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     if not isinstance(systems, Mapping) or len(systems) < 2:
         raise InputError("compare needs at least two systems: {name: {id: caption}, ...} (the first is the baseline)")
     # checked once here: each system's scoring pass then copies them without checking again
-    out = {str(name): checked(candidates=normalize_candidates(cands)) for name, cands in systems.items()}
+    out = {str(name): CheckedCandidates(normalize_candidates(cands)) for name, cands in systems.items()}
     names = list(out)
     ids = set(out[names[0]])
     for name in names[1:]:
@@ -190,7 +190,7 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
     samples = _check(method, samples, seed, confidence)
     names_metrics = expand(metrics)
     cands = _systems(systems)
-    refs = checked(references=normalize_references(references))
+    refs = CheckedReferences(normalize_references(references))
     names = list(cands)
     n_items = len(next(iter(cands.values())))
     stats: dict[str, dict[str, Any]] = {}
