@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from capeval.errors import CapevalError, InputError
@@ -66,9 +69,65 @@ def default_sigterm() -> None:
     runs between bytecodes: a SIGTERM that lands just before a worker blocks on the pool's
     queue lock is noted but never acted on, and ``Pool.terminate`` then waits forever for
     that worker. The kernel's default action has no such window (and prints nothing)."""
-    import signal
-
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+_HELD = (signal.SIGINT, signal.SIGTERM)
+
+
+class _InterruptsHeld:
+    """Ctrl-C and SIGTERM noted, not raised, until :meth:`release` (main thread only: Python
+    runs its handlers there, so nowhere else can an interrupt be raised).
+
+    ``multiprocessing.Pool.__init__`` forks its workers and starts the threads that replace
+    them; an interrupt raised inside it (it cleans up after an ``Exception`` only) leaves the
+    workers running with no pool object to terminate them, and they hold the terminal's pipes
+    open after this process exits (seen: a SIGTERM during the pool's start left ``capeval
+    score`` hanging the caller's ``communicate`` forever). A forked child that receives the
+    signal before its initializer ran ends at once, as under the CLI's own handler."""
+
+    def __init__(self) -> None:
+        self.owner = os.getpid()
+        self.pending: int | None = None
+        self.saved: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in _HELD:
+                handler = signal.getsignal(signum)
+                if callable(handler):  # SIG_IGN / SIG_DFL / None: nothing of Python's to raise
+                    self.saved[signum] = signal.signal(signum, self._note)
+
+    def _note(self, signum: int, frame: Any) -> None:
+        if os.getpid() != self.owner:  # a worker forked meanwhile, before its initializer
+            os._exit(128 + signum)
+        if self.pending is None:
+            self.pending = signum
+
+    def release(self) -> None:
+        """The saved handlers back; the first interrupt that arrived meanwhile raised as they
+        raise it (the caller holds the pool in its ``with`` by then, which terminates it)."""
+        for signum, handler in self.saved.items():
+            signal.signal(signum, handler)
+        if self.pending is not None:
+            self.saved[self.pending](self.pending, None)
+
+
+@contextmanager
+def forked_pool(workers: int, recycle: int | None = None) -> Iterator[Any]:
+    """A ``fork`` pool of ``workers`` processes (``recycle``: tasks after which a worker is
+    replaced) whose workers end on SIGTERM (:func:`default_sigterm`) and are terminated on
+    leaving, however it is left: an interrupt that arrives while the pool starts is raised
+    once the pool is held here (:class:`_InterruptsHeld`)."""
+    import multiprocessing
+
+    held = _InterruptsHeld()
+    try:
+        pool = multiprocessing.get_context("fork").Pool(workers, default_sigterm, maxtasksperchild=recycle)
+    except BaseException:
+        held.release()
+        raise
+    with pool:
+        held.release()
+        yield pool
 
 
 def _run(task: Any) -> Any:
@@ -110,12 +169,10 @@ def map_tasks(
         for task in tasks:
             yield job(task)
         return
-    import multiprocessing
-
     _JOB = job
     gc.freeze()
     try:
-        with multiprocessing.get_context("fork").Pool(workers, default_sigterm, maxtasksperchild=recycle) as pool:
+        with forked_pool(workers, recycle) as pool:
             for out in pool.imap(_run, tasks, chunksize=1):
                 if isinstance(out, _Failure):
                     out.raise_()

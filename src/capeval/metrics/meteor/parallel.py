@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from capeval.metrics.workers import PARALLEL_MIN_ITEMS, default_sigterm, resolve_workers
+from capeval.metrics.workers import PARALLEL_MIN_ITEMS, forked_pool, resolve_workers
 
 __all__ = ["PARALLEL_MIN_ITEMS", "resolve_workers", "run_forked"]
 
@@ -37,8 +37,6 @@ def run_forked(
     Each worker prepares the sentences of its spans itself (in parallel, and keeping
     them for its next spans).
     """
-    import multiprocessing
-
     global _FORKED
     n = len(hyps)
     n_spans = workers * 2
@@ -46,7 +44,7 @@ def run_forked(
     spans = [(bounds[k], bounds[k + 1]) for k in range(n_spans) if bounds[k + 1] > bounds[k]]
     _FORKED = (score_items, hyps, refs)
     try:
-        with multiprocessing.get_context("fork").Pool(workers, default_sigterm) as pool:
+        with forked_pool(workers) as pool:
             parts = pool.map(_worker, spans, chunksize=1)
     finally:
         _FORKED = None
