@@ -225,12 +225,12 @@ def test_shared_references_are_not_sent_to_the_workers(monkeypatch):
     sent: list[tuple] = []
     real = workers.map_tasks
 
-    def recording(job, tasks, n_workers, recycle=None):
+    def recording(job, tasks, n_workers, recycle=None, meanwhile=None):
         def seen():
             for task in tasks:
                 sent.append(task)
                 yield task
-        return real(job, seen(), n_workers, recycle)
+        return real(job, seen(), n_workers, recycle, meanwhile)
 
     monkeypatch.setattr(workers, "map_tasks", recording)
     out, reports, plain = _compare_both_ways(monkeypatch, systems, refs, "cider-d", options)

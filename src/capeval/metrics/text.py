@@ -382,8 +382,12 @@ def _score_spans(
                 yield tokens
 
     parts: list[list[Any]] = [[] for _ in scorers]
+    from capeval.significance.keep import run_deferred
+
     with make_progress(n_items, label, progress) as bar:
-        for done, outs in map_tasks(job, scoring_tasks(), workers, recycle):
+        # a comparison's work left for this pass (capeval.significance.keep.defer) is done here
+        # while the workers score: this process would only wait for them
+        for done, outs in map_tasks(job, scoring_tasks(), workers, recycle, meanwhile=run_deferred):
             for k, out in enumerate(outs):
                 parts[k].append(out)
             bar.update(done)

@@ -150,13 +150,16 @@ class _Failure:
 
 
 def map_tasks(
-    job: Callable[[Any], Any], tasks: Iterable[Any], workers: int, recycle: int | None = None
+    job: Callable[[Any], Any], tasks: Iterable[Any], workers: int, recycle: int | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> Iterator[Any]:
     """``job(task)`` for every task, in order: in this process, or over ``workers`` forked ones.
 
     Results are yielded as they come (in task order), so the caller can merge them and
     keep only what it needs; tasks are drawn from ``tasks`` as workers need them (a few
     ahead). ``recycle``: tasks after which a worker is replaced by a fresh fork.
+    ``meanwhile``: called once in this process before the first result is awaited, once the
+    workers are forked and given their tasks (with one worker: before the first task).
 
     Memory: a forked worker shares the parent's pages until one side writes to them, and
     the parent writes to its inputs (reference counts) as it hands them out, so each page
@@ -166,6 +169,8 @@ def map_tasks(
     """
     global _JOB
     if workers <= 1:
+        if meanwhile is not None:
+            meanwhile()
         for task in tasks:
             yield job(task)
         return
@@ -173,7 +178,10 @@ def map_tasks(
     gc.freeze()
     try:
         with forked_pool(workers, recycle) as pool:
-            for out in pool.imap(_run, tasks, chunksize=1):
+            results = pool.imap(_run, tasks, chunksize=1)
+            if meanwhile is not None:
+                meanwhile()
+            for out in results:
                 if isinstance(out, _Failure):
                     out.raise_()
                 yield out

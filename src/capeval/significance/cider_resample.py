@@ -30,6 +30,7 @@ per block.
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,25 +71,19 @@ class CiderResampling:
     each block's item scores, computed for every system at once."""
 
     def __init__(self, n_items: int, chunks: list[CiderChunk], samples_hint: int = 1000, jit: bool | None = None,
-                 threads: int | None = None):
+                 threads: int | None = None, defer: bool = False):
         self.n = n_items
         if any(c.df_item is None or c.df_gid is None for c in chunks):
             raise ValueError("CiderResampling: built from chunks without the references' (item, n-gram) pairs (those "
                              "of a later system of a comparison): build it from the first system's")
-        item, gid = _df_pairs(chunks, n_items)
         self.df_signature = _pairs_digest(chunks)
         tokens = {c.refs_token for c in chunks}
         #: the corpus index the chunks were scored on (see same_references), "" when unknown
         self.refs_token = tokens.pop() if len(tokens) == 1 else ""
         self._chunk_items = [c.n_items for c in chunks]
-        self.n_ids = max([c.n_ids for c in chunks] + [int(gid.max()) + 1 if len(gid) else 0])
-        # n-grams held by the same items' references have the same df on every resample: one
-        # sum per distinct set of items (the n-grams of a caption used as a reference by the
-        # same items, say); set n_sets: the n-grams of no reference (df 0)
-        self.set_of, self._set_items, self._set_ptr = _item_sets(item, gid, self.n_ids)
-        self.n_sets = len(self._set_ptr) - 1
         self.weights = _weights(n_items)
         self._rows: dict[int, int] = {}  # tf -> row of self._table
+        self._table_lock = threading.Lock()
         self._table = np.zeros((0, n_items + 1), dtype=np.float64)
         self.samples_hint = samples_hint
         if jit is None:
@@ -105,8 +100,6 @@ class CiderResampling:
 
             if n_items * samples_hint < THREADS_MIN_WORK:
                 self.threads = 1  # blocks this small do not pay for threads
-        #: resamples computed together (their df rows stay within _DF_BUDGET)
-        self.sub_block = int(min(32, max(4, _DF_BUDGET // (4 * (self.n_sets + 1)))))
         self._systems: list[CiderStatistic] = []
         self._groups: list[_Group] | None = None
         self._done: tuple[Any, dict[int, np.ndarray]] = (None, {})
@@ -118,6 +111,31 @@ class CiderResampling:
         self._scores = Buffers()
         #: the last df block's count-1 squares per set (compiled kernels), see df_block
         self.ones = np.zeros((0, 0), dtype=np.float64)
+        #: the chunks whose reference pairs prepare() has yet to index (deferred: see prepare)
+        self._pending: list[CiderChunk] | None = list(chunks)
+        if not defer:
+            self.prepare()
+
+    def prepare(self) -> None:
+        """Index the references' (item, n-gram) pairs by the sets of items holding each n-gram
+        (a second of one core at 40,000 items). Done at construction, or with ``defer=True``
+        when called (:mod:`.compare` runs it while the next system's scoring workers run), at
+        the latest by the first resample; idempotent."""
+        chunks = self._pending
+        if chunks is None:
+            return
+        item, gid = _df_pairs(chunks, self.n)
+        self.n_ids = max([c.n_ids for c in chunks] + [int(gid.max()) + 1 if len(gid) else 0])
+        # n-grams held by the same items' references have the same df on every resample: one
+        # sum per distinct set of items (the n-grams of a caption used as a reference by the
+        # same items, say); set n_sets: the n-grams of no reference (df 0)
+        self.set_of, self._set_items, self._set_ptr = _item_sets(item, gid, self.n_ids)
+        self.n_sets = len(self._set_ptr) - 1
+        #: resamples computed together (their df rows stay within _DF_BUDGET): 64, a block of
+        #: draws, where that fits (at 40,000 items a quarter less kernel time than 32: each
+        #: entry's and hit's index is read once for twice the lanes)
+        self.sub_block = int(min(64, max(4, _DF_BUDGET // (4 * (self.n_sets + 1)))))
+        self._pending = None
 
     def same_references(self, chunks: list[CiderChunk]) -> bool:
         """Do ``chunks`` (another system's) hold the same reference n-grams per item? Chunks
@@ -148,7 +166,12 @@ class CiderResampling:
         """Per entry the row of the squares table of its count ``tf`` (-1: squared per block).
 
         A count gets a row (``N + 1`` squares, computed once) when its entries, over the
-        resamples, would need more squares than the row holds; count 1 always has one."""
+        resamples, would need more squares than the row holds; count 1 always has one. The
+        groups call it from their threads: one at a time."""
+        with self._table_lock:
+            return self._rows_for(tf)
+
+    def _rows_for(self, tf: np.ndarray) -> np.ndarray:
         # np.unique's values and counts of the (small, positive) counts, by one bincount
         per_count = np.bincount(tf) if len(tf) else np.zeros(0, dtype=np.int64)
         values = np.flatnonzero(per_count)
@@ -184,6 +207,7 @@ class CiderResampling:
     def df_block(self, counts: np.ndarray) -> np.ndarray:
         """``(n_sets + 1, k)`` int32: the df of each set of items on each resample of ``counts``
         (``(k, N)`` multiplicities); the last row, of the n-grams of no reference, is 0."""
+        self.prepare()
         counts = np.asarray(counts)
         # both arrays reused from block to block: fresh pages cost more than the sums. The df
         # kernel's time is its reads of these rows (one per item of every set): multiplicities
@@ -247,6 +271,7 @@ class CiderResampling:
         sub-blocks (only a sub-block's item scores are held at a time, in arrays ``reduce`` must
         not keep)."""
         if self._groups is None:
+            self.prepare()
             self._groups = _groups(self, self._systems)
         k, n = counts.shape
         n_ord = self._systems[0].n_ord

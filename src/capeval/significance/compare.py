@@ -104,7 +104,11 @@ def _statistics(name: str, cands: dict[str, str], refs: dict[str, list[str]], me
             if method == "ar":
                 common = None
             elif common is None or not common.same_references(stats):
-                common = CiderResampling(len(ids), stats, samples_hint=samples)
+                from capeval.significance.keep import defer
+
+                # its index of the references is built while the next system's workers score
+                common = CiderResampling(len(ids), stats, samples_hint=samples, defer=True)
+                defer(common.prepare)
                 shared.setdefault(metric, common)
             stat = cider_statistic(stats, items, common)
         else:

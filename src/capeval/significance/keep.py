@@ -13,17 +13,21 @@ Within :func:`sharing` (around all the systems of one comparison), the text metr
 share what depends on the references only: the first system's pass leaves its tokenised
 references and its corpus index there, and the passes of the next systems on the same
 references (same ids, texts, tokenizer, chunks) take them instead of redoing them
-(:mod:`capeval.metrics.text_share`).
+(:mod:`capeval.metrics.text_share`). Work that only the resampling needs (CIDEr-D's index of
+the references' n-grams by the items holding them) is left there with :func:`defer` and done by
+the next scoring pass while its forked workers score (:func:`run_deferred`): the parent waits
+on them otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 _KEPT: dict[str, Any] | None = None
 _SHARED: list[Any] | None = None
+_DEFERRED: list[Callable[[], None]] | None = None
 
 
 @contextmanager
@@ -47,15 +51,33 @@ def kept() -> dict[str, Any] | None:
 @contextmanager
 def sharing() -> Iterator[list[Any]]:
     """Within the block, text scoring passes on the same references share their reference work
-    (the list yielded holds it; it is dropped at the end of the block)."""
-    global _SHARED
-    before = _SHARED
+    (the list yielded holds it; it is dropped at the end of the block), and work left with
+    :func:`defer` waits for the next pass's workers (what is left at the end is dropped)."""
+    global _SHARED, _DEFERRED
+    before = _SHARED, _DEFERRED
     shared: list[Any] = []
-    _SHARED = shared
+    _SHARED, _DEFERRED = shared, []
     try:
         yield shared
     finally:
-        _SHARED = before
+        _SHARED, _DEFERRED = before
+
+
+def defer(work: Callable[[], None]) -> None:
+    """Run ``work`` (in this process, this thread) while the next scoring pass's forked workers
+    score, or at once outside a :func:`sharing` block. ``work`` must be idempotent: its owner may
+    also run it when it needs the result first."""
+    if _DEFERRED is None:
+        work()
+    else:
+        _DEFERRED.append(work)
+
+
+def run_deferred() -> None:
+    """Run the work left with :func:`defer`, oldest first (a scoring pass calls it once its
+    workers are started)."""
+    while _DEFERRED:
+        _DEFERRED.pop(0)()
 
 
 def shared_passes() -> list[Any] | None:

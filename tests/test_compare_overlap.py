@@ -1,0 +1,134 @@
+"""capeval compare's set-up work done beside other work, with the same numbers (issue 47 item 2).
+
+- ``map_tasks(meanwhile=...)``: run once in the parent after the workers are forked and before
+  the first result is awaited; an error in it ends the pool (no worker is left).
+- CIDEr-D's index of the references by the items holding each n-gram (``CiderResampling.prepare``)
+  is built while the next system's scoring workers run, once, and the comparison still equals
+  the former implementation (``benchmarks/_compare_before.py``) bit for bit.
+- The per-chunk groups of the resampling are built on several threads (the squares table's rows
+  added from them one at a time): item scores still equal the definition (``cider_table_scores``
+  on the whole table with the resample's df) bit for bit.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capeval.metrics import workers
+from capeval.significance import cider_groups, cider_resample
+from capeval.significance.compare import compare
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tests"))
+import _compare_before as before  # noqa: E402
+from test_compare_fast import _assert_same, _random_set  # noqa: E402
+
+
+def _quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+@pytest.mark.parametrize("n_workers", [1, 2])
+def test_meanwhile_runs_once_before_the_first_result(n_workers):
+    seen: list[tuple[int, int]] = []
+    got: list[int] = []
+
+    def meanwhile() -> None:
+        seen.append((len(got), len(multiprocessing.active_children())))
+
+    for out in workers.map_tasks(abs, range(-20, 0), n_workers, recycle=3, meanwhile=meanwhile):
+        got.append(out)
+    assert got == [abs(x) for x in range(-20, 0)]
+    assert len(seen) == 1 and seen[0][0] == 0
+    # with workers, they are forked (and working) when it runs
+    assert (seen[0][1] > 0) == (n_workers > 1)
+
+
+def test_an_error_meanwhile_ends_the_pool():
+    def meanwhile() -> None:
+        raise RuntimeError("meanwhile failed")
+
+    with pytest.raises(RuntimeError, match="meanwhile failed"):
+        list(workers.map_tasks(abs, range(200), 2, meanwhile=meanwhile))
+    assert multiprocessing.active_children() == []
+
+
+def test_resampling_index_built_while_the_next_system_is_scored(monkeypatch):
+    runs: list[tuple[bool, int]] = []
+    real = cider_resample.CiderResampling.prepare
+
+    def prepare(self):
+        runs.append((self._pending is not None, len(multiprocessing.active_children())))
+        real(self)
+
+    monkeypatch.setattr(cider_resample.CiderResampling, "prepare", prepare)
+    systems, refs = _random_set(128, 46)
+    systems = {k: systems[k] for k in "ABD"}
+    opts = {"cider-d": {"workers": 2, "chunk_size": 16}}
+    new = _quiet(compare, systems, refs, "cider-d", samples=40, options=opts)
+    indexed = [alive for pending, alive in runs if pending]
+    # built once, by the second system's pass while its workers scored; later calls find it built
+    assert len(indexed) == 1 and indexed[0] > 0
+    monkeypatch.setattr(cider_resample.CiderResampling, "prepare", real)
+    _assert_same(_quiet(before.compare, systems, refs, "cider-d", samples=40, options=opts), new)
+
+
+def test_resampling_built_at_once_outside_a_comparison():
+    from capeval.significance.compare import _statistics
+
+    systems, refs = _random_set(30, 47)
+    stats, _ = _quiet(_statistics, "A", systems["A"], refs, ["cider-d"], None)
+    shared = stats["cider-d"].shared
+    assert shared._pending is None and shared.n_sets > 0  # no sharing block: nothing waits
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "numba"])
+def test_groups_built_on_threads_equal_the_definition(monkeypatch, kernel):
+    from capeval.metrics.bleu import Bleu
+    from capeval.metrics.cider import cider_table_scores
+    from capeval.metrics.ngrams import NgramTable
+    from capeval.significance.compare import _statistics
+
+    if kernel == "numba":
+        pytest.importorskip("numba")
+    monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0 if kernel == "numba" else 1 << 62)
+    monkeypatch.setattr(cider_resample, "_threads", lambda: 4)
+    from capeval.significance import cider_aot
+
+    monkeypatch.setattr(cider_aot, "THREADS_MIN_WORK", 0)
+    # every count gets a row of the squares table: rows are added from several groups' threads
+    monkeypatch.setattr(cider_resample, "_ROW_FACTOR", 0.0)
+    used: list[int] = []
+    real_threads = cider_groups._in_threads
+
+    def spy(threads, calls):
+        used.append(threads)
+        return real_threads(threads, calls)
+
+    monkeypatch.setattr(cider_groups, "_in_threads", spy)
+    systems, refs = _random_set(90, 48)
+    cands = systems["B"]
+    stats, _ = _quiet(_statistics, "B", cands, refs, ["cider-d"], {"cider-d": {"chunk_size": 5}})
+    ids = list(cands)
+    hyps, toks = Bleu().tokenize(ids, cands, refs)
+    table = NgramTable(hyps, toks, 4)
+    item, gram = table.item_grams()
+    rng = np.random.default_rng(5)
+    counts = np.stack([np.bincount(rng.choice(90, 90), minlength=90) for _ in range(9)]).astype(np.float64)
+    got = stats["cider-d"].item_scores(counts)
+    assert used == [4]  # the 18 groups on 4 threads
+    assert len(stats["cider-d"].shared.table) > 2  # rows of several counts
+    for c, row in zip(counts, got):
+        df = np.bincount(gram, weights=c[item], minlength=int(table.n_grams))
+        want = cider_table_scores(table, df, 90, 6.0)
+        drawn = c > 0
+        assert np.array_equal(row[drawn], want[drawn])
