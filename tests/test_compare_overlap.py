@@ -150,3 +150,33 @@ def test_groups_built_on_threads_equal_the_definition(monkeypatch, kernel):
         want = cider_table_scores(table, df, 90, 6.0)
         drawn = c > 0
         assert np.array_equal(row[drawn], want[drawn])
+
+
+@pytest.mark.parametrize("n, seed", [(3, 50), (40, 51), (90, 52)])
+def test_every_norm_read_is_written(monkeypatch, n, seed):
+    """The compiled kernels' norms buffer is not cleared between blocks: every (sentence, order)
+    a similarity divides by is written by norms_block first. Handed NaN-filled buffers (a norm
+    read before it is written would make a score NaN), the comparison still equals the former
+    implementation bit for bit, with short sentences (orders without n-grams), empty candidates
+    and candidates sharing nothing with their references."""
+    pytest.importorskip("numba")
+    from capeval.significance.buffers import Buffers
+
+    monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0)
+    real_get = Buffers.get
+    poisoned: list[str] = []
+
+    def get(self, name, shape, dtype=np.float64):
+        out = real_get(self, name, shape, dtype)
+        if name == "norms":
+            out.fill(np.nan)
+            poisoned.append(name)
+        return out
+
+    monkeypatch.setattr(Buffers, "get", get)
+    systems, refs = _random_set(n, seed)
+    opts = {"cider-d": {"chunk_size": 16}}
+    new = _quiet(compare, systems, refs, "cider-d", samples=70, seed=seed, options=opts)
+    assert poisoned
+    monkeypatch.setattr(Buffers, "get", real_get)
+    _assert_same(_quiet(before.compare, systems, refs, "cider-d", samples=70, seed=seed, options=opts), new)

@@ -192,7 +192,9 @@ class _Group:
                               squares, products)
         squares[len(ix.combo_loc):] = rare
         norms = buffers.get("norms", (self.n_sent, self.n_ord, k))
-        norms.fill(0.0)  # a sentence and order without entries: the root of an empty sum
+        # not cleared: norms_block writes every (sentence, order) that items_block reads (those of
+        # a pair with hits of that order, so with entries of it: _KernelIndex keeps just those);
+        # clearing 20 MB per chunk and block cost about a twentieth of the resampling's CPU
         kernels.norms_block(shared.ones, squares, ix.src, ix.seg_ptr, ix.seg_sent, ix.seg_order, norms)
         no_scores = np.empty((k, 0), dtype=np.float64)
         no_sums = np.empty((0, k, self.n_ord), dtype=np.float64)

@@ -73,8 +73,8 @@ def weights_block(df, weights, table, loc_g, combo_loc, combo_row, ones_loc, squ
 @njit(nogil=True, cache=True, error_model="numpy")
 def norms_block(ones, squares, src, seg_ptr, seg_sent, seg_order, norms):  # pragma: no cover - compiled
     """Per run q of one sentence's entries of one order: ``norms[s, o, r]``, the root of the sum of
-    its entries' squares in entry order from 0.0 (a sentence and order without entries keeps the
-    0.0 the caller wrote, the root of an empty sum). An entry's square is row ``src[e]`` of
+    its entries' squares in entry order from 0.0 (a sentence and order without a run is not
+    written: no similarity reads it). An entry's square is row ``src[e]`` of
     ``ones`` (count 1: its set's, from :func:`df_block`) or, for ``src[e] < 0``, row
     ``-1 - src[e]`` of ``squares`` (the group's other counts, then its rare entries)."""
     k = norms.shape[2]
