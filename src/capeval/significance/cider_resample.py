@@ -135,7 +135,7 @@ class CiderResampling:
         self.set_of, self._set_items, self._set_ptr = _item_sets(item, gid, self.n_ids)
         self.n_sets = len(self._set_ptr) - 1
         #: resamples computed together (their df rows stay within _DF_BUDGET): 64, a block of
-        #: draws, where that fits (at 40,000 items a quarter less kernel time than 32: each
+        #: draws, where that fits (at 40,000 items about a tenth less kernel time than 32: each
         #: entry's and hit's index is read once for twice the lanes)
         self.sub_block = int(min(64, max(4, _DF_BUDGET // (4 * (self.n_sets + 1)))))
         self._pending = None
