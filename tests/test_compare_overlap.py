@@ -8,6 +8,8 @@
 - The per-chunk groups of the resampling are built on several threads (the squares table's rows
   added from them one at a time): item scores still equal the definition (``cider_table_scores``
   on the whole table with the resample's df) bit for bit.
+- The compiled kernels' norms buffer is not cleared between blocks: handed NaN-filled buffers,
+  the comparison still equals the former implementation (every norm read is written first).
 """
 
 from __future__ import annotations
