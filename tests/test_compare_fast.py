@@ -75,6 +75,24 @@ def _assert_same(old: dict, new: dict) -> None:
     assert old["signatures"] == new["signatures"]
 
 
+def _assert_definition(got: np.ndarray, counts: np.ndarray, cands: dict, refs: dict, n_ord: int = 4,
+                       sigma: float = 6.0) -> None:
+    """Every drawn item's score on each resample (``got``, rows of ``counts``) is the definition's:
+    cider_table_scores on the whole table with the resample's df, bit for bit."""
+    from capeval.metrics.bleu import Bleu
+    from capeval.metrics.cider import cider_table_scores
+    from capeval.metrics.ngrams import NgramTable
+
+    hyps, toks = Bleu().tokenize(list(cands), cands, refs)
+    table = NgramTable(hyps, toks, n_ord)
+    item, gram = table.item_grams()
+    for c, row in zip(counts, got):
+        df = np.bincount(gram, weights=c[item], minlength=int(table.n_grams))
+        want = cider_table_scores(table, df, len(cands), sigma)
+        drawn = c > 0
+        assert np.array_equal(row[drawn], want[drawn])
+
+
 @functools.lru_cache(maxsize=None)
 def _former_cider(n: int, seed: int, samples: int) -> dict:
     """The former implementation's CIDEr-D comparison of :func:`_random_set` (computed once per
@@ -170,9 +188,6 @@ def test_resampled_cider_equals_a_full_rescoring_per_resample(monkeypatch, kerne
     """Item scores of every drawn item on a resample: those of cider_table_scores on the whole
     table with the resample's df (the definition), bit for bit, whatever the chunking and the
     number of orders (9: numpy's mean over 8 or more values is pairwise)."""
-    from capeval.metrics.bleu import Bleu
-    from capeval.metrics.cider import cider_table_scores
-    from capeval.metrics.ngrams import NgramTable
     from capeval.significance.compare import _statistics
 
     monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0 if kernel.startswith("numba") else 1 << 62)
@@ -180,18 +195,9 @@ def test_resampled_cider_equals_a_full_rescoring_per_resample(monkeypatch, kerne
     cands = systems["B"]
     opts = {"cider-d": {"chunk_size": chunk, "n": n_ord, "sigma": sigma}}
     stats, _ = _quiet(_statistics, "B", cands, refs, ["cider-d"], opts)
-    ids = list(cands)
-    hyps, toks = Bleu().tokenize(ids, cands, refs)
-    table = NgramTable(hyps, toks, n_ord)
-    item, gram = table.item_grams()
     rng = np.random.default_rng(3)
     counts = np.stack([np.bincount(rng.choice(90, 90), minlength=90) for _ in range(7)]).astype(np.float64)
-    got = stats["cider-d"].item_scores(counts)
-    for c, row in zip(counts, got):
-        df = np.bincount(gram, weights=c[item], minlength=int(table.n_grams))
-        want = cider_table_scores(table, df, 90, sigma)
-        drawn = c > 0
-        assert np.array_equal(row[drawn], want[drawn])
+    _assert_definition(stats["cider-d"].item_scores(counts), counts, cands, refs, n_ord, sigma)
 
 
 def test_multiplicities_above_a_byte_and_below(monkeypatch):
@@ -199,9 +205,6 @@ def test_multiplicities_above_a_byte_and_below(monkeypatch):
     as int32 otherwise (an item drawn 260 times of 300): both give the definition's item scores
     (cider_table_scores on the whole table with the resample's df), bit for bit."""
     require_module("numba", "numba compiles the resampling kernels (the fast extra)")
-    from capeval.metrics.bleu import Bleu
-    from capeval.metrics.cider import cider_table_scores
-    from capeval.metrics.ngrams import NgramTable
     from capeval.significance.compare import _statistics
 
     monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0)
@@ -211,22 +214,13 @@ def test_multiplicities_above_a_byte_and_below(monkeypatch):
     cands = systems["B"]
     stats, _ = _quiet(_statistics, "B", cands, refs, ["cider-d"], {"cider-d": {"chunk_size": 64}})
     stat = stats["cider-d"]
-    ids = list(cands)
-    hyps, toks = Bleu().tokenize(ids, cands, refs)
-    table = NgramTable(hyps, toks, 4)
-    item, gram = table.item_grams()
     rng = np.random.default_rng(8)
     heavy = np.zeros(n)
     heavy[7] = 260.0
     heavy += np.bincount(rng.choice(n, n - 260), minlength=n)
     light = np.stack([np.bincount(rng.choice(n, n), minlength=n) for _ in range(3)]).astype(np.float64)
     for counts in (heavy[None, :], light):
-        got = stat.item_scores(counts)
-        for c, row in zip(counts, got):
-            df = np.bincount(gram, weights=c[item], minlength=int(table.n_grams))
-            want = cider_table_scores(table, df, n, 6.0)
-            drawn = c > 0
-            assert np.array_equal(row[drawn], want[drawn])
+        _assert_definition(stat.item_scores(counts), counts, cands, refs)
     read = {name: a.dtype for name, a in stat.shared._df_out._arrays.items() if name.startswith("counts")}
     assert read == {"counts": np.dtype(np.int32), "counts8": np.dtype(np.uint8)}
 
