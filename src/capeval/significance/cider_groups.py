@@ -3,7 +3,6 @@ grouped by shared chunks, each block's norms and item sums (numpy, or numba via 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -168,7 +167,6 @@ class _Group:
         compiled kernels only), ``scores[s][r, base + i]``, the item's CIDEr-D (see
         :func:`.cider_jit.items_block`)."""
         shared = self.shared
-        k = df.shape[1]
         rare = self._rare_squares(df)
         if shared.jit:
             with shared.buffers.lend() as buffers:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
