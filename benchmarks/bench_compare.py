@@ -74,16 +74,26 @@ def env() -> dict[str, str]:
 
 
 def timed(cmd: list[str], repeat: int) -> tuple[float, float, float]:
-    """(median wall s, median CPU s, peak MB) of ``cmd`` run ``repeat`` times; the peak is the
-    largest resident size of the process or of any of its worker processes (``wait4``'s
-    ``ru_maxrss``, so nothing samples the job), over the runs."""
-    walls, cpus, peaks = [], [], []
+    """(median wall s, median CPU s, peak MB) of ``cmd`` run ``repeat`` times (see :func:`alternated`)."""
+    (walls, cpus, peak), = alternated([cmd], repeat)
+    return statistics.median(walls), statistics.median(cpus), peak
+
+
+def alternated(cmds: list[list[str]], repeat: int) -> list[tuple[list[float], list[float], float]]:
+    """Per command: (wall times s, CPU times s, peak MB) of ``repeat`` runs, the commands run in
+    turn (a, b, a, b, ...) so that each sees the same periods of the machine (a shared VM's
+    speed drifts by 10-20% over minutes: all runs of one job, then all of the other, gave ratios
+    that moved with the drift). CPU: the process tree's user + system; the peak: the largest
+    resident size of the process or of any of its worker processes (``wait4``'s ``ru_maxrss``,
+    so nothing samples the job), over the runs."""
+    runs: list[tuple[list[float], list[float], list[float]]] = [([], [], []) for _ in cmds]
     for _ in range(repeat):
-        r = measure(cmd, env(), sample=False)  # raises on a failed job
-        walls.append(r["wall"])
-        cpus.append(r["cpu"])
-        peaks.append(r["maxrss"])
-    return statistics.median(walls), statistics.median(cpus), max(peaks)
+        for cmd, (walls, cpus, peaks) in zip(cmds, runs):
+            r = measure(cmd, env(), sample=False)  # raises on a failed job
+            walls.append(r["wall"])
+            cpus.append(r["cpu"])
+            peaks.append(r["maxrss"])
+    return [(walls, cpus, max(peaks)) for walls, cpus, peaks in runs]
 
 
 def same(old: dict, new: dict) -> tuple[bool, str]:
@@ -138,15 +148,18 @@ def main() -> int:
         for n in sizes:
             a, b, r = files[n]
             new_json = folder / f"new{n}.json"
-            score_wall, score_cpu, score_peak = timed([py, "-m", "capeval.cli", "score", "-c", str(a), "-r", str(r), "-m",
-                                              args.metrics, "-q"], args.repeat)
-            cmp_wall, cmp_cpu, cmp_peak = timed([py, "-m", "capeval.cli", "compare", "-c", f"a={a}", f"b={b}", "-r", str(r),
-                                          "-m", args.metrics, "--samples", str(args.samples), "-q", "--out",
-                                          str(new_json)], args.repeat)
+            (score_walls, score_cpus, score_peak), (cmp_walls, cmp_cpus, cmp_peak) = alternated([
+                [py, "-m", "capeval.cli", "score", "-c", str(a), "-r", str(r), "-m", args.metrics, "-q"],
+                [py, "-m", "capeval.cli", "compare", "-c", f"a={a}", f"b={b}", "-r", str(r), "-m", args.metrics,
+                 "--samples", str(args.samples), "-q", "--out", str(new_json)]], args.repeat)
+            score_wall, score_cpu = statistics.median(score_walls), statistics.median(score_cpus)
+            cmp_wall, cmp_cpu = statistics.median(cmp_walls), statistics.median(cmp_cpus)
             row = {"items": n, "metrics": args.metrics, "samples": args.samples,
                    "score_one_wall_s": round(score_wall, 2), "score_one_cpu_s": round(score_cpu, 2),
                    "compare_two_wall_s": round(cmp_wall, 2), "compare_two_cpu_s": round(cmp_cpu, 2),
                    "ratio_wall": round(cmp_wall / score_wall, 2), "ratio_cpu": round(cmp_cpu / score_cpu, 2),
+                   # each compare run over the score run just before it: the spread of the ratio
+                   "ratio_wall_runs": [round(c / s, 2) for s, c in zip(score_walls, cmp_walls)],
                    "score_one_peak_mb": round(score_peak), "compare_two_peak_mb": round(cmp_peak)}
             samples_old = args.samples if n in old_at else args.old_samples
             if samples_old:
@@ -177,7 +190,10 @@ def main() -> int:
         print(f"{row['items']:>6}  {row['metrics']:<22} {row['score_one_wall_s']:>8.2f} s {row['compare_two_wall_s']:>10.2f}"
               f" s {row['ratio_wall']:>6.2f} {row['ratio_cpu']:>9.2f} "
               f"{row['score_one_peak_mb']:>6}/{row['compare_two_peak_mb']:<6}  {before}")
-    print(f"(wall and CPU: median of {args.repeat} run(s) per job; CPU of the process tree; peak MB: the largest "
+    for row in rows:
+        print(f"{row['items']:>6} items: compare / score of each pair of runs {row['ratio_wall_runs']}")
+    print(f"(wall and CPU: median of {args.repeat} run(s) per job, score and compare run in turn; CPU of the process "
+          "tree; peak MB: the largest "
           "resident size of one process of the job, score / compare; "
           f"{os.cpu_count()} CPUs, load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end)")
     return 0 if all(r.get("equal_to_before", True) for r in rows) else 1
