@@ -87,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = warnings.showwarning
     if argv is None:  # a program of its own; an embedding caller (or pytest) keeps its warnings as they are
         warnings.showwarning = _warning_line
+        from capeval.malloc_tuning import tune_for_program
+
+        tune_for_program()  # freed memory reused, not fresh pages (capeval/malloc_tuning.py)
     try:
         return _run(args)
     finally:
