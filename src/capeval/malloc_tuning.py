@@ -5,10 +5,10 @@ resamples' work arrays). With glibc's defaults an allocation that size is a fres
 heap memory handed back to the system when freed, past a trim threshold of twice the last such
 size), so the next chunk's arrays are new pages again, each one a page fault, and a forked
 scoring worker starts its heap over. On this project's 2-core VM a page fault costs several
-microseconds: ``capeval compare`` of two systems of 40,000 items took 557,000 of them (``score``
-172,000). Raising the two thresholds keeps freed memory in the process for the next
-allocation: 340,000 and 144,000 faults, about 8-10% less wall and CPU time for both commands in
-alternating runs (``docs/speed.md``), for about 30 MB more peak memory.
+microseconds: ``capeval compare`` of two systems of 40,000 items took about 550,000 of them
+(``score`` 240,000). Raising the two thresholds keeps freed memory in the process for the next
+allocation: 343,000 and 144,000 faults, a few percent less wall time for both commands in
+alternating runs (``docs/speed.md``).
 
 Only the program sets them (:func:`capeval.cli.main.main` run as a program), never a process
 that imports capeval as a library; and never where the user chose malloc settings of their own
