@@ -66,8 +66,10 @@ KERNELS: dict[str, tuple[str, tuple]] = {
                       "f8[:, ::1])",
                       ((_I4, 2, True), (_F8, 1, True), (_F8, 2, True)) + ((_I8, 1, True),) * 4
                       + ((_F8, 2, True),) * 2),
-    "norms_block": ("void(f8[:, ::1], f8[:, ::1], i8[::1], i8[::1], i8[::1], i8[::1], f8[:, :, ::1])",
-                    ((_F8, 2, True), (_F8, 2, True)) + ((_I8, 1, True),) * 4 + ((_F8, 3, True),)),
+    "norms_block": ("void(f8[:, ::1], f8[:, ::1], i8[::1], i8[::1], i8, i8[::1], i8[::1], i8[::1], i8[::1], "
+                    "f8[:, :, ::1])",
+                    ((_F8, 2, True), (_F8, 2, True), (_I8, 1, True), (_I8, 1, True), None) + ((_I8, 1, True),) * 4
+                    + ((_F8, 3, True),)),
     "hits_block": ("void(i4[:, ::1], f8[::1], i8[::1], i8[::1], f8[::1], f8[::1], i8[::1], f8[:, ::1], i8)",
                    ((_I4, 2, True), (_F8, 1, True), (_I8, 1, True), (_I8, 1, True), (_F8, 1, True), (_F8, 1, True),
                     (_I8, 1, True), (_F8, 2, True), None)),

@@ -339,3 +339,59 @@ def _sequential(runs: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarray,
         at = starts[:m] + p
         acc[:m] += x[at if rows is None else rows[at]]
     return values, acc
+
+
+
+#: the first values of the runs that order them for :func:`_shared_prefixes` (three per 64-bit key)
+_ORDER_DEPTH = 9
+
+
+def _shared_prefixes(values: np.ndarray, ptr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The runs ``values[ptr[q]:ptr[q + 1]]`` (each non-empty) put in an order where runs that
+    begin alike follow each other (sorted by their first :data:`_ORDER_DEPTH` values), each run
+    reduced to what it does not share with the run before it. A sum over every run from its first
+    element on, kept as one partial sum per depth (``stack[d]``: the sum of the first d elements),
+    then adds each shared prefix once for all the runs that share it, in the same order (the same
+    doubles): a run keeps the partial sums of the run before it up to their common length.
+
+    Returns ``(node value, node depth, run length, run's node)``: the nodes (the runs' elements not
+    shared with the run before, run after run in that order) and, per run in its original
+    numbering, its length and the node after which its sum is complete (its last node; for a run
+    equal to the start of the run before, that run's last node)."""
+    n_runs = len(ptr) - 1
+    none = np.zeros(0, dtype=np.int64)
+    if n_runs <= 0:
+        return none, none, none, none
+    lengths = np.diff(ptr)
+    starts = ptr[:-1]
+    lo = int(values.min())
+    bits = max(1, (int(values.max()) - lo + 1).bit_length())  # value - lo + 1 (0: past the run's end)
+    per_key = max(1, 63 // bits)
+    keys = []
+    for k0 in range(0, _ORDER_DEPTH, per_key):
+        key = np.zeros(n_runs, dtype=np.int64)
+        for d in range(k0, min(k0 + per_key, _ORDER_DEPTH)):
+            there = lengths > d
+            v = np.where(there, values[np.where(there, starts + d, 0)] - lo + 1, 0)
+            key <<= np.int64(bits)
+            key |= v
+        keys.append(key)
+    order = np.lexsort(keys[::-1])  # the first key is the first depths: the primary one
+    o_start, o_len = starts[order], lengths[order]
+    # the common length of each run (in that order) with the run before it
+    common = np.zeros(n_runs, dtype=np.int64)
+    alike = np.ones(n_runs - 1, dtype=bool)
+    for d in range(int(o_len.max())):
+        alike &= (o_len[1:] > d) & (o_len[:-1] > d)
+        if not alike.any():
+            break
+        here = np.flatnonzero(alike)
+        alike[here] = values[o_start[1:][here] + d] == values[o_start[:-1][here] + d]
+        common[1:][alike] += 1
+    fresh = o_len - common
+    node = _spans_take(o_start + common, fresh, int(fresh.sum()))
+    depth = np.arange(len(node), dtype=np.int64)
+    depth -= np.repeat(np.cumsum(fresh) - fresh - common, fresh)
+    last = np.empty(n_runs, dtype=np.int64)
+    last[order] = np.cumsum(fresh) - 1
+    return values[node], depth, lengths, last

@@ -11,6 +11,7 @@ from capeval.significance.cider_arrays import (
     _in_threads,
     _squares,
     _dedupe_runs,
+    _shared_prefixes,
     _runs,
     _sequential,
     _spans_take,
@@ -193,7 +194,8 @@ class _Group:
         # not cleared: norms_block writes every (sentence, order) that items_block reads (those of
         # a pair with hits of that order, so with entries of it: _KernelIndex keeps just those),
         # and clearing the whole buffer per chunk and block was megabytes of writes each time
-        kernels.norms_block(shared.ones, squares, ix.src, ix.seg_ptr, ix.seg_sent, ix.seg_order, norms)
+        kernels.norms_block(shared.ones, squares, ix.node_src, ix.node_depth, ix.max_depth, ix.emit_ptr, ix.emit_len,
+                            ix.emit_sent, ix.emit_order, norms)
         no_scores = np.empty((k, 0), dtype=np.float64)
         no_sums = np.empty((0, k, self.n_ord), dtype=np.float64)
         for s, base, it, start, hit_src in zip(self.which, self.bases, self.items, ix.starts, ix.hit_src):
@@ -309,8 +311,9 @@ class _Items:
 class _KernelIndex:
     """A group's entries and hits as the compiled kernels read them: the square of an entry is
     row ``src`` of the block's count-1 squares (count 1: its set's) or row ``-1 - src`` of the
-    group's squares (one per distinct (set, other count row) pair, then the rare entries'); its
-    entries run by (sentence, order) (``seg_*``); system j's hits read row
+    group's squares (one per distinct (set, other count row) pair, then the rare entries'); the
+    runs of entries of one (sentence, order), in an order where runs that begin alike follow each
+    other, share those entries (``node_*``, ``emit_*``: see :func:`.cider_jit.norms_block`); system j's hits read row
     ``hit_src[j]`` of a block's products (for counts 1 and 1 the ``w * w`` of its set, row
     ``ones_loc``'s, else its own row from ``starts[j]`` on)."""
 
@@ -329,20 +332,19 @@ class _KernelIndex:
         #: the count row that was count 1's when this index was built (checked by _groups), and
         #: whether the group has count-1 entries at all
         self.one, self.has_count_one = one, bool(count_one.any())
-        self.src = np.empty(len(group.ent_row), dtype=np.int64)
+        src = np.empty(len(group.ent_row), dtype=np.int64)
         # a count-1 entry's set in the group's numbering for now: the sets' numbers in the block's
         # df are given once every group is built (_renumber_sets), then by globalise()
-        self.src[count_one] = group.ent_loc[count_one]
-        set_entry = count_one
-        self.src[tab] = -1 - inverse.reshape(-1)
+        src[count_one] = group.ent_loc[count_one]
+        src[tab] = -1 - inverse.reshape(-1)
         rare = ~count_one & ~tab
-        self.src[rare] = -1 - (len(pairs) + group.ent_rare[rare])
+        src[rare] = -1 - (len(pairs) + group.ent_rare[rare])
         ent_sent = np.repeat(np.arange(group.n_sent, dtype=np.int64), np.diff(group.ent_ptr))
         key = ent_sent * group.n_ord + group.ent_order
         # a sentence's entries are by order already (pycocoevalcap counts unigrams first); a
         # stable sort keeps each order's entries in their order, the order of its sum
         by_key = np.argsort(key, kind="stable")
-        key, self.src, set_entry = key[by_key], self.src[by_key], set_entry[by_key]
+        key, src = key[by_key], src[by_key]
         # only the norms a similarity divides by: a (sentence, order) of no (candidate, reference)
         # pair with hits of that order is never read (a fourth of the entries at 40,000 items)
         read = np.zeros(group.n_sent * group.n_ord + 1, dtype=bool)
@@ -352,12 +354,21 @@ class _KernelIndex:
             read[it.hyp_u[item] * group.n_ord + it.seg_order] = True
             read[it.slot_u[slot] * group.n_ord + it.seg_order] = True
         kept = read[key]
-        key, self.src = key[kept], self.src[kept]
-        self._set_entries: np.ndarray | None = np.flatnonzero(set_entry[kept])
+        key, src = key[kept], src[kept]
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
-        self.seg_ptr = np.r_[starts, len(key)].astype(np.int64)
-        self.seg_sent = key[starts] // group.n_ord
-        self.seg_order = key[starts] % group.n_ord
+        # runs that begin with the same squares (the same sets and counts: sentences that begin
+        # alike, a candidate and its edit) add them once (_shared_prefixes, norms_block).
+        # Count-1 entries' sets (src >= 0) are numbered within the group until globalise(): one
+        # number per set either way, so the same runs share the same additions
+        self.node_src, self.node_depth, length, last = _shared_prefixes(src, np.r_[starts, len(key)].astype(np.int64))
+        self._set_entries: np.ndarray | None = np.flatnonzero(self.node_src >= 0)
+        self.max_depth = int(self.node_depth.max()) if len(self.node_depth) else 0
+        # each run's (sentence, order) and length, listed by the node after which its sum is complete
+        by_node = np.argsort(last, kind="stable")
+        self.emit_ptr = np.searchsorted(last[by_node], np.arange(len(self.node_src) + 1, dtype=np.int64))
+        self.emit_sent = key[starts][by_node] // group.n_ord
+        self.emit_order = key[starts][by_node] % group.n_ord
+        self.emit_len = length[by_node]
         # the sets of hits of counts 1 and 1 (their product is the set's w * w), over all systems
         ones = [it.hit_j[it.hit_ones] for it in group.items]
         # np.unique's sorted sets and each hit's rank among them, by a table of the group's sets
@@ -380,5 +391,5 @@ class _KernelIndex:
     def globalise(self, loc_g: np.ndarray) -> None:
         """Count-1 entries: from the group's set numbers to the block's (``loc_g``, final)."""
         if self._set_entries is not None:
-            self.src[self._set_entries] = loc_g[self.src[self._set_entries]]
+            self.node_src[self._set_entries] = loc_g[self.node_src[self._set_entries]]
             self._set_entries = None
