@@ -10,6 +10,8 @@
   on the whole table with the resample's df) bit for bit.
 - The compiled kernels' norms buffer is not cleared between blocks: handed NaN-filled buffers,
   the comparison still equals the former implementation (every norm read is written first).
+- A block's multiplicities are transposed for the df kernel on the thread that draws the block,
+  and a sub-block's scores are reduced while the next sub-block's df is summed: the same numbers.
 """
 
 from __future__ import annotations
@@ -171,3 +173,48 @@ def test_every_norm_read_is_written(monkeypatch, n, seed):
     assert poisoned
     monkeypatch.setattr(Buffers, "get", real_get)
     _assert_same(_quiet(before.compare, systems, refs, "cider-d", samples=70, seed=seed, options=opts), new)
+
+
+def test_counts_transposed_on_the_drawing_thread_and_used(monkeypatch):
+    """With the next block drawn ahead, CIDEr-D's transposed multiplicities (the df kernel's
+    input) are made on the drawing thread and taken by the block they belong to (none is made
+    again on the scoring thread), and the comparison equals the former implementation bit for bit."""
+    pytest.importorskip("numba")
+    import threading
+
+    from capeval.significance import paired
+
+    monkeypatch.setattr(paired, "_DRAW_AHEAD_ITEMS", 0)
+    monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0)
+    made: list[str] = []
+    real = cider_resample.CiderResampling.transposed_counts
+
+    def spy(self, counts):
+        made.append(threading.current_thread().name)
+        return real(self, counts)
+
+    monkeypatch.setattr(cider_resample.CiderResampling, "transposed_counts", spy)
+    systems, refs = _random_set(40, 70)
+    samples = 200  # four blocks of draws
+    new = _quiet(compare, systems, refs, "cider-d", samples=samples, seed=70)
+    assert len(made) == 4 and all(name.startswith("capeval-draws") for name in made)
+    _assert_same(_quiet(before.compare, systems, refs, "cider-d", samples=samples, seed=70), new)
+
+
+@pytest.mark.parametrize("sub_block", [1, 5, 64])
+def test_reductions_beside_the_next_df_equal_the_former_implementation(monkeypatch, sub_block):
+    """A sub-block's scores are reduced (the resample means) while the next sub-block's df is
+    summed, before the item kernels overwrite them: with sub-blocks of 1, 5 and 64 resamples (and
+    blocks of draws of 64) the comparison equals the former implementation bit for bit."""
+    pytest.importorskip("numba")
+    monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0)
+    real_prepare = cider_resample.CiderResampling.prepare
+
+    def prepare(self):
+        real_prepare(self)
+        self.sub_block = sub_block
+
+    monkeypatch.setattr(cider_resample.CiderResampling, "prepare", prepare)
+    systems, refs = _random_set(30, 71)
+    new = _quiet(compare, systems, refs, "cider-d", samples=70, seed=71)
+    _assert_same(_quiet(before.compare, systems, refs, "cider-d", samples=70, seed=71), new)

@@ -256,6 +256,28 @@ def _in_threads(threads: int, calls: list[tuple[Any, tuple]]) -> list[Any]:
         return [f.result() for f in futures]
 
 
+def _start_threads(threads: int, calls: list[tuple[Any, tuple]]) -> Any:
+    """:func:`_in_threads` started: returns the call that waits for the calls (and re-raises the
+    first error); on one thread, or for one call, they are made before returning."""
+    if threads <= 1 or len(calls) <= 1:
+        for fn, args in calls:
+            fn(*args)
+        return lambda: None
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(threads)
+    futures = [pool.submit(fn, *args) for fn, args in calls]
+
+    def wait() -> None:
+        try:
+            for f in futures:
+                f.result()
+        finally:
+            pool.shutdown(wait=True)
+
+    return wait
+
+
 def _df_pairs(chunks: list[CiderChunk], n_items: int) -> tuple[np.ndarray, np.ndarray]:
     """The distinct (item, n-gram) pairs of the references, sorted by n-gram, then item (as
     ``n-gram << bits | item`` keys, ``bits`` those of the largest item, written in place into

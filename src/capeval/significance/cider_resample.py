@@ -45,6 +45,7 @@ from capeval.significance.cider_arrays import (
     _df_pairs,
     _in_threads,
     _item_sets,
+    _start_threads,
     _pairs_digest,
     _squares,
     _threads,
@@ -111,6 +112,8 @@ class CiderResampling:
         self.buffers = BufferPool()
         self._df_out = Buffers()
         self._scores = Buffers()
+        #: blocks' multiplicities transposed ahead (prepare_counts): id -> (counts, transposed)
+        self._transposed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         #: the last df block's count-1 squares per set (compiled kernels), see df_block
         self.ones = np.zeros((0, 0), dtype=np.float64)
         #: the chunks whose reference pairs prepare() has yet to index (deferred: see prepare)
@@ -206,48 +209,73 @@ class CiderResampling:
         return self._rows.get(1, -1)
 
     # -- a block of resamples ------------------------------------------------------
-    def df_block(self, counts: np.ndarray) -> np.ndarray:
-        """``(n_sets + 1, k)`` int32: the df of each set of items on each resample of ``counts``
-        (``(k, N)`` multiplicities); the last row, of the n-grams of no reference, is 0."""
-        self.prepare()
+    def transposed_counts(self, counts: np.ndarray) -> np.ndarray:
+        """``counts`` (``(k, N)`` multiplicities) as the df kernel reads them: ``(N, k)``, bytes
+        where the kernel takes them (the compiled kernels; every multiplicity at most 255: every
+        bootstrap block in practice), else int32. A new array, so that the next block's can be
+        made (:meth:`prepare_counts`, on the thread drawing it) while this one is read."""
         counts = np.asarray(counts)
-        # both arrays reused from block to block: fresh pages cost more than the sums. The df
-        # kernel's time is its reads of these rows (one per item of every set): multiplicities
-        # of at most 255 (every bootstrap block in practice) are read as bytes, a quarter of
-        # the int32 rows (the df sums stay int32, exact; numba compiles both types)
         small = (self.jit and (self._built is None or self._built.takes_bytes)
                  and (not counts.size or counts.max() <= _BYTE_MAX))
-        ct = self._df_out.get("counts8" if small else "counts", (counts.shape[1], counts.shape[0]),
-                              np.uint8 if small else np.int32)  # (N, k)
+        ct = np.empty((counts.shape[1], counts.shape[0]), dtype=np.uint8 if small else np.int32)
         ct[...] = counts.T
-        # every row but the last (the n-grams of no reference, 0) is written below
+        return ct
+
+    def prepare_counts(self, counts: np.ndarray) -> None:
+        """Transpose a block's multiplicities for its df now (:func:`.paired.bootstrap_scores`
+        calls it on the thread that draws the next block while this one is scored: off the
+        path that waits for the kernels); :meth:`_all` takes it for that block."""
+        if self.jit and np.ndim(counts) == 2 and id(counts) not in self._transposed:  # once for all systems
+            self._transposed[id(counts)] = (counts, self.transposed_counts(counts))
+
+    def df_block(self, counts: np.ndarray, ct: np.ndarray | None = None) -> np.ndarray:
+        """``(n_sets + 1, k)`` int32: the df of each set of items on each resample of ``counts``
+        (``(k, N)`` multiplicities); the last row, of the n-grams of no reference, is 0. ``ct``:
+        the multiplicities as :meth:`transposed_counts` gives them, when already made."""
+        return self._df_start(counts, ct)()
+
+    def _df_start(self, counts: np.ndarray, ct: np.ndarray | None = None) -> Any:
+        """:meth:`df_block` with its kernel's threads started: returns the call that waits for
+        them and gives the df (the caller may work meanwhile, on other arrays)."""
+        self.prepare()
+        if ct is None:
+            # the df kernel's time is its reads of these rows (one per item of every set):
+            # multiplicities read as bytes are a quarter of the int32 rows (sums stay int32, exact)
+            ct = self.transposed_counts(counts)
+        # every row but the last (the n-grams of no reference, 0) is written below; reused from
+        # block to block: fresh pages cost more than the sums
         out = self._df_out.get("df", (self.n_sets + 1, ct.shape[1]), np.int32)
         out[self.n_sets] = 0
         if not self.n_sets and not self.jit:
-            return out
-        if self.jit:
-            # the compiled kernels' count-1 squares of every set, read by every group using it
-            one = self.row_one
-            ones = self._df_out.get("ones", (self.n_sets + 1 if one >= 0 else 0, ct.shape[1]))
-            squares_one = self._table[one] if one >= 0 else np.zeros(0, dtype=np.float64)
-            if one >= 0:
-                ones[self.n_sets] = squares_one[0]
-            self.ones = ones
-            kernel = self.kernels.df_block
-            # parts of equal work, not of equal numbers of sets: the sets of the common n-grams,
-            # by far the largest, come first in the order of first use. A set's work: its items
-            # summed, and its rows written (_SET_COST items' worth: by the items alone, the part
-            # of the small sets took twice the time of the other at 40,000 items)
-            work = self._set_ptr + _SET_COST * np.arange(self.n_sets + 1, dtype=np.int64)
-            cut = np.linspace(0, int(work[-1]), self.threads + 1)
-            parts = np.searchsorted(work, cut).astype(np.int64)
-            parts[0], parts[-1] = 0, self.n_sets
-            _in_threads(self.threads, [(kernel, (ct, self._set_items, self._set_ptr, int(a), int(b), out,
-                                                 squares_one, ones))
-                                       for a, b in zip(parts[:-1], parts[1:]) if b > a])
-        else:
+            return lambda: out
+        if not self.jit:
             _df_numpy(ct, self._set_items, self._set_ptr, out)
-        return out
+            return lambda: out
+        # the compiled kernels' count-1 squares of every set, read by every group using it
+        one = self.row_one
+        ones = self._df_out.get("ones", (self.n_sets + 1 if one >= 0 else 0, ct.shape[1]))
+        squares_one = self._table[one] if one >= 0 else np.zeros(0, dtype=np.float64)
+        if one >= 0:
+            ones[self.n_sets] = squares_one[0]
+        self.ones = ones
+        kernel = self.kernels.df_block
+        # parts of equal work, not of equal numbers of sets: the sets of the common n-grams,
+        # by far the largest, come first in the order of first use. A set's work: its items
+        # summed, and its rows written (_SET_COST items' worth: by the items alone, the part
+        # of the small sets took twice the time of the other at 40,000 items)
+        work = self._set_ptr + _SET_COST * np.arange(self.n_sets + 1, dtype=np.int64)
+        cut = np.linspace(0, int(work[-1]), self.threads + 1)
+        parts = np.searchsorted(work, cut).astype(np.int64)
+        parts[0], parts[-1] = 0, self.n_sets
+        wait = _start_threads(self.threads, [(kernel, (ct, self._set_items, self._set_ptr, int(a), int(b), out,
+                                                       squares_one, ones))
+                                             for a, b in zip(parts[:-1], parts[1:]) if b > a])
+
+        def done() -> np.ndarray:
+            wait()
+            return out
+
+        return done
 
     def resampled(self, stat: "CiderStatistic", counts: np.ndarray) -> np.ndarray:
         """``stat``'s CIDEr-D on each resample of ``counts`` (``(k, N)`` multiplicities). Every
@@ -287,15 +315,27 @@ class CiderResampling:
         # a sub-block's per-item sums of every system within _PER_ITEM_BUDGET
         step = int(max(1, min(self.sub_block, _PER_ITEM_BUDGET // max(1, len(self._systems) * n * n_ord * 8))))
         parts: dict[int, list[np.ndarray]] = {id(s): [] for s in systems}
+        # the block's multiplicities transposed beforehand by the drawing thread, when it did
+        ready = self._transposed.pop(id(counts), None)
+        whole = ready[1] if ready is not None and ready[0] is counts and step >= k else None
+        pending: Any = None  # the previous sub-block's reduction, done while this one's df is summed
         for a in range(0, k, step):
             b = min(k, a + step)
-            df = self.df_block(counts[a:b])
             if fused:
+                # the df kernel's threads read only the multiplicities and write the df and
+                # count-1 squares: the previous sub-block's scores are reduced meanwhile, before
+                # the item kernels write this one's into the same arrays
+                df_done = self._df_start(counts[a:b], whole)
+                try:
+                    if pending is not None:
+                        pending()
+                finally:
+                    df = df_done()
                 scores = [self._scores.get(f"scores{j}", (b - a, n)) for j in range(len(self._systems))]
                 _in_threads(self.threads, [(g.block, (df, None, scores)) for g in self._groups])
-                for j, s in zip(which, systems):
-                    parts[id(s)].append(reduce(s, counts[a:b], scores[j]))
+                pending = functools.partial(self._reduce, parts, which, systems, reduce, counts[a:b], scores)
                 continue
+            df = self.df_block(counts[a:b])
             # item-major (system, item, resample, order): an item's sums are written together
             per = self._scores.get("sums", (len(self._systems), n, b - a, n_ord))
             _in_threads(self.threads if self.jit else 1, [(g.block, (df, per)) for g in self._groups])
@@ -303,7 +343,15 @@ class CiderResampling:
                 # numpy's mean over the orders on an (items, orders) array, as cider_table_scores
                 means = per[j].reshape(n * (b - a), n_ord).mean(axis=1).reshape(n, b - a)
                 parts[id(s)].append(reduce(s, counts[a:b], np.ascontiguousarray(means.T) / s.ref_counts * 10.0))
+        if pending is not None:
+            pending()
         return {key: np.concatenate(v) for key, v in parts.items()}
+
+    @staticmethod
+    def _reduce(parts: dict[int, list[np.ndarray]], which: list[int], systems: list["CiderStatistic"], reduce: Any,
+                counts: np.ndarray, scores: list[np.ndarray]) -> None:
+        for j, s in zip(which, systems):
+            parts[id(s)].append(reduce(s, counts, scores[j]))
 
 
 @functools.lru_cache(maxsize=None)
@@ -348,6 +396,12 @@ class CiderStatistic:
 
     def score(self) -> float:
         return float(np.mean(self.items))
+
+    def prepare_counts(self, counts: np.ndarray) -> None:
+        """Work on a block's multiplicities that may be done as soon as they are drawn
+        (:meth:`CiderResampling.prepare_counts`)."""
+        if self.shared is not None:
+            self.shared.prepare_counts(counts)
 
     def item_scores(self, counts: np.ndarray) -> np.ndarray:
         """``(k, N)`` item scores on each resample (an item not drawn scores 0)."""

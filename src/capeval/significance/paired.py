@@ -95,8 +95,15 @@ def bootstrap_scores(statistics: Sequence[Statistic], samples: int = 1000, seed:
     out = np.empty((len(statistics), samples), dtype=np.float64)
     starts = range(0, samples, _BLOCK)
 
+    # a statistic's work that needs only the block's multiplicities (CIDEr-D's transposed copy for
+    # its df) is done by the thread that draws the block, beside the scoring of the one before
+    prepares = [p for p in (getattr(s, "prepare_counts", None) for s in statistics) if p is not None]
+
     def draw(start: int) -> np.ndarray:
-        return _counts(rng.choice(n, size=(min(_BLOCK, samples - start), n), replace=True), n)
+        counts = _counts(rng.choice(n, size=(min(_BLOCK, samples - start), n), replace=True), n)
+        for prepare in prepares:
+            prepare(counts)
+        return counts
 
     blocks = map(draw, starts) if len(starts) < 2 or n < _DRAW_AHEAD_ITEMS else _drawn_ahead(draw, starts)
     for start, counts in zip(starts, blocks):
