@@ -218,3 +218,22 @@ def test_reductions_beside_the_next_df_equal_the_former_implementation(monkeypat
     systems, refs = _random_set(30, 71)
     new = _quiet(compare, systems, refs, "cider-d", samples=70, seed=71)
     _assert_same(_quiet(before.compare, systems, refs, "cider-d", samples=70, seed=71), new)
+
+
+def test_a_blocks_last_means_are_taken_beside_the_next_blocks_df(monkeypatch):
+    """The means of a block's resamples (a dot product per resample and system) are taken once
+    the next block's df kernel is started, not before it (the last block's at the end), and
+    the comparison equals the former implementation bit for bit."""
+    pytest.importorskip("numba")
+    monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0)
+    events: list[str] = []
+    real_df, real_means = cider_resample.CiderResampling._df_start, cider_resample.CiderResampling._means
+    monkeypatch.setattr(cider_resample.CiderResampling, "_df_start",
+                        lambda self, *a: events.append("df") or real_df(self, *a))
+    monkeypatch.setattr(cider_resample.CiderResampling, "_means",
+                        lambda self, *a: events.append("mean") or real_means(self, *a))
+    systems, refs = _random_set(40, 72)
+    two = {"A": systems["A"], "B": systems["B"]}
+    new = _quiet(compare, two, refs, "cider-d", samples=200, seed=72)  # four blocks of draws
+    assert events == ["df", "df", "mean", "mean", "df", "mean", "mean", "df", "mean", "mean", "mean", "mean"]
+    _assert_same(_quiet(before.compare, two, refs, "cider-d", samples=200, seed=72), new)

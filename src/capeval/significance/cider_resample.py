@@ -105,7 +105,10 @@ class CiderResampling:
                 self.threads = 1  # blocks this small do not pay for threads
         self._systems: list[CiderStatistic] = []
         self._groups: list[_Group] | None = None
-        self._done: tuple[Any, dict[int, np.ndarray]] = (None, {})
+        #: the last block's results (counts, the call giving them, the systems they cover)
+        self._done: tuple[Any, Any, set[int]] = (None, None, set())
+        #: the last block's last reduction, when left to be done beside the next block's df
+        self._carried: Any = None
         #: the resample means' dot products, as numpy's BLAS call gives them (see blas_dot)
         self.dot = BlasDot(n_items)
         #: the blocks' work arrays, reused (one set per thread running blocks), and the df's
@@ -280,17 +283,32 @@ class CiderResampling:
     def resampled(self, stat: "CiderStatistic", counts: np.ndarray) -> np.ndarray:
         """``stat``'s CIDEr-D on each resample of ``counts`` (``(k, N)`` multiplicities). Every
         registered system's are computed at the first call for a block (one df per sub-block)."""
-        last, done = self._done
-        if last is not counts or id(stat) not in done:
+        return self.resampled_later(stat, counts)()
+
+    def resampled_later(self, stat: "CiderStatistic", counts: np.ndarray) -> Any:
+        """:meth:`resampled` as a call that gives the scores: the block is scored now, but the
+        means of its last sub-block (each a dot product of the multiplicities and the item
+        scores) are taken while the next block's df kernel runs, or when the call is made, if
+        first (:func:`.paired.bootstrap_scores` makes the calls once every block is scored)."""
+        last, results, ids = self._done
+        if last is not counts or id(stat) not in ids:
             if stat not in self._systems:
                 self.register(stat)
-            done = self._all(counts, self._systems, lambda s, rows, scores: np.array(
-                # the mean over the drawn items as the rescoring did it: counts . scores / N, the
-                # same dot product (BLAS's, on a fresh array; its last bits depend on BLAS's
-                # threads, as before), computed part by part as BLAS's threads would (blas_dot)
-                [d / s.n for d in self.dot.rows(rows, scores)]))
-            self._done = (counts, done)
-        return done[id(stat)]
+            results = self._all(counts, self._systems, self._means, later=True)
+            self._done = (counts, results, {id(s) for s in self._systems})
+        return lambda: results()[id(stat)]
+
+    def _means(self, stat: "CiderStatistic", rows: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        # the mean over the drawn items as the rescoring did it: counts . scores / N, the same dot
+        # product (BLAS's, on a fresh array; its last bits depend on BLAS's threads, as before),
+        # computed part by part as BLAS's threads would (blas_dot)
+        return np.array([d / stat.n for d in self.dot.rows(rows, scores)])
+
+    def _run_carried(self) -> None:
+        """The last block's reduction left to be done beside the next block's df, done now."""
+        carried, self._carried = self._carried, None
+        if carried is not None:
+            carried()
 
     def item_scores(self, stat: "CiderStatistic", counts: np.ndarray) -> np.ndarray:
         """``(k, N)`` item scores of ``stat`` on each resample of ``counts`` (an item not drawn
@@ -299,10 +317,11 @@ class CiderResampling:
             self.register(stat)
         return self._all(counts, [stat], lambda s, rows, scores: scores.copy())[id(stat)]
 
-    def _all(self, counts: np.ndarray, systems: list["CiderStatistic"], reduce: Any) -> dict[int, np.ndarray]:
+    def _all(self, counts: np.ndarray, systems: list["CiderStatistic"], reduce: Any, later: bool = False) -> Any:
         """Per system, ``reduce(system, counts rows, their item scores)`` concatenated over the
         sub-blocks (only a sub-block's item scores are held at a time, in arrays ``reduce`` must
-        not keep)."""
+        not keep). ``later``: a call giving them, the last sub-block's reduction left to be done
+        beside the next block's df kernel (or by that call, if first)."""
         if self._groups is None:
             self.prepare()
             self._groups = _groups(self, self._systems)
@@ -318,7 +337,8 @@ class CiderResampling:
         # the block's multiplicities transposed beforehand by the drawing thread, when it did
         ready = self._transposed.pop(id(counts), None)
         whole = ready[1] if ready is not None and ready[0] is counts and step >= k else None
-        pending: Any = None  # the previous sub-block's reduction, done while this one's df is summed
+        # the previous (sub-)block's reduction, done while this one's df is summed
+        pending, self._carried = self._carried, None
         for a in range(0, k, step):
             b = min(k, a + step)
             if fused:
@@ -333,8 +353,11 @@ class CiderResampling:
                     df = df_done()
                 scores = [self._scores.get(f"scores{j}", (b - a, n)) for j in range(len(self._systems))]
                 _in_threads(self.threads, [(g.block, (df, None, scores)) for g in self._groups])
-                pending = functools.partial(self._reduce, parts, which, systems, reduce, counts[a:b], scores)
+                pending = _Once(self._reduce, parts, which, systems, reduce, counts[a:b], scores)
                 continue
+            if pending is not None:
+                pending()
+                pending = None
             df = self.df_block(counts[a:b])
             # item-major (system, item, resample, order): an item's sums are written together
             per = self._scores.get("sums", (len(self._systems), n, b - a, n_ord))
@@ -343,15 +366,39 @@ class CiderResampling:
                 # numpy's mean over the orders on an (items, orders) array, as cider_table_scores
                 means = per[j].reshape(n * (b - a), n_ord).mean(axis=1).reshape(n, b - a)
                 parts[id(s)].append(reduce(s, counts[a:b], np.ascontiguousarray(means.T) / s.ref_counts * 10.0))
-        if pending is not None:
+        if pending is not None and not later:
             pending()
-        return {key: np.concatenate(v) for key, v in parts.items()}
+            pending = None
+        self._carried = pending
+        joined: dict[int, np.ndarray] = {}
+
+        def results() -> dict[int, np.ndarray]:
+            if not joined:
+                if self._carried is pending:  # this block's last reduction is still left: now
+                    self._run_carried()
+                joined.update((key, np.concatenate(v)) for key, v in parts.items())
+            return joined
+
+        return results if later else results()
 
     @staticmethod
     def _reduce(parts: dict[int, list[np.ndarray]], which: list[int], systems: list["CiderStatistic"], reduce: Any,
                 counts: np.ndarray, scores: list[np.ndarray]) -> None:
         for j, s in zip(which, systems):
             parts[id(s)].append(reduce(s, counts, scores[j]))
+
+
+class _Once:
+    """``fn(*args)``, made at the first call only; its arguments (a block's multiplicities and
+    score arrays) are let go once it is made, not held by whoever keeps the call."""
+
+    def __init__(self, fn: Any, *args: Any):
+        self._call: tuple[Any, tuple] | None = (fn, args)
+
+    def __call__(self) -> None:
+        call, self._call = self._call, None
+        if call is not None:
+            call[0](*call[1])
 
 
 @functools.lru_cache(maxsize=None)
@@ -410,9 +457,14 @@ class CiderStatistic:
         return self.shared.item_scores(self, np.asarray(counts, dtype=np.float64))
 
     def resampled(self, counts: np.ndarray) -> np.ndarray:
+        return self.resampled_later(counts)()
+
+    def resampled_later(self, counts: np.ndarray) -> Any:
+        """:meth:`resampled` as a call giving the scores, its last step done beside the next
+        block's work (:meth:`CiderResampling.resampled_later`)."""
         if self.shared is None:
             raise ValueError("CiderStatistic.resampled needs the shared CiderResampling")
-        return self.shared.resampled(self, np.asarray(counts, dtype=np.float64))
+        return self.shared.resampled_later(self, np.asarray(counts, dtype=np.float64))
 
     def mixed(self, take_self: np.ndarray, other: "CiderStatistic") -> np.ndarray:
         # the approximate randomisation swaps outputs; the references, hence df, do not change

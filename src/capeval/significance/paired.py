@@ -106,11 +106,20 @@ def bootstrap_scores(statistics: Sequence[Statistic], samples: int = 1000, seed:
         return counts
 
     blocks = map(draw, starts) if len(starts) < 2 or n < _DRAW_AHEAD_ITEMS else _drawn_ahead(draw, starts)
+    # a statistic may give a block's scores as a call made later (CIDEr-D's last means are taken
+    # beside the next block's work): made once every block is scored
+    later: list[tuple[int, int, int, Any]] = []
     for start, counts in zip(starts, blocks):
         for j, stat in enumerate(statistics):
-            out[j, start:start + len(counts)] = stat.resampled(counts)
+            deferred = getattr(stat, "resampled_later", None)
+            if deferred is not None:
+                later.append((j, start, len(counts), deferred(counts)))
+            else:
+                out[j, start:start + len(counts)] = stat.resampled(counts)
         if progress is not None:
             progress.update(len(counts))
+    for j, start, size, scores in later:
+        out[j, start:start + size] = scores()
     return out
 
 
