@@ -1,4 +1,5 @@
-"""Work arrays reused from block to block of CIDEr-D resampling (:mod:`.cider_groups`).
+"""Work arrays reused from block to block of CIDEr-D resampling (:mod:`.cider_groups`), and a
+deferred call that lets go of a block's arrays once made (:class:`Once`).
 
 A block's arrays (weights, squares, norms, products: megabytes for a chunk of 2,048 items and
 32 resamples) allocated afresh each time are new pages to the kernel, and touching them for the
@@ -11,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -48,3 +50,16 @@ class BufferPool:
         finally:
             with self._lock:
                 self._free.append(buffers)
+
+
+class Once:
+    """``fn(*args)``, made at the first call only; its arguments (a block's multiplicities and
+    score arrays) are let go once it is made, not held by whoever keeps the call."""
+
+    def __init__(self, fn: Any, *args: Any):
+        self._call: tuple[Any, tuple] | None = (fn, args)
+
+    def __call__(self) -> None:
+        call, self._call = self._call, None
+        if call is not None:
+            call[0](*call[1])

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from capeval.significance.cider_arrays import (
@@ -52,7 +52,9 @@ from capeval.significance.cider_arrays import (
     _weights,
 )
 from capeval.significance.blas_dot import BlasDot
-from capeval.significance.buffers import BufferPool, Buffers
+from capeval.significance.buffers import BufferPool, Buffers, Once
+if TYPE_CHECKING:
+    from capeval.significance.cider_statistic import CiderStatistic
 from capeval.significance.cider_groups import (
     _Group,
     _groups,
@@ -353,7 +355,7 @@ class CiderResampling:
                     df = df_done()
                 scores = [self._scores.get(f"scores{j}", (b - a, n)) for j in range(len(self._systems))]
                 _in_threads(self.threads, [(g.block, (df, None, scores)) for g in self._groups])
-                pending = _Once(self._reduce, parts, which, systems, reduce, counts[a:b], scores)
+                pending = Once(self._reduce, parts, which, systems, reduce, counts[a:b], scores)
                 continue
             if pending is not None:
                 pending()
@@ -388,19 +390,6 @@ class CiderResampling:
             parts[id(s)].append(reduce(s, counts, scores[j]))
 
 
-class _Once:
-    """``fn(*args)``, made at the first call only; its arguments (a block's multiplicities and
-    score arrays) are let go once it is made, not held by whoever keeps the call."""
-
-    def __init__(self, fn: Any, *args: Any):
-        self._call: tuple[Any, tuple] | None = (fn, args)
-
-    def __call__(self) -> None:
-        call, self._call = self._call, None
-        if call is not None:
-            call[0](*call[1])
-
-
 @functools.lru_cache(maxsize=None)
 def orders_mean_is_sequential(n_ord: int) -> bool:
     """Whether numpy's mean over the last axis of an ``(m, n_ord)`` array is, to the last bit,
@@ -425,47 +414,3 @@ def _built_kernels(work: int) -> Any:
         cider_aot.start_build()
     return built
 
-
-class CiderStatistic:
-    """CIDEr-D of one system on resamples (``resampled``) and on mixed item sets (``mixed``)."""
-
-    def __init__(self, chunks: list[CiderChunk], items: np.ndarray, shared: CiderResampling | None):
-        self.n = len(items)
-        self.items = np.asarray(items, dtype=np.float64)
-        self.shared = shared
-        #: the system's n-gram tables, until the shared resampling has built its groups from them (then None)
-        self.chunks: list[CiderChunk] | None = list(chunks)
-        self.n_ord = chunks[0].n_ord if chunks else 4
-        self.ref_counts = (np.concatenate([c.ref_counts for c in chunks]) if chunks
-                           else np.zeros(0, dtype=np.int64))
-        if shared is not None:
-            shared.register(self)
-
-    def score(self) -> float:
-        return float(np.mean(self.items))
-
-    def prepare_counts(self, counts: np.ndarray) -> None:
-        """Work on a block's multiplicities that may be done as soon as they are drawn
-        (:meth:`CiderResampling.prepare_counts`)."""
-        if self.shared is not None:
-            self.shared.prepare_counts(counts)
-
-    def item_scores(self, counts: np.ndarray) -> np.ndarray:
-        """``(k, N)`` item scores on each resample (an item not drawn scores 0)."""
-        if self.shared is None:
-            raise ValueError("CiderStatistic.item_scores needs the shared CiderResampling")
-        return self.shared.item_scores(self, np.asarray(counts, dtype=np.float64))
-
-    def resampled(self, counts: np.ndarray) -> np.ndarray:
-        return self.resampled_later(counts)()
-
-    def resampled_later(self, counts: np.ndarray) -> Any:
-        """:meth:`resampled` as a call giving the scores, its last step done beside the next
-        block's work (:meth:`CiderResampling.resampled_later`)."""
-        if self.shared is None:
-            raise ValueError("CiderStatistic.resampled needs the shared CiderResampling")
-        return self.shared.resampled_later(self, np.asarray(counts, dtype=np.float64))
-
-    def mixed(self, take_self: np.ndarray, other: "CiderStatistic") -> np.ndarray:
-        # the approximate randomisation swaps outputs; the references, hence df, do not change
-        return (take_self @ self.items + (~take_self) @ other.items) / self.n

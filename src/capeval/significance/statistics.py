@@ -149,6 +149,6 @@ def check_mean(metric: str, system: float, items: np.ndarray) -> None:
 
 def cider_statistic(chunks: list[Any], items: np.ndarray, shared: Any) -> Any:
     """CIDEr-D with each resample's document frequencies (:mod:`capeval.significance.cider_resample`)."""
-    from capeval.significance.cider_resample import CiderStatistic
+    from capeval.significance.cider_statistic import CiderStatistic
 
     return CiderStatistic(chunks, items, shared)
