@@ -64,8 +64,11 @@ def test_every_run_sums_its_own_values_in_order(seed):
         runs.append(run)
     values = np.array([v for run in runs for v in run], dtype=np.int64)
     ptr = np.r_[0, np.cumsum([len(run) for run in runs])].astype(np.int64)
-    node_value, depth, length, last = _shared_prefixes(values, ptr)
-    assert length.tolist() == [len(run) for run in runs]
+    node_value, depth, order, done = _shared_prefixes(values, ptr)
+    assert sorted(order.tolist()) == list(range(len(runs))) and np.all(np.diff(done) >= 0)
+    last = np.empty(len(runs), dtype=np.int64)
+    last[order] = done
+    length = np.diff(ptr)
     assert _sums(node_value, depth, length, last) == [tuple(run) for run in runs]
     # every distinct start shorter than the ordering depth is added once
     starts = {tuple(run[:i + 1]) for run in runs for i in range(min(len(run), _ORDER_DEPTH))}

@@ -352,9 +352,9 @@ def test_draws_and_the_baseline_resamples_made_once(monkeypatch):
     dfs = []
     real_df = cider_resample.CiderResampling.df_block
 
-    def df_block(self, counts):
+    def df_block(self, counts, *rest):
         dfs.append(len(counts))
-        return real_df(self, counts)
+        return real_df(self, counts, *rest)
 
     monkeypatch.setattr(cider_resample.CiderResampling, "df_block", df_block)
     systems, refs = _random_set(25, 50)

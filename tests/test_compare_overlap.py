@@ -237,3 +237,25 @@ def test_a_blocks_last_means_are_taken_beside_the_next_blocks_df(monkeypatch):
     new = _quiet(compare, two, refs, "cider-d", samples=200, seed=72)  # four blocks of draws
     assert events == ["df", "df", "mean", "mean", "df", "mean", "mean", "df", "mean", "mean", "mean", "mean"]
     _assert_same(_quiet(before.compare, two, refs, "cider-d", samples=200, seed=72), new)
+
+
+def test_counts_transposed_ahead_serve_the_unfused_path_too(monkeypatch):
+    """With 9 orders (numpy's mean over them is pairwise, so the compiled kernels hand numpy the
+    sums) the block's transposed multiplicities made on the drawing thread are used as well, and
+    the comparison equals the numpy kernels' bit for bit."""
+    pytest.importorskip("numba")
+    from capeval.significance import paired
+
+    monkeypatch.setattr(paired, "_DRAW_AHEAD_ITEMS", 0)
+    systems, refs = _random_set(40, 73)
+    opts = {"cider-d": {"n": 9}}
+    monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 1 << 62)
+    numpy_path = _quiet(compare, systems, refs, "cider-d", samples=200, seed=73, options=opts)
+    monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0)
+    made = []
+    real = cider_resample.CiderResampling.transposed_counts
+    monkeypatch.setattr(cider_resample.CiderResampling, "transposed_counts",
+                        lambda self, counts: made.append(len(counts)) or real(self, counts))
+    compiled = _quiet(compare, systems, refs, "cider-d", samples=200, seed=73, options=opts)
+    assert made == [64, 64, 64, 8]  # once per block, on the drawing thread
+    _assert_same(numpy_path, compiled)

@@ -247,31 +247,24 @@ def _threads() -> int:
 
 def _in_threads(threads: int, calls: list[tuple[Any, tuple]]) -> list[Any]:
     """``fn(*args)`` for each call, on ``threads`` threads (numba's kernels release the GIL)."""
-    if threads <= 1 or len(calls) <= 1:
-        return [fn(*args) for fn, args in calls]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(threads) as pool:
-        futures = [pool.submit(fn, *args) for fn, args in calls]
-        return [f.result() for f in futures]
+    return _start_threads(threads, calls)()
 
 
 def _start_threads(threads: int, calls: list[tuple[Any, tuple]]) -> Any:
-    """:func:`_in_threads` started: returns the call that waits for the calls (and re-raises the
-    first error); on one thread, or for one call, they are made before returning."""
+    """:func:`_in_threads` started: returns the call that waits for the calls and gives their
+    results (re-raising the first error); on one thread, or for one call, they are made before
+    returning."""
     if threads <= 1 or len(calls) <= 1:
-        for fn, args in calls:
-            fn(*args)
-        return lambda: None
+        results = [fn(*args) for fn, args in calls]
+        return lambda: results
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(threads)
     futures = [pool.submit(fn, *args) for fn, args in calls]
 
-    def wait() -> None:
+    def wait() -> list[Any]:
         try:
-            for f in futures:
-                f.result()
+            return [f.result() for f in futures]
         finally:
             pool.shutdown(wait=True)
 
@@ -376,10 +369,10 @@ def _shared_prefixes(values: np.ndarray, ptr: np.ndarray) -> tuple[np.ndarray, n
     then adds each shared prefix once for all the runs that share it, in the same order (the same
     doubles): a run keeps the partial sums of the run before it up to their common length.
 
-    Returns ``(node value, node depth, run length, run's node)``: the nodes (the runs' elements not
-    shared with the run before, run after run in that order) and, per run in its original
-    numbering, its length and the node after which its sum is complete (its last node; for a run
-    equal to the start of the run before, that run's last node)."""
+    Returns ``(node value, node depth, runs, run's node)``: the nodes (the runs' elements not
+    shared with the run before, run after run in that order), the runs' numbers in that order,
+    and for each of them the node after which its sum is complete (its last node; for a run equal
+    to the start of the run before, that run's last node), non-decreasing."""
     n_runs = len(ptr) - 1
     none = np.zeros(0, dtype=np.int64)
     if n_runs <= 0:
@@ -414,6 +407,4 @@ def _shared_prefixes(values: np.ndarray, ptr: np.ndarray) -> tuple[np.ndarray, n
     node = _spans_take(o_start + common, fresh, int(fresh.sum()))
     depth = np.arange(len(node), dtype=np.int64)
     depth -= np.repeat(np.cumsum(fresh) - fresh - common, fresh)
-    last = np.empty(n_runs, dtype=np.int64)
-    last[order] = np.cumsum(fresh) - 1
-    return values[node], depth, lengths, last
+    return values[node], depth, order, np.cumsum(fresh) - 1

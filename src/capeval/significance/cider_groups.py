@@ -360,15 +360,15 @@ class _KernelIndex:
         # alike, a candidate and its edit) add them once (_shared_prefixes, norms_block).
         # Count-1 entries' sets (src >= 0) are numbered within the group until globalise(): one
         # number per set either way, so the same runs share the same additions
-        self.node_src, self.node_depth, length, last = _shared_prefixes(src, np.r_[starts, len(key)].astype(np.int64))
+        run_ptr = np.r_[starts, len(key)].astype(np.int64)
+        self.node_src, self.node_depth, runs, done = _shared_prefixes(src, run_ptr)
         self._set_entries: np.ndarray | None = np.flatnonzero(self.node_src >= 0)
         self.max_depth = int(self.node_depth.max()) if len(self.node_depth) else 0
         # each run's (sentence, order) and length, listed by the node after which its sum is complete
-        by_node = np.argsort(last, kind="stable")
-        self.emit_ptr = np.searchsorted(last[by_node], np.arange(len(self.node_src) + 1, dtype=np.int64))
-        self.emit_sent = key[starts][by_node] // group.n_ord
-        self.emit_order = key[starts][by_node] % group.n_ord
-        self.emit_len = length[by_node]
+        self.emit_ptr = np.searchsorted(done, np.arange(len(self.node_src) + 1, dtype=np.int64))
+        self.emit_sent = key[starts][runs] // group.n_ord
+        self.emit_order = key[starts][runs] % group.n_ord
+        self.emit_len = np.diff(run_ptr)[runs]
         # the sets of hits of counts 1 and 1 (their product is the set's w * w), over all systems
         ones = [it.hit_j[it.hit_ones] for it in group.items]
         # np.unique's sorted sets and each hit's rank among them, by a table of the group's sets

@@ -18,8 +18,8 @@ the former kernels' accumulators in the block's large arrays and their scattered
 three to four times the arithmetic (measured at 40,000 items, 32 resamples a block). The rows
 a loop reads are picked by index arrays, so each kernel asks for the rows of a few steps ahead
 (``_prefetch``, a hint that changes no value): at 40,000 items the df kernel took 13% less
-time, items_block 12% less, weights_block (in isolation) 38% less. The norms add each run of squares that sentences share at their
-start once (:func:`.cider_arrays._shared_prefixes`): at 40,000 items of bench_compare (the
+time, items_block 12% less, weights_block (in isolation) 38% less. The norms add each run of
+squares that sentences share at their start once (:func:`.cider_arrays._shared_prefixes`): at 40,000 items of bench_compare (the
 second system is the first with one word deleted) 30% fewer additions, 16% fewer for the
 human references alone; with the prefetching, norms_block took 27% less time.
 """

@@ -360,7 +360,7 @@ class CiderResampling:
             if pending is not None:
                 pending()
                 pending = None
-            df = self.df_block(counts[a:b])
+            df = self.df_block(counts[a:b], whole)
             # item-major (system, item, resample, order): an item's sums are written together
             per = self._scores.get("sums", (len(self._systems), n, b - a, n_ord))
             _in_threads(self.threads if self.jit else 1, [(g.block, (df, per)) for g in self._groups])

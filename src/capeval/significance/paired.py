@@ -32,7 +32,10 @@ _BLOCK = 64
 
 
 class Statistic(Protocol):
-    """Corpus scores of one system for weighted or mixed item sets."""
+    """Corpus scores of one system for weighted or mixed item sets. Optional, used by
+    :func:`bootstrap_scores` where a statistic has them: ``prepare_counts(counts)`` (work on a
+    block's multiplicities, done on the thread that draws it) and ``resampled_later(counts)``
+    (``resampled`` as a call giving the scores, made once every block is scored)."""
 
     n: int
 
@@ -108,12 +111,12 @@ def bootstrap_scores(statistics: Sequence[Statistic], samples: int = 1000, seed:
     blocks = map(draw, starts) if len(starts) < 2 or n < _DRAW_AHEAD_ITEMS else _drawn_ahead(draw, starts)
     # a statistic may give a block's scores as a call made later (CIDEr-D's last means are taken
     # beside the next block's work): made once every block is scored
+    deferred = [getattr(s, "resampled_later", None) for s in statistics]
     later: list[tuple[int, int, int, Any]] = []
     for start, counts in zip(starts, blocks):
         for j, stat in enumerate(statistics):
-            deferred = getattr(stat, "resampled_later", None)
-            if deferred is not None:
-                later.append((j, start, len(counts), deferred(counts)))
+            if deferred[j] is not None:
+                later.append((j, start, len(counts), deferred[j](counts)))
             else:
                 out[j, start:start + len(counts)] = stat.resampled(counts)
         if progress is not None:
