@@ -17,10 +17,13 @@ Data: Flickr8k's captions (``--data`` or ``$CAPEVAL_DATA``, default ../shared/da
 caption against the other four of its image (leave-one-out, the 40,460 items of
 bench_speed.py), the first N items in file order. System A is the held-out human caption;
 system B the same caption with one word deleted at a seeded random position (captions of more
-than three words), a real but small difference.
+than three words), a real but small difference. ``--unedited F``: B keeps A's very caption for a
+share F of the items, as two checkpoints of one model often do (the resampling copies those
+items' scores from A's instead of computing them).
 
     python benchmarks/bench_compare.py                     # both sizes, CIDEr-D
     python benchmarks/bench_compare.py --sizes 2000 -m bleu-4,cider-d,meteor --repeat 3
+    python benchmarks/bench_compare.py --sizes 40000 --unedited 0.5 --repeat 5
 """
 
 from __future__ import annotations
@@ -55,15 +58,18 @@ json.dump(res, open(out, "w"))
 """
 
 
-def perturbed(cands: dict[str, str], seed: int = 1) -> dict[str, str]:
-    """Each caption with one word deleted at a random position (captions of more than 3 words)."""
+def perturbed(cands: dict[str, str], seed: int = 1, unedited: float = 0.0) -> dict[str, str]:
+    """Each caption with one word deleted at a random position (captions of more than 3 words);
+    ``unedited``: the share of the items (drawn by a second generator) that keep their caption as
+    it is, the others edited exactly as with ``unedited=0``."""
     rng = random.Random(seed)
+    keep = random.Random(seed + 1)
     out = {}
     for i, text in cands.items():
         words = text.split()
         if len(words) > 3:
             del words[rng.randrange(len(words))]
-        out[i] = " ".join(words)
+        out[i] = text if unedited and keep.random() < unedited else " ".join(words)
     return out
 
 
@@ -114,10 +120,14 @@ def main() -> int:
     ap.add_argument("--metrics", "-m", default="cider-d")
     ap.add_argument("--samples", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=1, help="runs of each timed job (median)")
+    ap.add_argument("--unedited", type=float, default=0.0, help="share of the items whose caption system B keeps "
+                    "unedited, in [0, 1] (default 0)")
     ap.add_argument("--old-at", default="2000", help="sizes at which the former implementation runs in full")
     ap.add_argument("--old-samples", type=int, default=64, help="resamples of the former implementation elsewhere "
                     "(0: not run)")
     args = ap.parse_args()
+    if not 0.0 <= args.unedited <= 1.0:
+        ap.error(f"--unedited: {args.unedited} is not in [0, 1]")
     data = flickr8k_data(args.data, "bench_compare")
     if data is None:
         return 1
@@ -134,7 +144,7 @@ def main() -> int:
             sub = ids[:n]
             a = {i: cands[i] for i in sub}
             paths = [folder / f"{k}{n}.json" for k in "abr"]
-            for path, obj in zip(paths, (a, perturbed(a), {i: refs[i] for i in sub})):
+            for path, obj in zip(paths, (a, perturbed(a, unedited=args.unedited), {i: refs[i] for i in sub})):
                 path.write_text(json.dumps(obj, ensure_ascii=False), encoding="utf-8")
             files[n] = paths
         # warm-up, once per size: METEOR's index, numba's compiled kernels (cached: a large job's
@@ -154,7 +164,7 @@ def main() -> int:
                  "--samples", str(args.samples), "-q", "--out", str(new_json)]], args.repeat)
             score_wall, score_cpu = statistics.median(score_walls), statistics.median(score_cpus)
             cmp_wall, cmp_cpu = statistics.median(cmp_walls), statistics.median(cmp_cpus)
-            row = {"items": n, "metrics": args.metrics, "samples": args.samples,
+            row = {"items": n, "metrics": args.metrics, "samples": args.samples, "unedited": args.unedited,
                    "score_one_wall_s": round(score_wall, 2), "score_one_cpu_s": round(score_cpu, 2),
                    "compare_two_wall_s": round(cmp_wall, 2), "compare_two_cpu_s": round(cmp_cpu, 2),
                    "ratio_wall": round(cmp_wall / score_wall, 2), "ratio_cpu": round(cmp_cpu / score_cpu, 2),
@@ -192,6 +202,8 @@ def main() -> int:
               f"{row['score_one_peak_mb']:>6}/{row['compare_two_peak_mb']:<6}  {before}")
     for row in rows:
         print(f"{row['items']:>6} items: compare / score of each pair of runs {row['ratio_wall_runs']}")
+    if args.unedited:
+        print(f"(system B keeps system A's caption unedited for a share {args.unedited} of the items, drawn at random)")
     print(f"(wall and CPU: median of {args.repeat} run(s) per job, score and compare run in turn; CPU of the process "
           "tree; peak MB: the largest "
           "resident size of one process of the job, score / compare; "

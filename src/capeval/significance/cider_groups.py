@@ -17,6 +17,7 @@ from capeval.significance.cider_arrays import (
     _spans_take,
     _unique_small,
 )
+from capeval.significance.cider_items import _different_candidates, _Items
 
 
 def _groups(shared: CiderResampling, systems: list[CiderStatistic]) -> list["_Group"]:
@@ -140,10 +141,21 @@ class _Group:
         self.ent_rare = np.full(len(self.ent_row), -1, dtype=np.int64)
         self.ent_rare[rare] = np.arange(len(rare), dtype=np.int64)
         self.items = []
+        #: per system of the group: the first system's position (0) when some of its items have
+        #: the first system's very candidate (same entries, same references: the same scores on
+        #: every resample, copied rather than computed), else None
+        self.copies_from: list[int | None] = []
         ent0 = 0
+        first = None
         for c, sb in zip(chunks, sent_base):
-            self.items.append(_Items(c, sent_id[sb:sb + len(c.ent_ptr) - 1], ent_loc_all[ent0:ent0 + len(c.ent_gid)],
-                                     n_ord))
+            sent_u = sent_id[sb:sb + len(c.ent_ptr) - 1]
+            keep = None
+            if first is None:
+                first = (c, sent_u)
+            else:
+                keep = _different_candidates(first, (c, sent_u))
+            self.copies_from.append(None if keep is None else 0)
+            self.items.append(_Items(c, sent_u, ent_loc_all[ent0:ent0 + len(c.ent_gid)], n_ord, keep))
             ent0 += len(c.ent_gid)
         self._numpy: dict[str, Any] | None = None
         self._kernels: _KernelIndex | None = None
@@ -174,8 +186,13 @@ class _Group:
                 self._block_compiled(df, per, scores, rare, buffers)
         else:
             w, ww, norms = self._norms_numpy(df, rare)
-            for s, base, it in zip(self.which, self.bases, self.items):
-                per[s, base:base + it.n_items] = it.block_numpy(w, ww, norms).transpose(0, 2, 1)
+            for s, base, it, src in zip(self.which, self.bases, self.items, self.copies_from):
+                sums = it.block_numpy(w, ww, norms).transpose(0, 2, 1)
+                if src is None:
+                    per[s, base:base + it.n_items] = sums
+                else:
+                    per[s, base + it.kept] = sums
+                    per[s, base + it.copied] = per[self.which[src], base + it.copied]
 
     def _block_compiled(self, df: np.ndarray, per: np.ndarray | None, scores: list[np.ndarray] | None,
                         rare: np.ndarray, buffers: Any) -> None:
@@ -198,13 +215,28 @@ class _Group:
                             ix.emit_sent, ix.emit_order, norms)
         no_scores = np.empty((k, 0), dtype=np.float64)
         no_sums = np.empty((0, k, self.n_ord), dtype=np.float64)
-        for s, base, it, start, hit_src in zip(self.which, self.bases, self.items, ix.starts, ix.hit_src):
+        for s, base, it, start, hit_src, src in zip(self.which, self.bases, self.items, ix.starts, ix.hit_src,
+                                                    self.copies_from):
             kernels.hits_block(df, shared.weights, self.loc_g, it.hit_j, it.hit_th, it.hit_tr, it.others, products,
                                start)
-            part = slice(base, base + it.n_items)
-            kernels.items_block(products, hit_src, norms, it.hyp_u, it.slot_ptr, it.slot_u, it.factor, it.seg_ptr,
-                                it.seg_order, it.hit_ptr, it.ref_counts, no_scores if scores is None else
-                                scores[s][:, part], no_sums if per is None else per[s, part])
+            if src is None:
+                part = slice(base, base + it.n_items)
+                out_scores = no_scores if scores is None else scores[s][:, part]
+                out_sums = no_sums if per is None else per[s, part]
+            else:  # the kept items' into work arrays, then put in place beside the copied ones
+                out_scores = no_scores if scores is None else buffers.get("kept_scores", (k, it.n_items))
+                out_sums = no_sums if per is None else buffers.get("kept_sums", (it.n_items, k, self.n_ord))
+            if it.n_items:
+                kernels.items_block(products, hit_src, norms, it.hyp_u, it.slot_ptr, it.slot_u, it.factor, it.seg_ptr,
+                                    it.seg_order, it.hit_ptr, it.ref_counts, out_scores, out_sums)
+            if src is not None:
+                kept, copied, first = base + it.kept, base + it.copied, self.which[src]
+                if scores is not None:
+                    scores[s][:, kept] = out_scores
+                    scores[s][:, copied] = scores[first][:, copied]
+                else:
+                    per[s, kept] = out_sums
+                    per[s, copied] = per[first, copied]
 
     def _kernel_index(self) -> "_KernelIndex":
         """What the compiled kernels read besides the block's df (computed at the first block)."""
@@ -236,76 +268,6 @@ class _Group:
         seg, sums = _sequential(ix["ent"], stacked, ix["source"])
         norms[seg] = np.sqrt(sums)
         return w, w * w, norms.reshape(self.n_sent, self.n_ord, k)
-
-
-class _Items:
-    """One system's items of one chunk: their sentences in the group's numbering, and the hits
-    (candidate n-grams found in a reference) as runs of one (reference, order), in the scorer's
-    order; an (item, reference, order) without hits adds 0 and is skipped."""
-
-    def __init__(self, c: CiderChunk, sent_u: np.ndarray, ent_loc: np.ndarray, n_ord: int):
-        self.n_items = c.n_items
-        self.n_ord = n_ord
-        self.hyp_u = sent_u[c.hyp_sid]
-        self.slot_u = sent_u[c.slot_sid]
-        self.slot_ptr = np.r_[0, np.cumsum(c.ref_counts)].astype(np.int64)
-        self.factor = c.factor.astype(np.float64)
-        hit_order = c.ent_order[c.hit_h]
-        key = c.hit_slot.astype(np.int64) * n_ord + hit_order  # runs: hits are by slot, then order
-        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
-        self.hit_ptr = np.r_[starts, len(key)].astype(np.int64)
-        self.seg_order = hit_order[starts].astype(np.int64)
-        seg_slot = c.hit_slot[starts]
-        self.seg_ptr = np.searchsorted(seg_slot, np.arange(len(c.slot_sid) + 1, dtype=np.int64)).astype(np.int64)
-        self.hit_j = ent_loc[c.hit_h]  # the hit's n-gram is the same on both sides
-        self.hit_th = c.ent_tf[c.hit_h].astype(np.float64)
-        self.hit_tr = c.ent_tf[c.hit_r].astype(np.float64)
-        # min(1 * w, 1 * w) * (1 * w) is w * w: one product, shared by all such hits
-        self.hit_ones = (c.ent_tf[c.hit_h] == 1) & (c.ent_tf[c.hit_r] == 1)
-        self.others = np.flatnonzero(~self.hit_ones).astype(np.int64)
-        self.ref_counts = c.ref_counts.astype(np.float64)
-        self._numpy: dict[str, Any] | None = None
-
-    def block_numpy(self, w: np.ndarray, ww: np.ndarray, norms: np.ndarray) -> np.ndarray:
-        """``(items, orders, k)`` per-item sums (see :meth:`_Group.block`), over the (reference,
-        order) runs of hits only: one without hits adds 0.0 to its item's sum."""
-        n_ord = self.n_ord
-        k = w.shape[1]
-        n_seg = len(self.seg_order)
-        if self._numpy is None:
-            seg_of_hit = np.repeat(np.arange(n_seg, dtype=np.int64), np.diff(self.hit_ptr))
-            seg_slot = np.repeat(np.arange(len(self.slot_u), dtype=np.int64), np.diff(self.seg_ptr))
-            slot_item = np.repeat(np.arange(self.n_items, dtype=np.int64), np.diff(self.slot_ptr))
-            seg_item = slot_item[seg_slot]
-            # the runs' order within an (item, order): by reference, as the scorer adds them
-            by_item = np.lexsort((seg_slot, self.seg_order, seg_item))
-            others = self.others
-            source = self.hit_j.copy()  # ones: the set's w * w; others: their own row after the sets
-            source[others] = len(w) + np.arange(len(others), dtype=np.int64)
-            self._numpy = {
-                "hit": _runs(seg_of_hit), "source": source, "others": others,
-                "nh": (self.hyp_u[seg_item], self.seg_order), "nr": (self.slot_u[seg_slot], self.seg_order),
-                "factor": self.factor[seg_slot][:, None],
-                "item": _runs((seg_item * n_ord + self.seg_order)[by_item]), "by_item": by_item,
-            }
-        ix = self._numpy
-        o = ix["others"]
-        wo = w[self.hit_j[o]]
-        vh = self.hit_th[o][:, None] * wo
-        vr = self.hit_tr[o][:, None] * wo
-        stacked = np.concatenate([ww, np.minimum(vh, vr) * vr])
-        val = np.zeros((n_seg, k), dtype=np.float64)
-        seg, sums = _sequential(ix["hit"], stacked, ix["source"])
-        val[seg] = sums
-        nh = norms[ix["nh"]]
-        nr = norms[ix["nr"]]
-        ok = (nh != 0) & (nr != 0)
-        np.divide(val, nh * nr, out=val, where=ok)
-        val *= ix["factor"]
-        per = np.zeros((self.n_items * n_ord, k), dtype=np.float64)
-        seg, sums = _sequential(ix["item"], val, ix["by_item"])
-        per[seg] = sums
-        return per.reshape(self.n_items, n_ord, k)
 
 
 class _KernelIndex:
