@@ -135,7 +135,7 @@ def test_no_copies_below_the_threshold(monkeypatch):
     systems, refs = _random_set(64, 85)
     a, b = systems["A"], systems["B"]
     ids = list(a)
-    few = {i: a[i] if k == 0 else b[i] for k, i in enumerate(ids)}  # 1 of 64: under a sixteenth
+    few = {i: a[i] if k == 0 else b[i] for k, i in enumerate(ids)}  # 1 of 64: under an eighth
     systems = {"A": a, "F": few}
     new = _quiet(compare, systems, refs, "cider-d", samples=70, seed=85)
     assert _copied(groups) == {}
