@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 import _compare_before as before  # noqa: E402
-from test_compare_fast import WORDS, _assert_same  # noqa: E402
+from test_compare_fast import WORDS, _assert_same, _spy_groups  # noqa: E402
 
 
 def _sums(values: np.ndarray, depth: np.ndarray, length: np.ndarray, last: np.ndarray) -> list[tuple[int, ...]]:
@@ -106,15 +106,7 @@ def _edited_set(n: int, seed: int) -> tuple[dict[str, dict[str, str]], dict[str,
 def test_shared_prefixes_equal_the_former_implementation(monkeypatch, n, seed):
     pytest.importorskip("numba")
     monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0)  # the compiled kernels at any size
-    shared = []
-    real_groups = cider_resample._groups
-
-    def groups(resampling, systems):
-        out = real_groups(resampling, systems)
-        shared.extend(out)
-        return out
-
-    monkeypatch.setattr(cider_resample, "_groups", groups)
+    shared = _spy_groups(monkeypatch)
     systems, refs = _edited_set(n, seed)
     opts = {"cider-d": {"chunk_size": 32}}
     with warnings.catch_warnings():

@@ -64,6 +64,20 @@ def _quiet(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
+def _spy_groups(monkeypatch) -> list:
+    """The resampling groups each comparison builds from now on, collected in the list returned."""
+    made = []
+    real = cider_resample._groups
+
+    def groups(resampling, systems):
+        out = real(resampling, systems)
+        made.extend(out)
+        return out
+
+    monkeypatch.setattr(cider_resample, "_groups", groups)
+    return made
+
+
 def _assert_same(old: dict, new: dict) -> None:
     """Every field of the former result equals the new one (==, so to the last bit)."""
     assert list(old["systems"]) == list(new["systems"])

@@ -18,7 +18,6 @@ later system's score is copied from the first system's instead of being computed
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -31,13 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 import _compare_before as before  # noqa: E402
-from test_compare_fast import _assert_same, _kernels, _random_set  # noqa: E402
-
-
-def _quiet(fn, *args, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fn(*args, **kwargs)
+from test_compare_fast import _assert_same, _kernels, _quiet, _random_set, _spy_groups  # noqa: E402
 
 
 def _with_copies(n: int, seed: int) -> tuple[dict[str, dict[str, str]], dict[str, list[str]]]:
@@ -51,25 +44,12 @@ def _with_copies(n: int, seed: int) -> tuple[dict[str, dict[str, str]], dict[str
     return {"A": a, "B": b, "H": h, "S": dict(a), "T": t}, refs
 
 
-def _spy_groups(monkeypatch) -> list:
-    made = []
-    real = cider_resample._groups
-
-    def groups(resampling, systems):
-        out = real(resampling, systems)
-        made.extend(out)
-        return out
-
-    monkeypatch.setattr(cider_resample, "_groups", groups)
-    return made
-
-
 def _copied(groups: list) -> dict[int, int]:
     """Items copied per system index, over the groups."""
     out: dict[int, int] = {}
     for g in groups:
-        for s, it, src in zip(g.which, g.items, g.copies_from):
-            if src is not None:
+        for s, it in zip(g.which, g.items):
+            if it.copied is not None:
                 out[s] = out.get(s, 0) + len(it.copied)
     return out
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -32,13 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 import _compare_before as before  # noqa: E402
-from test_compare_fast import _assert_definition, _assert_same, _random_set  # noqa: E402
-
-
-def _quiet(fn, *args, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fn(*args, **kwargs)
+from test_compare_fast import _assert_definition, _assert_same, _quiet, _random_set  # noqa: E402
 
 
 @pytest.mark.parametrize("n_workers", [1, 2])

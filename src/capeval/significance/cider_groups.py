@@ -140,11 +140,9 @@ class _Group:
         self.rare_tf = self.tf_f[rare]
         self.ent_rare = np.full(len(self.ent_row), -1, dtype=np.int64)
         self.ent_rare[rare] = np.arange(len(rare), dtype=np.int64)
+        # a later system's items with the first system's very candidate (same entries, same
+        # references: the same scores on every resample) copy its scores (_Items.copied)
         self.items = []
-        #: per system of the group: the first system's position (0) when some of its items have
-        #: the first system's very candidate (same entries, same references: the same scores on
-        #: every resample, copied rather than computed), else None
-        self.copies_from: list[int | None] = []
         ent0 = 0
         first = None
         for c, sb in zip(chunks, sent_base):
@@ -154,7 +152,6 @@ class _Group:
                 first = (c, sent_u)
             else:
                 keep = _different_candidates(first, (c, sent_u))
-            self.copies_from.append(None if keep is None else 0)
             self.items.append(_Items(c, sent_u, ent_loc_all[ent0:ent0 + len(c.ent_gid)], n_ord, keep))
             ent0 += len(c.ent_gid)
         self._numpy: dict[str, Any] | None = None
@@ -186,13 +183,12 @@ class _Group:
                 self._block_compiled(df, per, scores, rare, buffers)
         else:
             w, ww, norms = self._norms_numpy(df, rare)
-            for s, base, it, src in zip(self.which, self.bases, self.items, self.copies_from):
+            for s, base, it in zip(self.which, self.bases, self.items):
                 sums = it.block_numpy(w, ww, norms).transpose(0, 2, 1)
-                if src is None:
+                if it.copied is None:
                     per[s, base:base + it.n_items] = sums
                 else:
-                    per[s, base + it.kept] = sums
-                    per[s, base + it.copied] = per[self.which[src], base + it.copied]
+                    it.place(per[s], per[self.which[0]], base, sums)
 
     def _block_compiled(self, df: np.ndarray, per: np.ndarray | None, scores: list[np.ndarray] | None,
                         rare: np.ndarray, buffers: Any) -> None:
@@ -215,11 +211,11 @@ class _Group:
                             ix.emit_sent, ix.emit_order, norms)
         no_scores = np.empty((k, 0), dtype=np.float64)
         no_sums = np.empty((0, k, self.n_ord), dtype=np.float64)
-        for s, base, it, start, hit_src, src in zip(self.which, self.bases, self.items, ix.starts, ix.hit_src,
-                                                    self.copies_from):
+        first = self.which[0]
+        for s, base, it, start, hit_src in zip(self.which, self.bases, self.items, ix.starts, ix.hit_src):
             kernels.hits_block(df, shared.weights, self.loc_g, it.hit_j, it.hit_th, it.hit_tr, it.others, products,
                                start)
-            if src is None:
+            if it.copied is None:
                 part = slice(base, base + it.n_items)
                 out_scores = no_scores if scores is None else scores[s][:, part]
                 out_sums = no_sums if per is None else per[s, part]
@@ -229,14 +225,11 @@ class _Group:
             if it.n_items:
                 kernels.items_block(products, hit_src, norms, it.hyp_u, it.slot_ptr, it.slot_u, it.factor, it.seg_ptr,
                                     it.seg_order, it.hit_ptr, it.ref_counts, out_scores, out_sums)
-            if src is not None:
-                kept, copied, first = base + it.kept, base + it.copied, self.which[src]
-                if scores is not None:
-                    scores[s][:, kept] = out_scores
-                    scores[s][:, copied] = scores[first][:, copied]
+            if it.copied is not None:
+                if scores is not None:  # (resamples, items): items on the first axis of the transposes
+                    it.place(scores[s].T, scores[first].T, base, out_scores.T)
                 else:
-                    per[s, kept] = out_sums
-                    per[s, copied] = per[first, copied]
+                    it.place(per[s], per[first], base, out_sums)
 
     def _kernel_index(self) -> "_KernelIndex":
         """What the compiled kernels read besides the block's df (computed at the first block)."""

@@ -44,12 +44,14 @@ class _Items:
     (candidate n-grams found in a reference) as runs of one (reference, order), in the scorer's
     order; an (item, reference, order) without hits adds 0 and is skipped. With ``keep``, only
     the items it marks (``kept``, the chunk's item numbers; the others, ``copied``, take the
-    first system's scores)."""
+    first system's scores: :meth:`place`); without, ``kept`` and ``copied`` are None."""
 
     def __init__(self, c: CiderChunk, sent_u: np.ndarray, ent_loc: np.ndarray, n_ord: int,
                  keep: np.ndarray | None = None):
         hyp_sid, slot_sid, ref_counts, factor = c.hyp_sid, c.slot_sid, c.ref_counts, c.factor
         hit_slot, hit_h, hit_r = c.hit_slot, c.hit_h, c.hit_r
+        self.kept: np.ndarray | None = None
+        self.copied: np.ndarray | None = None
         if keep is not None:
             self.kept, self.copied = np.flatnonzero(keep), np.flatnonzero(~keep)
             slot_keep = np.repeat(keep, ref_counts)
@@ -79,6 +81,12 @@ class _Items:
         self.others = np.flatnonzero(~self.hit_ones).astype(np.int64)
         self.ref_counts = ref_counts.astype(np.float64)
         self._numpy: dict[str, Any] | None = None
+
+    def place(self, dest: np.ndarray, first: np.ndarray, base: int, computed: np.ndarray) -> None:
+        """Put the kept items' ``computed`` rows and the copied items' rows of ``first`` (the first
+        system's) in ``dest`` (items on the first axis, this chunk's from ``base`` on)."""
+        dest[base + self.kept] = computed
+        dest[base + self.copied] = first[base + self.copied]
 
     def block_numpy(self, w: np.ndarray, ww: np.ndarray, norms: np.ndarray) -> np.ndarray:
         """``(items, orders, k)`` per-item sums (see :meth:`_Group.block`), over the (reference,
