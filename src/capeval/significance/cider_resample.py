@@ -53,12 +53,13 @@ from capeval.significance.cider_arrays import (
 )
 from capeval.significance.blas_dot import BlasDot
 from capeval.significance.buffers import BufferPool, Buffers, Once
-if TYPE_CHECKING:
-    from capeval.significance.cider_statistic import CiderStatistic
 from capeval.significance.cider_groups import (
     _Group,
     _groups,
 )
+
+if TYPE_CHECKING:
+    from capeval.significance.cider_statistic import CiderStatistic
 
 
 #: the largest multiplicity read by the df kernel as a byte (uint8); a block with a larger one
