@@ -332,7 +332,10 @@ def test_one_scoring_pass_per_system(monkeypatch):
         calls["meteor"] += 1
         return real_best(self, *args, **kwargs)
 
+    from capeval.metrics import text_chunks
+
     monkeypatch.setattr(text, "tokenize_texts", tok)
+    monkeypatch.setattr(text_chunks, "tokenize_texts", tok)  # a later system's candidates, in the first one's pass
     monkeypatch.setattr(Meteor15, "best_many", best)
     systems, refs = _random_set(30, 40)
     metrics = "bleu-4,cider-d,meteor"

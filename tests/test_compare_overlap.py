@@ -2,9 +2,11 @@
 
 - ``map_tasks(meanwhile=...)``: run once in the parent after the workers are forked and before
   the first result is awaited; an error in it ends the pool (no worker is left).
-- CIDEr-D's index of the references by the items holding each n-gram (``CiderResampling.prepare``)
-  is built while the next system's scoring workers run, once, and the comparison still equals
-  the former implementation (``benchmarks/_compare_before.py``) bit for bit.
+- CIDEr-D's index of the references by the items holding each n-gram is built from the first
+  system's corpus pass (``ReferenceSets``) while its scoring workers run, once; without that
+  (the first system's chunks keep the pairs) ``CiderResampling.prepare`` builds it while the next
+  system's scoring workers run; either way the comparison still equals the former implementation
+  (``benchmarks/_compare_before.py``) bit for bit.
 - The per-chunk groups of the resampling are built on several threads (the squares table's rows
   added from them one at a time): item scores still equal the definition (``cider_table_scores``
   on the whole table with the resample's df) bit for bit.
@@ -59,11 +61,61 @@ def test_an_error_meanwhile_ends_the_pool():
     assert multiprocessing.active_children() == []
 
 
+def _marking_passes(monkeypatch, passes: list[int]) -> None:
+    """map_tasks whose meanwhile, while it runs, leaves its pass's number of workers in ``passes``."""
+    real_map = workers.map_tasks
+
+    def map_tasks(job, tasks, n_workers, recycle=None, meanwhile=None):
+        def marked():
+            passes.append(n_workers)
+            try:
+                meanwhile()
+            finally:
+                passes.pop()
+        return real_map(job, tasks, n_workers, recycle, None if meanwhile is None else marked)
+
+    monkeypatch.setattr(workers, "map_tasks", map_tasks)
+
+
+def test_reference_sets_built_while_the_first_system_is_scored(monkeypatch):
+    from capeval.significance import reference_sets
+
+    runs: list[tuple[bool, int | None, int]] = []
+    passes: list[int] = []
+    real = reference_sets.ReferenceSets.get
+
+    def get(self):
+        runs.append((self._index is None, passes[-1] if passes else None, len(multiprocessing.active_children())))
+        return real(self)
+
+    monkeypatch.setattr(reference_sets.ReferenceSets, "get", get)
+    _marking_passes(monkeypatch, passes)
+    systems, refs = _random_set(128, 48)
+    systems = {k: systems[k] for k in "ABD"}
+    opts = {"cider-d": {"workers": 2, "chunk_size": 16}}
+    new = _quiet(compare, systems, refs, "cider-d", samples=40, options=opts)
+    built = [(in_pass, alive) for fresh, in_pass, alive in runs if fresh]
+    # built once, by the first system's scoring pass once its workers were started (one worker
+    # where this process may not fork: another thread runs, as under pytest-xdist); later calls
+    # (the resampling's prepare) find it built
+    assert len(built) == 1 and len(runs) >= 2
+    in_pass, alive = built[0]
+    assert in_pass is not None
+    assert (alive > 0) == (in_pass > 1)
+    monkeypatch.undo()
+    _assert_same(_quiet(before.compare, systems, refs, "cider-d", samples=40, options=opts), new)
+
+
 def test_resampling_index_built_while_the_next_system_is_scored(monkeypatch):
+    from capeval.significance import keep
+
     runs: list[tuple[bool, int | None, int]] = []
     passes: list[int] = []  # the workers of the pass whose meanwhile is running, else empty
     real = cider_resample.CiderResampling.prepare
     real_map = workers.map_tasks
+    # the former path: no index from the corpus pass, each later system scored in its own pass
+    monkeypatch.setattr(keep, "wants_reference_sets", lambda: False)
+    monkeypatch.setattr(keep, "score_ahead", lambda candidates: None)
 
     def prepare(self):
         runs.append((self._pending is not None, passes[-1] if passes else None,
@@ -92,8 +144,7 @@ def test_resampling_index_built_while_the_next_system_is_scored(monkeypatch):
     in_pass, alive = indexed[0]
     assert in_pass is not None
     assert (alive > 0) == (in_pass > 1)
-    monkeypatch.setattr(cider_resample.CiderResampling, "prepare", real)
-    monkeypatch.setattr(workers, "map_tasks", real_map)
+    monkeypatch.undo()
     _assert_same(_quiet(before.compare, systems, refs, "cider-d", samples=40, options=opts), new)
 
 

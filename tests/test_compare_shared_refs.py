@@ -63,9 +63,9 @@ def _counting(monkeypatch: pytest.MonkeyPatch):
         counts["ptb"] += len(texts)
         return ptb(texts, *args, **kwargs)
 
-    def counted_part(self, refs):
+    def counted_part(self, refs, **kwargs):
         counts["parts"] += len(refs)
-        return part(self, refs)
+        return part(self, refs, **kwargs)
 
     with monkeypatch.context() as m:  # undone on leaving: counters do not nest
         m.setattr(tok, "ptb_tokenize_batch", counted_ptb)
@@ -74,7 +74,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch):
 
 
 @contextlib.contextmanager
-def _no_sharing():
+def _no_sharing(*args, **kwargs):
     yield None
 
 
@@ -166,9 +166,15 @@ def test_budget_past_some_chunks(monkeypatch):
     with _counting(monkeypatch) as shared_run:
         compare(systems, refs, "cider-d", samples=40, options=options)
     assert shared_run["parts"] == len(refs)
-    later = shared_run["ptb"] - alone["ptb"]  # what systems B and C tokenised
-    assert 2 * len(refs) < later < 2 * (len(refs) + n_refs)  # their candidates and some references, not all
+    # systems B and C are scored in A's pass (joint tables): their candidates only, the references
+    # past the budget being tokenised again once, for the three systems
+    assert shared_run["ptb"] - alone["ptb"] == 2 * len(refs)
     assert counts["ptb"] - shared_run["ptb"] == alone["ptb"] * 3  # without sharing: each as alone
+    with _counting(monkeypatch) as own_passes, monkeypatch.context() as m:
+        m.setattr(keep, "score_ahead", lambda candidates: None)  # each later system in a pass of its own
+        assert compare(systems, refs, "cider-d", samples=40, options=options) == out
+    later = own_passes["ptb"] - alone["ptb"]  # what systems B and C tokenised
+    assert 2 * len(refs) < later < 2 * (len(refs) + n_refs)  # their candidates and some references, not all
 
 
 def _pass(scorer, cands, refs):
@@ -215,7 +221,8 @@ def test_shared_across_scorers_of_the_same_corpus(monkeypatch):
 
 
 def test_shared_references_are_not_sent_to_the_workers(monkeypatch):
-    """A later system's scoring tasks name the chunk whose tokenised references they take from
+    """A later system scored in a pass of its own (where the first system's pass did not score it:
+    see test_joint_tables.py): its scoring tasks name the chunk whose tokenised references they take from
     the shared entry (a forked worker has it from the parent) instead of carrying the tokens:
     what crosses to a worker is its candidates and an index; the results are unchanged."""
     from capeval.metrics import workers
@@ -233,6 +240,8 @@ def test_shared_references_are_not_sent_to_the_workers(monkeypatch):
         return real(job, seen(), n_workers, recycle, meanwhile)
 
     monkeypatch.setattr(workers, "map_tasks", recording)
+    # later systems in passes of their own (not scored in the first system's pass, on joint tables)
+    monkeypatch.setattr(keep, "score_ahead", lambda candidates: None)
     out, reports, plain = _compare_both_ways(monkeypatch, systems, refs, "cider-d", options)
     later = [t for t in sent if len(t) == 3]
     assert later and all(isinstance(t[2], int) for t in later)

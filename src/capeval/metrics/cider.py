@@ -77,9 +77,11 @@ class CiderD(TextScorer):
 
             gid, df = table_ids(table, corpus)  # df as document_frequencies gives it, and the n-grams' ids
             scores = cider_table_scores(table, df, corpus.n_docs, self.sigma)
-            # a later system of a comparison scores on the first one's index (text_share): the same
-            # references in the same chunks, whose (item, n-gram) pairs the first one kept
-            return scores, chunk_statistics(table, gid, corpus.n_ids(), self.sigma, pairs=not corpus.shared_by_passes,
+            # a later system of a comparison scores on the first one's index (text_share), or in
+            # its pass (a joint chunk): the same references in the same chunks, whose (item,
+            # n-gram) pairs the first one kept (or its corpus pass: GramIndex.keeps_pairs)
+            pairs = chunk.keeps_reference_pairs and not corpus.shared_by_passes and not corpus.keeps_pairs
+            return scores, chunk_statistics(table, gid, corpus.n_ids(), self.sigma, pairs=pairs,
                                             refs_token=corpus.token)
         df, n_docs = document_frequencies(table, self.corpus if self.corpus is not None else corpus)
         return cider_table_scores(table, df, n_docs, self.sigma)
@@ -159,6 +161,31 @@ def document_frequencies(table: NgramTable, corpus: CorpusDf | GramIndex) -> tup
     return np.array([get(t, 0) for t in table.gram_texts()], dtype=np.float64), corpus.n_docs
 
 
+def _sentence_vectors(table: NgramTable, df: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(every entry's tf-idf value, every sentence's norm per order, every sentence's length):
+    what depends on the sentences only, computed once for a table and its views (the views of a
+    joint table share its sentences: ``NgramTable.shared_cache``, for the same ``df`` object)."""
+    key = ("cider-vectors", id(df), n_docs)
+    cached = table.shared_cache.get(key)
+    if cached is not None and cached[0] is df:
+        return cached[1]
+    n = table.n
+    n_sent = table.n_sent
+    weight = np.log(float(n_docs)) - np.log(np.maximum(1.0, df))
+    ent_val = table.ent_tf.astype(np.float64) * weight[table.ent_gram]
+    ent_order = table.ent_order
+    ent_sent = table.ent_sent
+    # pycocoevalcap squares with pow(x, 2) (libm), which differs from x * x in the last bit
+    # for about one value in a thousand: square each distinct value the same way
+    uniq, inv = np.unique(ent_val, return_inverse=True)
+    squares = np.array([v**2 for v in uniq.tolist()], dtype=np.float64)[inv]
+    norms = np.sqrt(np.bincount(ent_sent * n + ent_order, weights=squares, minlength=n_sent * n)).reshape(n_sent, n)
+    length = np.bincount(ent_sent, weights=np.where(ent_order == 1, table.ent_tf, 0), minlength=n_sent)
+    out = (ent_val, norms, length)
+    table.shared_cache[key] = (df, out)  # the df held: its id names no other array meanwhile
+    return out
+
+
 def cider_table_scores(table: NgramTable, df: np.ndarray, n_docs: int, sigma: float = 6.0) -> np.ndarray:
     """CIDEr-D of the items of ``table`` given the document frequency of each of its n-grams.
 
@@ -171,17 +198,8 @@ def cider_table_scores(table: NgramTable, df: np.ndarray, n_docs: int, sigma: fl
     """
     n = table.n
     n_items = table.n_items
-    n_sent = table.n_sent
-    weight = np.log(float(n_docs)) - np.log(np.maximum(1.0, df))
-    ent_val = table.ent_tf.astype(np.float64) * weight[table.ent_gram]
+    ent_val, norms, length = _sentence_vectors(table, df, n_docs)
     ent_order = table.ent_order
-    ent_sent = table.ent_sent
-    # pycocoevalcap squares with pow(x, 2) (libm), which differs from x * x in the last bit
-    # for about one value in a thousand: square each distinct value the same way
-    uniq, inv = np.unique(ent_val, return_inverse=True)
-    squares = np.array([v**2 for v in uniq.tolist()], dtype=np.float64)[inv]
-    norms = np.sqrt(np.bincount(ent_sent * n + ent_order, weights=squares, minlength=n_sent * n)).reshape(n_sent, n)
-    length = np.bincount(ent_sent, weights=np.where(ent_order == 1, table.ent_tf, 0), minlength=n_sent)
 
     # -- clipped dot products of every (candidate, reference) pair -----------------------
     h_slot, h_ent, r_ent = table.pairs()

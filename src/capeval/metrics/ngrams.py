@@ -14,10 +14,12 @@ references contain each n-gram (CIDEr-D's ``df``), in flat integer arrays.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from typing import Any
 
 import numpy as np
 
@@ -106,6 +108,26 @@ class NgramTable:
         self.ent_ptr = np.searchsorted(self.ent_sent, np.arange(n_sent + 1, dtype=np.int64))
         self._flat = flat
         self._pairs: tuple[np.ndarray, ...] | None = None
+        #: names the table (its views share it: the same sentences and entries)
+        self.token = os.urandom(8).hex()
+        #: what is computed on the whole table, kept for its views (the same dict): a metric's
+        #: per-sentence arrays (CIDEr-D's vectors and norms), the n-grams' corpus ids
+        self.shared_cache: dict[Any, Any] = {}
+
+    def view(self, lo: int, hi: int) -> "NgramTable":
+        """The table as the candidates ``hyps[lo:hi]`` see it: a table built on several candidate
+        lists for the same references (``hyps = first + second + ...``, each one per item) read
+        as the table of one of them. Sentences, n-grams and entries are shared (a sentence's
+        entries are in pycocoevalcap's order whatever else the table holds); only the candidate
+        of each item changes, so every score computed on the view is the one a table of that
+        list alone gives (``tests/test_joint_tables.py``)."""
+        if not (0 <= lo <= hi <= len(self.hyp_sid)) or hi - lo != self.n_items:
+            raise ValueError(f"NgramTable.view({lo}, {hi}): not one candidate per item of {self.n_items} items "
+                             f"within {len(self.hyp_sid)} candidates")
+        out = copy.copy(self)
+        out.hyp_sid = self.hyp_sid[lo:hi]
+        out._pairs = None
+        return out
 
     def expand(self, sids: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows (owner, entry index) for every entry of each sentence in ``sids``, in entry order."""
@@ -166,23 +188,37 @@ class GramIndex:
         #: set when a comparison's later systems score on it (text_share.publish): their
         #: passes need not keep the references' (item, n-gram) pairs again
         self.shared_by_passes = False
+        #: whether the parts added carried the references' (item, n-gram) pairs (part(pairs=True)):
+        #: then :meth:`reference_pairs` gives them, and a pass's statistics need not keep them
+        self.keeps_pairs = False
+        # per part with pairs: (its first item, items, local n-grams, local n-gram -> (order, id in it))
+        self._pair_parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self.vocab: dict[str, int] = {}
         self._keys = [np.zeros(0, dtype=np.int64) for _ in range(n + 1)]  # sorted, per order
         self._ids = [np.zeros(0, dtype=np.int64) for _ in range(n + 1)]  # id of each key
         self._df = [np.zeros(0, dtype=np.int64) for _ in range(n + 1)]  # by id
 
-    def part(self, refs: Sequence[Sequence[str]]) -> "DfPart":
-        """The counts of one chunk of items (their tokenised references), to :meth:`add_part` later.
+    def part(self, refs: Sequence[Sequence[str]], pairs: bool = False) -> "DfPart":
+        """The counts of one chunk of items (their tokenised references), to :meth:`add_part` later;
+        with ``pairs``, also its distinct (item, n-gram) pairs (:meth:`reference_pairs`).
 
         Needs nothing of the index but its order, so chunks can be counted in other processes.
         """
         table = NgramTable(None, refs, self.n)
-        _, grams = table.item_grams()
+        items, grams = table.item_grams()
         counts = np.bincount(grams, minlength=int(table.n_grams))
-        return DfPart(table.n_items, table.words, table.prefix, table.last, table.gram_offset, counts)
+        kept = (items.astype(np.int32), grams.astype(np.int32)) if pairs and table.n_grams < 1 << 31 else \
+            (items, grams) if pairs else (None, None)
+        return DfPart(table.n_items, table.words, table.prefix, table.last, table.gram_offset, counts, *kept)
 
     def add_part(self, part: "DfPart") -> None:
-        """Count the items of a :meth:`part` into the index."""
+        """Count the items of a :meth:`part` into the index. Parts with pairs and parts without
+        are not mixed in one index."""
+        if (part.pair_item is not None) != self.keeps_pairs and self.n_docs:
+            raise ValueError("GramIndex: parts with and without the references' (item, n-gram) pairs mixed")
+        self.keeps_pairs = part.pair_item is not None
+        first_item = self.n_docs
+        local_ids = []
         self.n_docs += part.n_items
         vocab = self.vocab
         wid = np.array([vocab.setdefault(w, len(vocab)) for w in part.words], dtype=np.int64)
@@ -207,6 +243,27 @@ class GramIndex:
                 self._df[k] = np.concatenate([self._df[k], np.zeros(len(new), dtype=np.int64)])
             lo, hi = part.gram_offset[k - 1], part.gram_offset[k]
             self._df[k][prev_ids] += part.counts[lo:hi]
+            local_ids.append(prev_ids)
+        if part.pair_item is not None:
+            orders = np.repeat(np.arange(self.n, dtype=np.int8), np.diff(part.gram_offset[: self.n + 1]))
+            ids = np.concatenate(local_ids) if local_ids else np.zeros(0, dtype=np.int64)
+            self._pair_parts.append((first_item, part.pair_item, part.pair_gram, orders, ids))
+
+    def drop_reference_pairs(self) -> None:
+        """Let the parts' pairs go (once :meth:`reference_pairs` was read)."""
+        self._pair_parts = []
+
+    def reference_pairs(self) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        """Per part added with pairs: (its n-grams' ids over the whole index as :meth:`ids_of`
+        gives them, its items numbered within the part, its first item): the distinct (item,
+        n-gram) pairs of the references, valid once every part is added (ids are offset by the
+        sizes of the orders below)."""
+        offsets = np.cumsum([0] + [len(self._df[k]) for k in range(1, self.n + 1)]).astype(np.int64)
+        out = []
+        for first_item, items, grams, orders, ids in self._pair_parts:
+            gid = offsets[orders] + ids
+            out.append((gid[grams], items, first_item))
+        return out
 
     def df_of(self, table: NgramTable) -> np.ndarray:
         """Document frequency of every n-gram of ``table`` (0 for those never seen), as floats."""
@@ -306,6 +363,9 @@ class DfPart:
     last: dict[int, np.ndarray]
     gram_offset: list[int]
     counts: np.ndarray
+    #: the distinct (item within the part, n-gram) pairs of its references, when asked for
+    pair_item: np.ndarray | None = None
+    pair_gram: np.ndarray | None = None
 
 
 def _contains(keys: np.ndarray, q: np.ndarray, at: np.ndarray | None = None) -> np.ndarray:

@@ -21,9 +21,13 @@ from typing import Any, ClassVar
 from capeval.errors import InputError
 from capeval.gc_pause import gc_paused
 from capeval.io.inputs import prepare_text_inputs
+from capeval.metrics.text_chunks import TextChunk, span_texts, tokenize_span, tokenize_texts
 from capeval.progress import make_progress
 from capeval.result import MetricResult, Report
 from capeval.scorer import ScorerBase
+
+__all__ = ["DEFAULT_CHUNK", "KEEP_TOKENS_CHARS", "RECYCLE_ITEMS", "TextChunk", "TextScorer", "score_text",
+           "score_text_stream", "span_texts", "tokenize_span", "tokenize_texts"]
 
 #: items per chunk unless ``chunk_size`` says otherwise
 DEFAULT_CHUNK = 2048
@@ -38,31 +42,6 @@ KEEP_TOKENS_CHARS = 16 << 20
 #: 40,000-item compare of two systems no longer forks a worker mid-pass (its parent, holding the
 #: first system's statistics, is the costliest to fork): 340,000 page faults -> 240,000
 RECYCLE_ITEMS = 32768
-
-
-class TextChunk:
-    """Consecutive items, tokenised: ``hyps[i]`` and ``refs[i]`` (space-joined tokens) of item i.
-
-    :meth:`table` is the n-gram table (:class:`~capeval.metrics.ngrams.NgramTable`) of the
-    chunk, built once for all the metrics that read it (BLEU, CIDEr-D).
-    """
-
-    def __init__(self, hyps: list[str], refs: list[list[str]]):
-        self.hyps = hyps
-        self.refs = refs
-        self._tables: dict[int, Any] = {}
-
-    def __len__(self) -> int:
-        return len(self.refs)
-
-    def table(self, n: int) -> Any:
-        """The chunk's n-gram table up to order ``n`` (cached)."""
-        t = self._tables.get(n)
-        if t is None:
-            from capeval.metrics.ngrams import NgramTable
-
-            t = self._tables[n] = NgramTable(self.hyps, self.refs, n)
-        return t
 
 
 class TextScorer(ScorerBase):
@@ -148,53 +127,6 @@ class TextScorer(ScorerBase):
         raise NotImplementedError
 
 
-def tokenize_span(
-    tokenizer: str, ids: Sequence[str], cands: Mapping[str, str] | None, refs: Mapping[str, list[str]],
-    a: int, b: int, on_progress: Any = None,
-) -> tuple[list[str], list[list[str]]]:
-    """Tokenised candidates (``[]`` when ``cands`` is None) and references of ``ids[a:b]``.
-
-    The PTB step gives every caption the captions after it as context, as one
-    pycocoevalcap call over all candidates (then all references) would.
-    """
-    return tokenize_texts(tokenizer, *span_texts(ids, cands, refs, a, b), on_progress)
-
-
-def span_texts(
-    ids: Sequence[str], cands: Mapping[str, str] | None, refs: Mapping[str, list[str]], a: int, b: int
-) -> tuple[list[str] | None, list[list[str]], list[str], list[str]]:
-    """(candidates or None, references, following candidates, following references) of ``ids[a:b]``."""
-    from capeval.tokenize import CONTEXT_CAPTIONS
-
-    span = ids[a:b]
-    after = ids[b : b + CONTEXT_CAPTIONS]
-    hyps = [cands[i] for i in span] if cands is not None else None
-    next_hyps = [cands[i] for i in after] if cands is not None else []
-    return hyps, [refs[i] for i in span], next_hyps, [r for i in after for r in refs[i]][:CONTEXT_CAPTIONS]
-
-
-def tokenize_texts(
-    tokenizer: str, hyps: list[str] | None, refs: list[list[str]], next_hyps: list[str], next_refs: list[str],
-    on_progress: Any = None,
-) -> tuple[list[str], list[list[str]]]:
-    """Tokenise one span's texts (:func:`span_texts`), each caption with its following context."""
-    flat = [r for rs in refs for r in rs]
-    if tokenizer == "none":
-        hyps_tok = [" ".join(h.split()) for h in hyps] if hyps is not None else []
-        flat = [" ".join(r.split()) for r in flat]
-    else:
-        from capeval.tokenize import ptb_tokenize_batch
-
-        hyps_tok = ptb_tokenize_batch(hyps, on_progress, next_hyps) if hyps is not None else []
-        flat = ptb_tokenize_batch(flat, on_progress, next_refs)
-    out: list[list[str]] = []
-    pos = 0
-    for rs in refs:
-        out.append(flat[pos : pos + len(rs)])
-        pos += len(rs)
-    return hyps_tok, out
-
-
 def score_text(
     scorers: Sequence[TextScorer],
     candidates: Mapping[Any, Any] | Sequence[str],
@@ -231,7 +163,11 @@ def _score_text(
     def tasks(with_candidates: bool, work: list[tuple[int, int]]) -> Iterator[tuple]:
         return (span_texts(ids, cands if with_candidates else None, refs, a, b) for a, b in work)
 
-    return _score_spans(scorers, tokenizer, ids, sorted({len(refs[i]) for i in ids}), tasks, progress, refs)
+    texts = [cands[i] for i in ids]
+    from capeval.metrics.text_share import ahead_texts
+
+    return _score_spans(scorers, tokenizer, ids, sorted({len(refs[i]) for i in ids}), tasks, progress, refs,
+                        texts=texts, ahead=ahead_texts(ids))
 
 
 def score_text_stream(
@@ -296,11 +232,17 @@ def _score_spans(
     tasks: Callable[[bool, list[tuple[int, int]]], Iterator[tuple]],
     progress: bool | None,
     refs: Mapping[str, list[str]] | None = None,
+    *,
+    texts: list[str] | None = None,
+    ahead: list[list[str]] | None = None,
 ) -> dict[str, MetricResult]:
     """The chunked pipeline over ``ids``; ``tasks(with_candidates, spans)``: the
     :func:`span_texts` of each span (candidates None without ``with_candidates``). ``refs``:
     the references in memory, when the pass may share its reference work with the other
-    systems of a comparison (:mod:`capeval.metrics.text_share`)."""
+    systems of a comparison (:mod:`capeval.metrics.text_share`); ``texts``: the candidates in
+    item order (to find this system's chunks scored by an earlier pass); ``ahead``: later
+    systems' candidates in item order, scored in this pass beside its own when it is the first
+    on these references (:func:`~capeval.metrics.text_share.joint_scores`)."""
     from capeval.metrics.workers import map_tasks, resolve_workers, spans
 
     n_items = len(ids)
@@ -328,6 +270,17 @@ def _score_spans(
         from capeval.metrics.text_share import find_shared
 
         share, reused = find_shared(tokenizer, max(orders), work, ids, refs)
+    # this system's chunks scored by the first system's pass (its joint tables), when they were
+    taken = share.take_ahead(scorers, texts) if reused and texts is not None else None
+    if taken is not None:
+        from capeval.significance.keep import run_deferred
+
+        with make_progress(n_items, label, progress) as bar:
+            run_deferred()  # the comparison's work left for this pass: no workers to wait for now
+            bar.update(n_items)
+        return _merged(scorers, ids, taken, nrefs)
+    # later systems scored here, on joint tables: by the first pass of a comparison on these references
+    joint = list(ahead or []) if share is not None and not reused and refs is not None else []
     if reused:  # another system's pass on these references counted them: its index, its tokens
         corpus = share.corpus
     elif orders:
@@ -335,9 +288,14 @@ def _score_spans(
 
         corpus = GramIndex(max(orders))
 
+        # a comparison's first pass: the references' (item, n-gram) pairs, for its resampling
+        from capeval.significance.keep import kept as keeping_statistics, wants_reference_sets
+
+        with_pairs = share is not None and keeping_statistics() is not None and wants_reference_sets()
+
         def count(task: tuple) -> Any:
             hyps, rs = tokenize_texts(tokenizer, *task)
-            return corpus.part(rs), hyps, rs
+            return corpus.part(rs, pairs=with_pairs), hyps, rs
 
         # the tokenised candidates and references are kept for the scoring pass, up to a
         # budget (beyond, they are tokenised again there): tokenising is the costlier of the
@@ -361,15 +319,28 @@ def _score_spans(
     if not prepared:
         for s in scorers:
             s.before_chunks(n_items)
+    if corpus is not None and corpus.keeps_pairs and not reused:
+        from capeval.significance.keep import offer_reference_sets
+        from capeval.significance.reference_sets import ReferenceSets
 
-    def job(task: tuple) -> tuple[int, list[Any]]:
+        offer_reference_sets(ReferenceSets(corpus))  # built while the scoring pass's workers score
+
+    def tokens(task: tuple) -> tuple[list[str], list[list[str]]]:
         if len(task) == 2:  # tokenised by the corpus pass
-            hyps, rs = task
-        elif len(task) == 3:  # references tokenised by another system's pass: chunk task[2]'s
-            hyps, rs = tokenize_texts(tokenizer, task[0], [], task[1], [])[0], share.tokens_of(task[2])
-        else:
-            hyps, rs = tokenize_texts(tokenizer, *task)
-        piece = TextChunk(hyps, rs)
+            return task
+        if len(task) == 3:  # references tokenised by another system's pass: chunk task[2]'s
+            return tokenize_texts(tokenizer, task[0], [], task[1], [])[0], share.tokens_of(task[2])
+        return tokenize_texts(tokenizer, *task)
+
+    if joint:
+        from capeval.metrics.text_share import joint_scores
+
+    def job(task: tuple) -> tuple[Any, ...]:
+        if joint:
+            k, task = task
+            hyps, rs = tokens(task)
+            return joint_scores(scorers, corpus, tokenizer, hyps, rs, joint, work[k])
+        piece = TextChunk(*tokens(task))
         return len(piece), [s.score_chunk(piece, corpus) for s in scorers]
 
     def scoring_tasks() -> Iterator[tuple]:
@@ -387,19 +358,29 @@ def _score_spans(
                 yield tokens
 
     parts: list[list[Any]] = [[] for _ in scorers]
+    later: list[list[list[Any]]] = [[[] for _ in scorers] for _ in joint]  # per later system
     from capeval.significance.keep import run_deferred
 
+    work_tasks: Iterable[Any] = enumerate(scoring_tasks()) if joint else scoring_tasks()
     with make_progress(n_items, label, progress) as bar:
         # a comparison's work left for this pass (capeval.significance.keep.defer) is done here
         # while the workers score: this process would only wait for them
-        for done, outs in map_tasks(job, scoring_tasks(), workers, recycle, meanwhile=run_deferred):
+        for done, outs, *others in map_tasks(job, work_tasks, workers, recycle, meanwhile=run_deferred):
             for k, out in enumerate(outs):
                 parts[k].append(out)
+            for j, system_outs in enumerate(others[0] if others else []):
+                for k, out in enumerate(system_outs):
+                    later[j][k].append(out)
             bar.update(done)
     if share is not None and not reused:
         from capeval.metrics.text_share import publish
 
+        share.ahead = [(tuple(scorers), t, p) for t, p in zip(joint, later)]
         publish(share, corpus)
+    return _merged(scorers, ids, parts, nrefs)
+
+
+def _merged(scorers: Sequence[TextScorer], ids: list[str], parts: list[list[Any]], nrefs: str) -> dict[str, MetricResult]:
     results: dict[str, MetricResult] = {}
     for s, p in zip(scorers, parts):
         for r in s.merge(ids, p, nrefs):

@@ -29,10 +29,23 @@ class SharedReferences:
         self.refs = refs  # the reference texts, per item in order: what a later pass must match
         self.tokens: list[list[list[str]] | None] = []
         self.corpus: Any = None
+        #: later systems' results scored in this pass (keep.score_ahead): (the scorers, the
+        #: candidate texts in item order, per scorer its chunks' outputs)
+        self.ahead: list[tuple[tuple[Any, ...], list[str], list[list[Any]]]] = []
 
     def matches(self, key: tuple, ids: list[str], refs: list[list[str]]) -> bool:
         """Would a pass with these settings, ids and references build the same work?"""
         return self.corpus is not None and key == self.key and ids == self.ids and refs == self.refs
+
+    def take_ahead(self, scorers: Sequence[Any], texts: list[str]) -> list[list[Any]] | None:
+        """The chunk outputs that the first pass computed for these very scorers (the same
+        objects: one Evaluator scores every system) on these candidate texts, handed over once;
+        None when it did not."""
+        for k, (done_by, done_texts, parts) in enumerate(self.ahead):
+            if len(done_by) == len(scorers) and all(a is b for a, b in zip(done_by, scorers)) and done_texts == texts:
+                del self.ahead[k]
+                return parts
+        return None
 
     def tokens_of(self, k: int) -> list[list[str]] | None:
         """Chunk ``k``'s tokenised references, or None (not kept)."""
@@ -66,3 +79,38 @@ def publish(entry: SharedReferences, corpus: Any) -> None:
         entry.corpus = corpus
         corpus.shared_by_passes = True
         store.append(entry)
+
+
+def ahead_texts(ids: list[str]) -> list[list[str]]:
+    """The candidate texts, in the order of ``ids``, of a comparison's later systems that this
+    pass may score beside its own (:func:`capeval.significance.keep.score_ahead`): those of the
+    same ids in the same order (others are scored by their own pass)."""
+    from capeval.io.inputs import normalize_candidates
+    from capeval.significance.keep import ahead
+
+    out = []
+    for candidates in ahead():
+        cands = normalize_candidates(candidates)
+        if list(cands) == ids:
+            out.append([cands[i] for i in ids])
+    return out
+
+
+def joint_scores(scorers: Sequence[Any], corpus: Any, tokenizer: str, hyps: list[str],
+                 refs: list[list[str]], later: list[list[str]], span: tuple[int, int]) -> tuple[Any, ...]:
+    """One chunk scored for the pass's own candidates ``hyps`` and for each later system's
+    (``later``: their candidates in item order; ``span``: the chunk's items), on one n-gram
+    table of them all (:meth:`capeval.metrics.text_chunks.TextChunk.joint`). A later system's
+    candidates are tokenised with the candidates after them as context, as its own pass tokenises them, and every score and
+    statistic is the one its own pass computes (``tests/test_joint_tables.py``). Returns
+    ``(items, own outputs, [each later system's outputs])``."""
+    from capeval.metrics import text_chunks
+    from capeval.tokenize import CONTEXT_CAPTIONS
+
+    a, b = span
+    tokens = [text_chunks.tokenize_texts(tokenizer, t[a:b], [], t[b:b + CONTEXT_CAPTIONS], [])[0] for t in later]
+    pieces = text_chunks.TextChunk.joint([hyps] + tokens, refs)
+    for piece in pieces[1:]:
+        piece.keeps_reference_pairs = False  # the first system's statistics keep the references' pairs
+    outs = [[s.score_chunk(piece, corpus) for s in scorers] for piece in pieces]
+    return len(refs), outs[0], outs[1:]

@@ -3,6 +3,7 @@ statistics, the document-frequency pairs and their numpy kernel, run and thread 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,17 +57,25 @@ class CiderChunk:
     df_gid: np.ndarray | None
     n_ids: int = 0
     refs_token: str = ""
+    #: names the n-gram table the chunk was computed on: chunks of one joint table (views of it,
+    #: NgramTable.view) have the same sentences and entries ("": unknown)
+    table_token: str = ""
 
 
 def table_ids(table: Any, corpus: Any) -> tuple[np.ndarray, np.ndarray]:
     """(id of every n-gram of ``table`` in the :class:`~capeval.metrics.ngrams.GramIndex`
     ``corpus``, -1 for one of no reference; its df as floats): the df is the one
-    :func:`capeval.metrics.cider.document_frequencies` gives (the same integers), from one lookup."""
+    :func:`capeval.metrics.cider.document_frequencies` gives (the same integers), from one lookup;
+    once for a table and its views (``NgramTable.shared_cache``)."""
+    cached = table.shared_cache.get(("corpus-ids", id(corpus)))
+    if cached is not None and cached[0] is corpus:
+        return cached[1]
     gid = corpus.ids_of(table)
     flat = corpus.df_by_id()
     df = np.zeros(len(gid), dtype=np.float64)
     found = gid >= 0
     df[found] = flat[gid[found]]
+    table.shared_cache[("corpus-ids", id(corpus))] = (corpus, (gid, df))
     return gid, df
 
 
@@ -77,30 +86,46 @@ def chunk_statistics(table: Any, gid: np.ndarray, n_ids: int, sigma: float, pair
     without ``pairs``, no (item, n-gram) pairs of the references (another system's chunk on the
     same index, ``refs_token``, holds them)."""
     n = table.n
-    n_sent = table.n_sent
-    # the length penalty exactly as cider_table_scores computes it (df plays no part)
-    length = np.bincount(table.ent_sent, weights=np.where(table.ent_order == 1, table.ent_tf, 0), minlength=n_sent)
+    length, small, sentences = _sentence_arrays(table, gid, n_ids)
     hyp_of_slot = table.hyp_sid[table.slot_item]
     delta = (length[hyp_of_slot] - length[table.slot_sid]).tolist()
     factor = {d: np.e ** (-(d**2) / (2 * sigma**2)) for d in set(delta)}
     h_slot, h_ent, r_ent = table.pairs()
     hit = r_ent >= 0
     item, gram = table.item_grams() if pairs else (None, None)
+    return CiderChunk(
+        n_items=int(table.n_items), n_ord=n, **sentences, hyp_sid=table.hyp_sid.astype(np.int64),
+        hit_slot=h_slot[hit].astype(_narrow_type(len(table.slot_sid))),
+        hit_h=h_ent[hit].astype(small), hit_r=r_ent[hit].astype(small),
+        factor=np.array([factor[d] for d in delta], dtype=np.float64),
+        df_item=None if item is None else item.astype(_narrow_type(int(table.n_items))),
+        df_gid=None if gram is None else gid[gram].astype(small), n_ids=n_ids, refs_token=refs_token,
+        table_token=table.token)
+
+
+def _sentence_arrays(table: Any, gid: np.ndarray, n_ids: int) -> tuple[np.ndarray, type, dict[str, np.ndarray]]:
+    """(every sentence's length, the index type, the chunk's sentence and slot arrays): what does
+    not depend on the candidates, once for a table and its views (``NgramTable.shared_cache``; a
+    comparison's systems scored on one joint table then send the same arrays, pickled once)."""
+    key = ("cider-sentences", id(gid), n_ids)
+    cached = table.shared_cache.get(key)
+    if cached is not None and cached[0] is gid:
+        return cached[1]
+    # the length penalty exactly as cider_table_scores computes it (df plays no part)
+    length = np.bincount(table.ent_sent, weights=np.where(table.ent_order == 1, table.ent_tf, 0),
+                         minlength=table.n_sent)
     # the narrowest exact types: the statistics cross from the worker processes to the parent
     # and are held for every system until the resampling groups them (half the bytes of int64)
     small = _narrow_type(max(len(table.ent_tf), n_ids + 1, len(table.slot_sid), int(table.n_items)), np.int32)
     # counts within one sentence, slots and items within one chunk: most fit 8 or 16 bits
     tf_type = _narrow_type(int(table.ent_tf.max()) + 1 if len(table.ent_tf) else 1)
-    return CiderChunk(
-        n_items=int(table.n_items), n_ord=n, ref_counts=table.ref_counts.astype(np.int64),
-        ent_ptr=table.ent_ptr.astype(np.int64), ent_gid=gid[table.ent_gram].astype(small),
-        ent_tf=table.ent_tf.astype(tf_type),
-        ent_order=table.ent_order.astype(np.int8 if n <= 127 else np.int64), hyp_sid=table.hyp_sid.astype(np.int64),
-        slot_sid=table.slot_sid.astype(np.int64), hit_slot=h_slot[hit].astype(_narrow_type(len(table.slot_sid))),
-        hit_h=h_ent[hit].astype(small), hit_r=r_ent[hit].astype(small),
-        factor=np.array([factor[d] for d in delta], dtype=np.float64),
-        df_item=None if item is None else item.astype(_narrow_type(int(table.n_items))),
-        df_gid=None if gram is None else gid[gram].astype(small), n_ids=n_ids, refs_token=refs_token)
+    arrays = {"ref_counts": table.ref_counts.astype(np.int64), "ent_ptr": table.ent_ptr.astype(np.int64),
+              "ent_gid": gid[table.ent_gram].astype(small), "ent_tf": table.ent_tf.astype(tf_type),
+              "ent_order": table.ent_order.astype(np.int8 if table.n <= 127 else np.int64),
+              "slot_sid": table.slot_sid.astype(np.int64)}
+    out = (length, small, arrays)
+    table.shared_cache[key] = (gid, out)
+    return out
 
 
 def _narrow_type(bound: int, narrowest: type = np.int8) -> type:
@@ -271,47 +296,6 @@ def _start_threads(threads: int, calls: list[tuple[Any, tuple]]) -> Any:
     return wait
 
 
-def _df_pairs(chunks: list[CiderChunk], n_items: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct (item, n-gram) pairs of the references, sorted by n-gram, then item (as
-    ``n-gram << bits | item`` keys, ``bits`` those of the largest item, written in place into
-    one array: fresh pages cost more than the arithmetic; shifts and masks, not a division)."""
-    if not chunks:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    bits = np.int64(max(n_items - 1, 1).bit_length())
-    key = np.empty(sum(len(c.df_gid) for c in chunks), dtype=np.int64)
-    at = base = 0
-    for c in chunks:
-        seg = key[at:at + len(c.df_gid)]
-        np.left_shift(c.df_gid, bits, out=seg, casting="unsafe")
-        seg += c.df_item
-        seg += base
-        at += len(seg)
-        base += c.n_items
-    key.sort()
-    gid = key >> bits
-    np.bitwise_and(key, (np.int64(1) << bits) - 1, out=key)  # the item
-    return key, gid
-
-
-def _pairs_digest(chunks: list[CiderChunk]) -> tuple[int, ...]:
-    """The (item, n-gram id) pairs of the references, in any order, as two 64-bit sums of mixed
-    hashes and their count: equal for two systems scored on the same references in the same
-    chunks (their n-gram ids then agree), without sorting millions of pairs per system."""
-    s1 = s2 = np.uint64(0)
-    count = 0
-    base = 0
-    with np.errstate(over="ignore"):
-        for c in chunks:
-            x = (c.df_item.astype(np.int64) + base).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + \
-                c.df_gid.astype(np.uint64)
-            x ^= x >> np.uint64(29)
-            s1 += (x * np.uint64(0xBF58476D1CE4E5B9)).sum(dtype=np.uint64)
-            s2 += ((x ^ np.uint64(0x94D049BB133111EB)) * np.uint64(0xD6E8FEB86659FD93)).sum(dtype=np.uint64)
-            count += len(x)
-            base += c.n_items
-    return int(s1), int(s2), count, base
-
-
 def _df_numpy(ct: np.ndarray, item: np.ndarray, ptr: np.ndarray, out: np.ndarray) -> None:
     """``out[u] = sum(ct[item[ptr[u]:ptr[u + 1]]])`` for every set u (integers: exact in any order)."""
     k = ct.shape[1]
@@ -408,3 +392,16 @@ def _shared_prefixes(values: np.ndarray, ptr: np.ndarray) -> tuple[np.ndarray, n
     depth = np.arange(len(node), dtype=np.int64)
     depth -= np.repeat(np.cumsum(fresh) - fresh - common, fresh)
     return values[node], depth, order, np.cumsum(fresh) - 1
+
+
+@functools.lru_cache(maxsize=None)
+def orders_mean_is_sequential(n_ord: int) -> bool:
+    """Whether numpy's mean over the last axis of an ``(m, n_ord)`` array is, to the last bit,
+    ``(((x0 + x1) + x2) + ...) / n_ord`` (the compiled kernels' fused score): checked on 4,099
+    random rows whose values make the other orders of addition differ."""
+    rng = np.random.default_rng(n_ord)
+    x = rng.random((4099, n_ord)) * np.exp2(rng.integers(-30, 30, size=(4099, n_ord)))
+    total = x[:, 0].copy()
+    for o in range(1, n_ord):
+        total += x[:, o]
+    return bool(np.array_equal(x.mean(axis=1), total / n_ord))

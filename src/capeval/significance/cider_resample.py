@@ -29,7 +29,6 @@ per block.
 
 from __future__ import annotations
 
-import functools
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -42,14 +41,13 @@ from capeval.significance.cider_arrays import (
     _ROW_FACTOR,
     _TABLE_BUDGET,
     _df_numpy,
-    _df_pairs,
     _in_threads,
     _item_sets,
     _start_threads,
-    _pairs_digest,
     _squares,
     _threads,
     _weights,
+    orders_mean_is_sequential,
 )
 from capeval.significance.blas_dot import BlasDot
 from capeval.significance.buffers import BufferPool, Buffers, Once
@@ -57,6 +55,7 @@ from capeval.significance.cider_groups import (
     _Group,
     _groups,
 )
+from capeval.significance.reference_sets import ReferenceSets, _df_pairs, _pairs_digest, sets_for
 
 if TYPE_CHECKING:
     from capeval.significance.cider_statistic import CiderStatistic
@@ -77,15 +76,14 @@ class CiderResampling:
     each block's item scores, computed for every system at once."""
 
     def __init__(self, n_items: int, chunks: list[CiderChunk], samples_hint: int = 1000, jit: bool | None = None,
-                 threads: int | None = None, defer: bool = False):
+                 threads: int | None = None, defer: bool = False, sets: ReferenceSets | None = None):
         self.n = n_items
-        if any(c.df_item is None or c.df_gid is None for c in chunks):
-            raise ValueError("CiderResampling: built from chunks without the references' (item, n-gram) pairs (those "
-                             "of a later system of a comparison): build it from the first system's")
-        self.df_signature = _pairs_digest(chunks)
         tokens = {c.refs_token for c in chunks}
         #: the corpus index the chunks were scored on (see same_references), "" when unknown
         self.refs_token = tokens.pop() if len(tokens) == 1 else ""
+        #: the index of the references' pairs built from the corpus pass (else from the chunks' pairs)
+        self._sets = sets if sets is not None else sets_for(chunks, n_items, self.refs_token)
+        self._df_signature = None if self._sets is not None else _pairs_digest(chunks)
         self._chunk_items = [c.n_items for c in chunks]
         self.weights = _weights(n_items)
         self._rows: dict[int, int] = {}  # tf -> row of self._table
@@ -135,12 +133,17 @@ class CiderResampling:
         chunks = self._pending
         if chunks is None:
             return
-        item, gid = _df_pairs(chunks, self.n)
-        self.n_ids = max([c.n_ids for c in chunks] + [int(gid.max()) + 1 if len(gid) else 0])
         # n-grams held by the same items' references have the same df on every resample: one
         # sum per distinct set of items (the n-grams of a caption used as a reference by the
         # same items, say); set n_sets: the n-grams of no reference (df 0)
-        self.set_of, self._set_items, self._set_ptr = _item_sets(item, gid, self.n_ids)
+        if self._sets is not None:
+            self.n_ids, self.set_of, self._set_items, self._set_ptr = self._sets.get()
+            if any(c.n_ids > self.n_ids for c in chunks):
+                raise ValueError("CiderResampling: chunks scored on a larger corpus index than the references' pairs")
+        else:
+            item, gid = _df_pairs(chunks, self.n)
+            self.n_ids = max([c.n_ids for c in chunks] + [int(gid.max()) + 1 if len(gid) else 0])
+            self.set_of, self._set_items, self._set_ptr = _item_sets(item, gid, self.n_ids)
         self.n_sets = len(self._set_ptr) - 1
         #: resamples computed together (their df rows stay within _DF_BUDGET): 64, a block of
         #: draws, where that fits (at 40,000 items about a tenth less kernel time than 32: each
@@ -157,6 +160,14 @@ class CiderResampling:
             return (bool(self.refs_token) and all(c.refs_token == self.refs_token for c in chunks)
                     and [c.n_items for c in chunks] == self._chunk_items)
         return _pairs_digest(chunks) == self.df_signature
+
+    @property
+    def df_signature(self) -> tuple[int, ...]:
+        """The digest of the references' (item, n-gram) pairs the resamples' df are counted from."""
+        if self._df_signature is None:
+            assert self._sets is not None
+            self._df_signature = self._sets.digest()
+        return self._df_signature
 
     def register(self, stat: "CiderStatistic") -> None:
         """Compute ``stat``'s resamples with the others' (the same blocks, shared norms)."""
@@ -389,19 +400,6 @@ class CiderResampling:
                 counts: np.ndarray, scores: list[np.ndarray]) -> None:
         for j, s in zip(which, systems):
             parts[id(s)].append(reduce(s, counts, scores[j]))
-
-
-@functools.lru_cache(maxsize=None)
-def orders_mean_is_sequential(n_ord: int) -> bool:
-    """Whether numpy's mean over the last axis of an ``(m, n_ord)`` array is, to the last bit,
-    ``(((x0 + x1) + x2) + ...) / n_ord`` (the compiled kernels' fused score): checked on 4,099
-    random rows whose values make the other orders of addition differ."""
-    rng = np.random.default_rng(n_ord)
-    x = rng.random((4099, n_ord)) * np.exp2(rng.integers(-30, 30, size=(4099, n_ord)))
-    total = x[:, 0].copy()
-    for o in range(1, n_ord):
-        total += x[:, o]
-    return bool(np.array_equal(x.mean(axis=1), total / n_ord))
 
 
 def _built_kernels(work: int) -> Any:

@@ -71,20 +71,23 @@ def _systems(systems: Mapping[str, Any]) -> dict[str, dict[str, str]]:
 
 def _statistics(name: str, cands: dict[str, str], refs: dict[str, list[str]], metrics: list[str],
                 options: Mapping[str, Mapping[str, Any]] | None, *, shared: dict[str, Any] | None = None,
-                samples: int = 1000, method: str = "bs") -> tuple[dict[str, Any], Any]:
+                samples: int = 1000, method: str = "bs", evaluator: Any = None) -> tuple[dict[str, Any], Any]:
     """(metric -> Statistic, the system's Report) for one system, from its one scoring pass.
 
     The scorers keep their per-item statistics in that pass (:mod:`capeval.significance.keep`):
     BLEU's counts, METEOR's statistics, CIDEr-D's n-gram tables; nothing is tokenised or run
     again. ``shared``: what the systems' statistics share (CIDEr-D's document frequencies of each
     resample, the references' norms), filled by the first system; none for ``method="ar"``, whose
-    trials swap whole outputs (the references, hence CIDEr-D's df, stay those of the full set)."""
-    from capeval import api
+    trials swap whole outputs (the references, hence CIDEr-D's df, stay those of the full set).
+    ``evaluator``: the :class:`~capeval.Evaluator` of ``metrics`` scoring every system (built
+    here when None)."""
     from capeval.significance.keep import keeping
 
     shared = {} if shared is None else shared
+    if evaluator is None:
+        evaluator = _evaluator(metrics, options, refs)
     with keeping() as kept:
-        report = api.score(cands, refs, metrics, options=options)
+        report = evaluator.score(cands, refs, progress=False)
     ids = list(cands)
     out: dict[str, Any] = {}
     for metric in metrics:
@@ -118,6 +121,17 @@ def _statistics(name: str, cands: dict[str, str], refs: dict[str, list[str]], me
             stat = mean_statistic(items)
         out[metric] = stat
     return out, report
+
+
+def _evaluator(metrics: list[str], options: Mapping[str, Mapping[str, Any]] | None, refs: Any) -> Any:
+    """One :class:`~capeval.Evaluator` for every system (as :func:`capeval.score` builds it): the
+    scorers are loaded once, and the first system's text pass can score the others' candidates
+    for the very scorers that their own passes then run (:func:`capeval.significance.keep.score_ahead`)."""
+    from capeval.evaluator import Evaluator
+    from capeval.io.inputs import check_reference_counts
+
+    check_reference_counts(refs)
+    return Evaluator(metrics, options=options, progress=False)
 
 
 def _every_item_scored(metric: str, name: str, ids: list[str], result: Any) -> None:
@@ -203,15 +217,18 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
     # elsewhere) says how far the scoring and the resampling are; an error ends it without a
     # line (the error is the one line); the scorers' own bars stay off
     show = resolve(progress)
-    from capeval.significance.keep import sharing
+    from capeval.significance.keep import score_ahead, sharing
 
     with progress_setting(False):
         shared: dict[str, Any] = {}
-        # the systems after the first take its tokenised references and corpus index (text_share)
-        with make_progress(len(names) * n_items, "compare: scoring", show) as bar, sharing():
+        evaluator = _evaluator(names_metrics, options, refs)
+        # the systems after the first take its tokenised references and corpus index (text_share);
+        # its pass scores their candidates beside its own, on joint n-gram tables
+        with make_progress(len(names) * n_items, "compare: scoring", show) as bar, sharing(method == "bs"):
+            score_ahead([cands[name] for name in names[1:]])
             for name in names:
                 stats[name], report = _statistics(name, cands[name], refs, names_metrics, options, shared=shared,
-                                                  samples=samples, method=method)
+                                                  samples=samples, method=method, evaluator=evaluator)
                 if reports is not None:  # each system's Report (per-item scores): capeval compare --html's items
                     reports[name] = report
                 if not signatures:

@@ -28,6 +28,8 @@ from typing import Any
 _KEPT: dict[str, Any] | None = None
 _SHARED: list[Any] | None = None
 _DEFERRED: list[Callable[[], None]] | None = None
+_AHEAD: list[Any] | None = None
+_SETS: dict[str, Any] | None = None  # corpus index token -> its ReferenceSets (None: not built)
 
 
 @contextmanager
@@ -49,18 +51,56 @@ def kept() -> dict[str, Any] | None:
 
 
 @contextmanager
-def sharing() -> Iterator[list[Any]]:
+def sharing(reference_sets: bool = False) -> Iterator[list[Any]]:
     """Within the block, text scoring passes on the same references share their reference work
     (the list yielded holds it; it is dropped at the end of the block), and work left with
-    :func:`defer` waits for the next pass's workers (what is left at the end is dropped)."""
-    global _SHARED, _DEFERRED
-    before = _SHARED, _DEFERRED
+    :func:`defer` waits for the next pass's workers (what is left at the end is dropped).
+    ``reference_sets``: the first pass with a corpus keeps the references' (item, n-gram) pairs
+    in its corpus pass and builds CIDEr-D's resampling index of them while its scoring pass's
+    workers score (:class:`~capeval.significance.reference_sets.ReferenceSets`, found by
+    :func:`reference_sets`)."""
+    global _SHARED, _DEFERRED, _AHEAD, _SETS
+    before = _SHARED, _DEFERRED, _AHEAD, _SETS
     shared: list[Any] = []
-    _SHARED, _DEFERRED = shared, []
+    _SHARED, _DEFERRED, _AHEAD, _SETS = shared, [], [], ({} if reference_sets else None)
     try:
         yield shared
     finally:
-        _SHARED, _DEFERRED = before
+        _SHARED, _DEFERRED, _AHEAD, _SETS = before
+
+
+def wants_reference_sets() -> bool:
+    """Whether the innermost :func:`sharing` block asked for the references' set index."""
+    return _SETS is not None
+
+
+def offer_reference_sets(sets: Any) -> None:
+    """Leave a corpus index's :class:`~capeval.significance.reference_sets.ReferenceSets` for the
+    resampling (by the index's token), and its building for the next scoring pass's workers' time."""
+    if _SETS is not None:
+        _SETS[sets.token] = sets
+        defer(sets.get)
+
+
+def reference_sets(token: str) -> Any | None:
+    """The :class:`~capeval.significance.reference_sets.ReferenceSets` of the corpus index named
+    ``token``, when a pass of the innermost :func:`sharing` block left one."""
+    return _SETS.get(token) if _SETS is not None and token else None
+
+
+def score_ahead(candidates: list[Any]) -> None:
+    """Within :func:`sharing`: the candidates (``{id: caption}``) of the systems to be scored
+    after the next one. The next text pass with a corpus scores them beside its own, chunk by
+    chunk on joint n-gram tables (:meth:`capeval.metrics.text.TextChunk.joint`), and leaves their
+    chunk results with its shared reference work, where their own passes take them instead of
+    scoring again; outside a :func:`sharing` block, nothing."""
+    if _AHEAD is not None:
+        _AHEAD[:] = list(candidates)
+
+
+def ahead() -> list[Any]:
+    """The candidates given to :func:`score_ahead` (empty outside :func:`sharing`)."""
+    return list(_AHEAD) if _AHEAD is not None else []
 
 
 def defer(work: Callable[[], None]) -> None:
