@@ -318,6 +318,13 @@ class CiderResampling:
         # computed part by part as BLAS's threads would (blas_dot)
         return np.array([d / stat.n for d in self.dot.rows(rows, scores)])
 
+    def build_groups(self) -> None:
+        """Group every registered system's chunks for the kernels (once; a system registered
+        after this is refused)."""
+        if self._groups is None:
+            self.prepare()
+            self._groups = _groups(self, self._systems)
+
     def _run_carried(self) -> None:
         """The last block's reduction left to be done beside the next block's df, done now."""
         carried, self._carried = self._carried, None
@@ -336,9 +343,7 @@ class CiderResampling:
         sub-blocks (only a sub-block's item scores are held at a time, in arrays ``reduce`` must
         not keep). ``later``: a call giving them, the last sub-block's reduction left to be done
         beside the next block's df kernel (or by that call, if first)."""
-        if self._groups is None:
-            self.prepare()
-            self._groups = _groups(self, self._systems)
+        self.build_groups()
         k, n = counts.shape
         n_ord = self._systems[0].n_ord
         which = [self._systems.index(s) for s in systems]

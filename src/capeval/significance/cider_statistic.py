@@ -42,6 +42,12 @@ class CiderStatistic:
         if self.shared is not None:
             self.shared.prepare_counts(counts)
 
+    def start_resamples(self) -> None:
+        """The shared resampling's set-up (its groups), done before the first block is needed
+        (:func:`capeval.significance.paired.bootstrap_scores` calls it while the block is drawn)."""
+        if self.shared is not None:
+            self.shared.build_groups()
+
     def item_scores(self, counts: np.ndarray) -> np.ndarray:
         """``(k, N)`` item scores on each resample (an item not drawn scores 0)."""
         if self.shared is None:

@@ -34,8 +34,9 @@ _BLOCK = 64
 class Statistic(Protocol):
     """Corpus scores of one system for weighted or mixed item sets. Optional, used by
     :func:`bootstrap_scores` where a statistic has them: ``prepare_counts(counts)`` (work on a
-    block's multiplicities, done on the thread that draws it) and ``resampled_later(counts)``
-    (``resampled`` as a call giving the scores, made once every block is scored)."""
+    block's multiplicities, done on the thread that draws it), ``start_resamples()`` (set-up done
+    while the first block is drawn) and ``resampled_later(counts)`` (``resampled`` as a call
+    giving the scores, made once every block is scored)."""
 
     n: int
 
@@ -109,6 +110,11 @@ def bootstrap_scores(statistics: Sequence[Statistic], samples: int = 1000, seed:
         return counts
 
     blocks = map(draw, starts) if len(starts) < 2 or n < _DRAW_AHEAD_ITEMS else _drawn_ahead(draw, starts)
+    # a statistic's set-up for the resamples (CIDEr-D's groups) is done while the first block is drawn
+    for stat in statistics:
+        start_resamples = getattr(stat, "start_resamples", None)
+        if start_resamples is not None:
+            start_resamples()
     # a statistic may give a block's scores as a call made later (CIDEr-D's last means are taken
     # beside the next block's work): made once every block is scored
     deferred = [getattr(s, "resampled_later", None) for s in statistics]
@@ -133,17 +139,27 @@ _DRAW_AHEAD_ITEMS = 5000
 def _drawn_ahead(draw: Any, starts: range) -> Any:
     """``draw(start)`` for each start in order, the next one made on a second thread while the
     caller scores the current one (a block's draws and multiplicities: a few percent of a large
-    CIDEr-D job, on one core while the kernels' threads wait between blocks). One draw at a
-    time, in order: the generator gives the same numbers as on one thread."""
+    CIDEr-D job, on one core while the kernels' threads wait between blocks), the first one from
+    the call on. One draw at a time, in order: the generator gives the same numbers as on one
+    thread."""
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(1, thread_name_prefix="capeval-draws") as pool:
-        ahead = pool.submit(draw, starts[0])
-        for nxt in list(starts[1:]) + [None]:
-            counts = ahead.result()
-            if nxt is not None:
-                ahead = pool.submit(draw, nxt)
-            yield counts
+    # the first block is drawn from now on, not from the first request
+    pool = ThreadPoolExecutor(1, thread_name_prefix="capeval-draws")
+    first = pool.submit(draw, starts[0])
+
+    def blocks() -> Any:
+        ahead = first
+        try:
+            for nxt in list(starts[1:]) + [None]:
+                counts = ahead.result()
+                if nxt is not None:
+                    ahead = pool.submit(draw, nxt)
+                yield counts
+        finally:
+            pool.shutdown(wait=True)
+
+    return blocks()
 
 
 def bootstrap_result(base: Statistic, system: Statistic, base_scores: np.ndarray, sys_scores: np.ndarray,
