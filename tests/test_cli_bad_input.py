@@ -42,11 +42,13 @@ def assert_one_line_error(code: int, out: str, err: str, *fragments: str) -> str
 def no_scoring(monkeypatch):
     """Fail the test if the CLI gets as far as scoring."""
     import capeval.api
+    from capeval.evaluator import Evaluator
 
     def refuse(*a, **k):
         raise AssertionError("scoring started although the input error was knowable up front")
 
     monkeypatch.setattr(capeval.api, "score", refuse)
+    monkeypatch.setattr(Evaluator, "score", refuse)  # compare scores with an Evaluator of its own
 
 
 # -- COCO layouts ------------------------------------------------------------------------------
