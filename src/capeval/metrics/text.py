@@ -162,6 +162,13 @@ def _score_text(
     if len(tokenizers) != 1:
         raise InputError(f"score_text needs one tokenizer, got {sorted(tokenizers)}")
     tokenizer = tokenizers.pop()
+    from capeval.metrics.text_share import taken_ahead
+
+    # a comparison's later system scored by the first one's pass (the same references object,
+    # the same scorers, checked candidates): its chunks' results are merged, nothing is redone
+    taken = taken_ahead(scorers, candidates, references)
+    if taken is not None:
+        return _merge_taken(scorers, candidates, taken, progress)
     cands, refs = prepare_text_inputs(candidates, references, needs_references=True)
     assert refs is not None
     ids = list(cands)
@@ -169,11 +176,25 @@ def _score_text(
     def tasks(with_candidates: bool, work: list[tuple[int, int]]) -> Iterator[tuple]:
         return (span_texts(ids, cands if with_candidates else None, refs, a, b) for a, b in work)
 
-    texts = [cands[i] for i in ids]
-    from capeval.metrics.text_share import ahead_texts
-
     return _score_spans(scorers, tokenizer, ids, sorted({len(refs[i]) for i in ids}), tasks, progress, refs,
-                        texts=texts, ahead=ahead_texts(ids))
+                        source=references, ahead=True)
+
+
+def _merge_taken(scorers: Sequence[TextScorer], candidates: Mapping[str, str], taken: tuple[list[str], Any, str],
+                 progress: bool | None) -> dict[str, MetricResult]:
+    """The results of chunks scored by an earlier pass (:func:`~capeval.metrics.text_share.taken_ahead`),
+    with what this pass would have done besides: its empty-candidates warning, its progress, the
+    comparison's work left for it (:func:`capeval.significance.keep.run_deferred`)."""
+    from capeval.io.inputs import warn_empty_candidates
+    from capeval.significance.keep import run_deferred
+
+    ids, parts, nrefs = taken
+    warn_empty_candidates([i for i, c in candidates.items() if not c.strip()])
+    label = "/".join(m for s in scorers for m in s.metrics)[:24]
+    with make_progress(len(ids), label, progress) as bar:
+        run_deferred()
+        bar.update(len(ids))
+    return _merged(scorers, ids, parts, nrefs)
 
 
 def score_text_stream(
@@ -239,16 +260,18 @@ def _score_spans(
     progress: bool | None,
     refs: Mapping[str, list[str]] | None = None,
     *,
-    texts: list[str] | None = None,
-    ahead: list[list[str]] | None = None,
+    source: Any = None,
+    ahead: bool = False,
 ) -> dict[str, MetricResult]:
     """The chunked pipeline over ``ids``; ``tasks(with_candidates, spans)``: the
     :func:`span_texts` of each span (candidates None without ``with_candidates``). ``refs``:
     the references in memory, when the pass may share its reference work with the other
-    systems of a comparison (:mod:`capeval.metrics.text_share`); ``texts``: the candidates in
-    item order (to find this system's chunks scored by an earlier pass); ``ahead``: later
-    systems' candidates in item order, scored in this pass beside its own when it is the first
-    on these references (:func:`~capeval.metrics.text_share.joint_scores`)."""
+    systems of a comparison (:mod:`capeval.metrics.text_share`); ``source``: the references as
+    the caller gave them (later passes on that very object find the later systems' results:
+    :func:`~capeval.metrics.text_share.taken_ahead`); ``ahead``: score a
+    comparison's later systems (:func:`~capeval.metrics.text_share.ahead_texts`) in this pass
+    beside its own when it is the first on these references
+    (:func:`~capeval.metrics.text_share.joint_scores`)."""
     from capeval.metrics.workers import map_tasks, resolve_workers, spans
 
     n_items = len(ids)
@@ -279,17 +302,13 @@ def _score_spans(
         from capeval.metrics.text_share import find_shared
 
         share, reused = find_shared(tokenizer, max(orders), work, ids, refs)
-    # this system's chunks scored by the first system's pass (its joint tables), when they were
-    taken = share.take_ahead(scorers, texts) if reused and texts is not None else None
-    if taken is not None:
-        from capeval.significance.keep import run_deferred
-
-        with make_progress(n_items, label, progress) as bar:
-            run_deferred()  # the comparison's work left for this pass: no workers to wait for now
-            bar.update(n_items)
-        return _merged(scorers, ids, taken, nrefs)
     # later systems scored here, on joint tables: by the first pass of a comparison on these references
-    joint = list(ahead or []) if share is not None and not reused and refs is not None else []
+    if ahead and share is not None and not reused and refs is not None:
+        from capeval.metrics.text_share import ahead_texts
+
+        joint = ahead_texts(ids)
+    else:
+        joint = []
     if reused:  # another system's pass on these references counted them: its index, its tokens
         corpus = share.corpus
     elif orders:
@@ -383,6 +402,7 @@ def _score_spans(
         from capeval.metrics.text_share import publish
 
         share.ahead = [(tuple(scorers), t, p) for t, p in zip(joint, later)]
+        share.source, share.nrefs = source, nrefs
         publish(share, corpus)
     return _merged(scorers, ids, parts, nrefs)
 

@@ -32,6 +32,10 @@ class SharedReferences:
         #: later systems' results scored in this pass (keep.score_ahead): (the scorers, the
         #: candidate texts in item order, per scorer its chunks' outputs)
         self.ahead: list[tuple[tuple[Any, ...], list[str], list[list[Any]]]] = []
+        #: the references object the pass was given (later passes on it take their results) and
+        #: the signature's reference counts
+        self.source: Any = None
+        self.nrefs = ""
 
     def matches(self, key: tuple, ids: list[str], refs: list[list[str]]) -> bool:
         """Would a pass with these settings, ids and references build the same work?"""
@@ -114,3 +118,29 @@ def joint_scores(scorers: Sequence[Any], corpus: Any, tokenizer: str, hyps: list
         piece.keeps_reference_pairs = False  # the first system's statistics keep the references' pairs
     outs = [[s.score_chunk(piece, corpus) for s in scorers] for piece in pieces]
     return len(refs), outs[0], outs[1:]
+
+
+def taken_ahead(scorers: Sequence[Any], candidates: Any, references: Any) -> tuple[list[str], Any, str] | None:
+    """``(ids, per scorer its chunks' outputs, nrefs)`` of a later system of a comparison that
+    the first system's pass scored (:func:`joint_scores`), handed over once: within
+    :func:`~capeval.significance.keep.sharing`, for candidates checked by compare
+    (:class:`~capeval.io.inputs.CheckedCandidates`, the same ids in the same order, the same
+    texts) on the very references object and scorers of that pass; else None."""
+    from capeval.io.inputs import CheckedCandidates
+    from capeval.significance.keep import shared_passes
+
+    store = shared_passes()
+    if not store or references is None or type(candidates) is not CheckedCandidates:
+        return None
+    ids = texts = None
+    for entry in store:
+        if entry.source is not references or not entry.ahead:
+            continue
+        if ids is None:
+            ids, texts = list(candidates), list(candidates.values())
+        if ids != entry.ids:
+            continue
+        parts = entry.take_ahead(scorers, texts)
+        if parts is not None:
+            return ids, parts, entry.nrefs
+    return None

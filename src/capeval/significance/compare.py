@@ -102,7 +102,7 @@ def _statistics(name: str, cands: dict[str, str], refs: dict[str, list[str]], me
         elif metric == "cider-d" and stats is not None:
             from capeval.significance.cider_resample import CiderResampling
 
-            items = np.array([result.items[i] for i in ids], dtype=np.float64)
+            items = _item_array(result.items, ids)
             common = shared.get(metric)
             if method == "ar":
                 common = None
@@ -116,7 +116,7 @@ def _statistics(name: str, cands: dict[str, str], refs: dict[str, list[str]], me
             stat = cider_statistic(stats, items, common)
         else:
             _every_item_scored(metric, name, ids, result)
-            items = np.array([result.items[i] for i in ids], dtype=np.float64)
+            items = _item_array(result.items, ids)
             check_mean(metric, result.system, items)
             stat = mean_statistic(items)
         out[metric] = stat
@@ -132,6 +132,15 @@ def _evaluator(metrics: list[str], options: Mapping[str, Mapping[str, Any]] | No
 
     check_reference_counts(refs)
     return Evaluator(metrics, options=options, progress=False)
+
+
+def _item_array(items: Mapping[str, float], ids: list[str]) -> np.ndarray:
+    """A system's item scores in the order of ``ids`` (float64)."""
+    from capeval.result import ItemScores
+
+    if isinstance(items, ItemScores):
+        return np.array(items.in_order(ids), dtype=np.float64)
+    return np.array([items[i] for i in ids], dtype=np.float64)
 
 
 def _every_item_scored(metric: str, name: str, ids: list[str], result: Any) -> None:
