@@ -90,3 +90,18 @@ def test_report_layout_and_json():
     import json
 
     json.loads(rep.to_json())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sorted_queries_find_what_searchsorted_finds(seed):
+    """The corpus index searches many queries after sorting them: the same indices as
+    ``np.searchsorted`` (duplicates, queries equal to keys, before the first and after the last)."""
+    import numpy as np
+
+    from capeval.metrics.ngrams import _SORT_QUERIES, _search
+
+    rng = np.random.default_rng(seed)
+    keys = np.unique(rng.integers(0, 5000, 3000))
+    for n in (0, 1, _SORT_QUERIES - 1, _SORT_QUERIES, 10 * _SORT_QUERIES):
+        q = np.concatenate([rng.integers(-10, 5010, n), keys[: n // 3]])
+        assert np.array_equal(_search(keys, q), np.searchsorted(keys, q))
