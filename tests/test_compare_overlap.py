@@ -303,3 +303,21 @@ def test_counts_transposed_ahead_serve_the_unfused_path_too(monkeypatch):
     compiled = _quiet(compare, systems, refs, "cider-d", samples=200, seed=73, options=opts)
     assert made == [64, 64, 64, 8]  # once per block, on the drawing thread
     _assert_same(numpy_path, compiled)
+
+
+def test_pool_pipes_widened():
+    """The forked pools' task and result pipes hold up to a megabyte (Linux's F_SETPIPE_SZ, capped
+    by /proc/sys/fs/pipe-max-size) so that a worker's chunk of statistics is not written 64 KiB at
+    a time while the parent's reader waits for the interpreter lock; elsewhere they are left alone."""
+    fcntl = pytest.importorskip("fcntl")
+    if not hasattr(fcntl, "F_GETPIPE_SZ"):
+        pytest.skip("no F_GETPIPE_SZ here")
+    try:
+        with open("/proc/sys/fs/pipe-max-size", encoding="ascii") as fh:
+            cap = int(fh.read())
+    except OSError:
+        pytest.skip("no /proc/sys/fs/pipe-max-size")
+    with workers.forked_pool(2) as pool:
+        sizes = [fcntl.fcntl(q._reader.fileno(), fcntl.F_GETPIPE_SZ) for q in (pool._outqueue, pool._inqueue)]
+        assert pool.map(abs, range(-5, 0)) == [5, 4, 3, 2, 1]
+    assert sizes == [min(workers._PIPE_BYTES, cap)] * 2
