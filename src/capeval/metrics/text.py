@@ -278,7 +278,9 @@ def _score_spans(
     sizes = [s.chunk_size for s in scorers if s.chunk_size]
     from capeval.significance.keep import kept as keeping_statistics, wants_reference_sets
 
-    resampled = keeping_statistics() is not None and wants_reference_sets() and refs is not None
+    orders = [o for o in (s.corpus_order() for s in scorers) if o]
+    # a comparison's pass whose CIDEr-D (a metric with a corpus) is resampled
+    resampled = bool(orders) and keeping_statistics() is not None and wants_reference_sets() and refs is not None
     chunk = min(sizes) if sizes else RESAMPLED_CHUNK if resampled else DEFAULT_CHUNK
     given = [s.workers for s in scorers if s.workers]
     workers = resolve_workers(max(given) if given else None, n_items)
@@ -296,7 +298,6 @@ def _score_spans(
     corpus = None
     kept: list[tuple[list[str], list[list[str]]] | None] = []  # per span: its tokenised texts, or None
     prepared = False  # before_chunks called
-    orders = [o for o in (s.corpus_order() for s in scorers) if o]
     share, reused = None, False
     if orders and refs is not None:
         from capeval.metrics.text_share import find_shared
@@ -351,22 +352,20 @@ def _score_spans(
 
         offer_reference_sets(ReferenceSets(corpus))  # built while the scoring pass's workers score
 
-    def tokens(task: tuple) -> tuple[list[str], list[list[str]]]:
+    def tokenised(task: tuple) -> tuple[list[str], list[list[str]]]:
         if len(task) == 2:  # tokenised by the corpus pass
             return task
         if len(task) == 3:  # references tokenised by another system's pass: chunk task[2]'s
             return tokenize_texts(tokenizer, task[0], [], task[1], [])[0], share.tokens_of(task[2])
         return tokenize_texts(tokenizer, *task)
 
-    if joint:
-        from capeval.metrics.text_share import joint_scores
-
     def job(task: tuple) -> tuple[Any, ...]:
-        if joint:
+        if joint:  # (chunk number, task): the later systems' candidates of that chunk too
+            from capeval.metrics.text_share import joint_scores
+
             k, task = task
-            hyps, rs = tokens(task)
-            return joint_scores(scorers, corpus, tokenizer, hyps, rs, joint, work[k])
-        piece = TextChunk(*tokens(task))
+            return joint_scores(scorers, corpus, tokenizer, *tokenised(task), joint, work[k])
+        piece = TextChunk(*tokenised(task))
         return len(piece), [s.score_chunk(piece, corpus) for s in scorers]
 
     def scoring_tasks() -> Iterator[tuple]:
