@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import capeval
-from capeval.significance import cider_aot, cider_resample
+from capeval.significance import cider_aot, cider_resample, cider_squares
 from capeval.significance.compare import compare
 
 from _reference import require_module, unavailable
@@ -67,7 +67,7 @@ def test_built_kernels_equal_the_former_rescoring(counting, monkeypatch, n, seed
     """Random systems (identical captions, empty candidates: zero norms, words in no reference,
     repeated words), squares from the tables or per block, against the former implementation."""
     if rare:
-        monkeypatch.setattr(cider_resample, "_ROW_FACTOR", float("inf"))
+        monkeypatch.setattr(cider_squares, "_ROW_FACTOR", float("inf"))
     systems, refs = _random_set(n, seed)
     new = _quiet(compare, systems, refs, "cider-d", samples=70, seed=seed)
     _assert_same(_former_cider(n, seed, 70), new)

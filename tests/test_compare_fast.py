@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 import capeval
-from capeval.significance import cider_resample
+from capeval.significance import cider_resample, cider_squares
 from capeval.significance.compare import MIN_ITEMS, compare
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,7 +173,7 @@ def test_cider_kernels_equal_the_former_rescoring(monkeypatch, kernel, n, seed):
     count but 1 gets a table row), against one full rescoring of the table per resample."""
     monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0 if kernel.startswith("numba") else 1 << 62)
     if kernel.endswith("rare"):
-        monkeypatch.setattr(cider_resample, "_ROW_FACTOR", math.inf)
+        monkeypatch.setattr(cider_squares, "_ROW_FACTOR", math.inf)
     systems, refs = _random_set(n, seed)
     old = _former_cider(n, seed, 70)
     new = _quiet(compare, systems, refs, "cider-d", samples=70, seed=seed)

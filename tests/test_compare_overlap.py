@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from capeval.metrics import workers
-from capeval.significance import cider_groups, cider_resample
+from capeval.significance import cider_groups, cider_resample, cider_squares
 from capeval.significance.compare import compare
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,7 +169,7 @@ def test_groups_built_on_threads_equal_the_definition(monkeypatch, kernel):
 
     monkeypatch.setattr(cider_aot, "THREADS_MIN_WORK", 0)
     # every count gets a row of the squares table: rows are added from several groups' threads
-    monkeypatch.setattr(cider_resample, "_ROW_FACTOR", 0.0)
+    monkeypatch.setattr(cider_squares, "_ROW_FACTOR", 0.0)
     used: list[int] = []
     real_threads = cider_groups._in_threads
 

@@ -29,7 +29,6 @@ per block.
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,13 +37,10 @@ from capeval.significance.cider_arrays import (
     JIT_MIN_WORK,
     _DF_BUDGET,
     _PER_ITEM_BUDGET,
-    _ROW_FACTOR,
-    _TABLE_BUDGET,
     _df_numpy,
     _in_threads,
     _item_sets,
     _start_threads,
-    _squares,
     _threads,
     _weights,
     orders_mean_is_sequential,
@@ -55,6 +51,7 @@ from capeval.significance.cider_groups import (
     _Group,
     _groups,
 )
+from capeval.significance.cider_squares import SquaresTable
 from capeval.significance.reference_sets import ReferenceSets, _df_pairs, _pairs_digest, sets_for
 
 if TYPE_CHECKING:
@@ -86,10 +83,9 @@ class CiderResampling:
         self._df_signature = None if self._sets is not None else _pairs_digest(chunks)
         self._chunk_items = [c.n_items for c in chunks]
         self.weights = _weights(n_items)
-        self._rows: dict[int, int] = {}  # tf -> row of self._table
-        self._table_lock = threading.Lock()
-        self._table = np.zeros((0, n_items + 1), dtype=np.float64)
         self.samples_hint = samples_hint
+        #: the squares of the counts' entries at every df (rows of the counts that pay for one)
+        self.squares = SquaresTable(n_items, self.weights, samples_hint)
         if jit is None:
             from capeval.metrics.meteor.jit_align import available
 
@@ -185,45 +181,18 @@ class CiderResampling:
 
     # -- squares ---------------------------------------------------------------
     def rows_for(self, tf: np.ndarray) -> np.ndarray:
-        """Per entry the row of the squares table of its count ``tf`` (-1: squared per block).
-
-        A count gets a row (``N + 1`` squares, computed once) when its entries, over the
-        resamples, would need more squares than the row holds; count 1 always has one. The
-        groups call it from their threads: one at a time."""
-        with self._table_lock:
-            return self._rows_for(tf)
-
-    def _rows_for(self, tf: np.ndarray) -> np.ndarray:
-        # np.unique's values and counts of the (small, positive) counts, by one bincount
-        per_count = np.bincount(tf) if len(tf) else np.zeros(0, dtype=np.int64)
-        values = np.flatnonzero(per_count)
-        counts = per_count[values]
-        by_count = sorted(zip(counts.tolist(), values.tolist()), reverse=True)
-        want = [int(v) for c, v in by_count if v == 1 or c * self.samples_hint >= _ROW_FACTOR * (self.n + 1)]
-        room = max(1, _TABLE_BUDGET // (self.n + 1)) - len(self._rows)
-        new = [t for t in want if t not in self._rows][:max(0, min(room, 64 - len(self._rows)))]
-        if new:
-            # float(t) * w as numpy multiplies them in cider_table_scores, then Python's pow
-            rows = np.array([_squares(float(t) * self.weights) for t in new], dtype=np.float64)
-            for t in new:
-                self._rows[t] = len(self._rows)
-            self._table = np.concatenate([self._table, rows]) if len(self._table) else rows
-        # one table of the counts present, not a pass over the entries per row
-        row_of = np.full(max(values.tolist(), default=0) + 1, -1, dtype=np.int64)
-        for t, row in self._rows.items():
-            if 0 <= t < len(row_of):
-                row_of[t] = row
-        return row_of[tf] if len(tf) else np.full(0, -1, dtype=np.int64)
+        """:meth:`.cider_squares.SquaresTable.rows_for` of this resampling's table."""
+        return self.squares.rows_for(tf)
 
     @property
     def table(self) -> np.ndarray:
         """The squares table: row ``rows_for(tf)``, column ``df``."""
-        return self._table
+        return self.squares.table
 
     @property
     def row_one(self) -> int:
         """The table's row of count 1 (-1 when no entry has count 1)."""
-        return self._rows.get(1, -1)
+        return self.squares.row_one
 
     # -- a block of resamples ------------------------------------------------------
     def transposed_counts(self, counts: np.ndarray) -> np.ndarray:
@@ -271,7 +240,7 @@ class CiderResampling:
         # the compiled kernels' count-1 squares of every set, read by every group using it
         one = self.row_one
         ones = self._df_out.get("ones", (self.n_sets + 1 if one >= 0 else 0, ct.shape[1]))
-        squares_one = self._table[one] if one >= 0 else np.zeros(0, dtype=np.float64)
+        squares_one = self.squares.table[one] if one >= 0 else np.zeros(0, dtype=np.float64)
         if one >= 0:
             ones[self.n_sets] = squares_one[0]
         self.ones = ones
