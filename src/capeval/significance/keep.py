@@ -13,10 +13,12 @@ Within :func:`sharing` (around all the systems of one comparison), the text metr
 share what depends on the references only: the first system's pass leaves its tokenised
 references and its corpus index there, and the passes of the next systems on the same
 references (same ids, texts, tokenizer, chunks) take them instead of redoing them
-(:mod:`capeval.metrics.text_share`). Work that only the resampling needs (CIDEr-D's index of
-the references' n-grams by the items holding them) is left there with :func:`defer` and done by
-the next scoring pass while its forked workers score (:func:`run_deferred`): the parent waits
-on them otherwise.
+(:mod:`capeval.metrics.text_share`). Given the later systems' candidates (:func:`score_ahead`),
+the first pass with a corpus scores them beside its own, on joint n-gram tables, and their own
+passes take the results. Work that only the resampling needs (CIDEr-D's index of the
+references' n-grams by the items holding them: :func:`offer_reference_sets`) is left there
+with :func:`defer` and done by the next scoring pass while its forked workers score
+(:func:`run_deferred`): the parent waits on them otherwise.
 """
 
 from __future__ import annotations
