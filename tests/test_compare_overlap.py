@@ -112,7 +112,6 @@ def test_resampling_index_built_while_the_next_system_is_scored(monkeypatch):
     runs: list[tuple[bool, int | None, int]] = []
     passes: list[int] = []  # the workers of the pass whose meanwhile is running, else empty
     real = cider_resample.CiderResampling.prepare
-    real_map = workers.map_tasks
     # the former path: no index from the corpus pass, each later system scored in its own pass
     monkeypatch.setattr(keep, "wants_reference_sets", lambda: False)
     monkeypatch.setattr(keep, "score_ahead", lambda candidates: None)
@@ -122,17 +121,8 @@ def test_resampling_index_built_while_the_next_system_is_scored(monkeypatch):
                      len(multiprocessing.active_children())))
         real(self)
 
-    def map_tasks(job, tasks, n_workers, recycle=None, meanwhile=None):
-        def marked():
-            passes.append(n_workers)
-            try:
-                meanwhile()
-            finally:
-                passes.pop()
-        return real_map(job, tasks, n_workers, recycle, None if meanwhile is None else marked)
-
     monkeypatch.setattr(cider_resample.CiderResampling, "prepare", prepare)
-    monkeypatch.setattr(workers, "map_tasks", map_tasks)
+    _marking_passes(monkeypatch, passes)
     systems, refs = _random_set(128, 46)
     systems = {k: systems[k] for k in "ABD"}
     opts = {"cider-d": {"workers": 2, "chunk_size": 16}}
