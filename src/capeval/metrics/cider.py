@@ -28,6 +28,7 @@ import numpy as np
 from capeval.io.inputs import normalize_references
 from capeval.progress import Progress
 from capeval.result import MetricResult, Signature, item_scores
+from capeval.metrics.cider_penalty import slot_penalties
 from capeval.metrics.ngrams import GramIndex, NgramTable
 from capeval.metrics.text import TextChunk, TextScorer
 
@@ -161,10 +162,10 @@ def document_frequencies(table: NgramTable, corpus: CorpusDf | GramIndex) -> tup
     return np.array([get(t, 0) for t in table.gram_texts()], dtype=np.float64), corpus.n_docs
 
 
-def _sentence_vectors(table: NgramTable, df: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(every entry's tf-idf value, every sentence's norm per order, every sentence's length):
-    what depends on the sentences only, computed once for a table and its views (the views of a
-    joint table share its sentences: ``NgramTable.shared_cache``, for the same ``df`` object)."""
+def _sentence_vectors(table: NgramTable, df: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
+    """(every entry's tf-idf value, every sentence's norm per order): what depends on the
+    sentences only, computed once for a table and its views (the views of a joint table share
+    its sentences: ``NgramTable.shared_cache``, for the same ``df`` object)."""
     key = ("cider-vectors", id(df), n_docs)
     cached = table.shared_cache.get(key)
     if cached is not None and cached[0] is df:
@@ -180,8 +181,7 @@ def _sentence_vectors(table: NgramTable, df: np.ndarray, n_docs: int) -> tuple[n
     uniq, inv = np.unique(ent_val, return_inverse=True)
     squares = np.array([v**2 for v in uniq.tolist()], dtype=np.float64)[inv]
     norms = np.sqrt(np.bincount(ent_sent * n + ent_order, weights=squares, minlength=n_sent * n)).reshape(n_sent, n)
-    length = np.bincount(ent_sent, weights=np.where(ent_order == 1, table.ent_tf, 0), minlength=n_sent)
-    out = (ent_val, norms, length)
+    out = (ent_val, norms)
     table.shared_cache[key] = (df, out)  # the df held: its id names no other array meanwhile
     return out
 
@@ -198,7 +198,7 @@ def cider_table_scores(table: NgramTable, df: np.ndarray, n_docs: int, sigma: fl
     """
     n = table.n
     n_items = table.n_items
-    ent_val, norms, length = _sentence_vectors(table, df, n_docs)
+    ent_val, norms = _sentence_vectors(table, df, n_docs)
     ent_order = table.ent_order
 
     # -- clipped dot products of every (candidate, reference) pair -----------------------
@@ -217,10 +217,7 @@ def cider_table_scores(table: NgramTable, df: np.ndarray, n_docs: int, sigma: fl
     nr = norms[table.slot_sid]
     ok = (nh != 0) & (nr != 0)
     val[ok] /= (nh * nr)[ok]
-    delta = (length[hyp_of_slot] - length[table.slot_sid]).tolist()
-    # pycocoevalcap: np.e ** (-(delta ** 2) / (2 * sigma ** 2)) on Python floats, per pair
-    factor = {d: np.e ** (-(d**2) / (2 * sigma**2)) for d in set(delta)}
-    val *= np.array([factor[d] for d in delta], dtype=np.float64)[:, None]
+    val *= slot_penalties(table, sigma)[:, None]
     per_item = np.zeros((n_items, n))
     np.add.at(per_item, table.slot_item, val)
     return per_item.mean(axis=1) / table.ref_counts * 10.0

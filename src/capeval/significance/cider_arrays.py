@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from capeval.metrics.cider_penalty import slot_penalties
+
 #: resamples x items from which the numba kernels are used when numba is installed (below,
 #: importing numba and loading the compiled kernels, about half a second, cost more than they save)
 JIT_MIN_WORK = 500_000
@@ -86,10 +88,7 @@ def chunk_statistics(table: Any, gid: np.ndarray, n_ids: int, sigma: float, pair
     without ``pairs``, no (item, n-gram) pairs of the references (another system's chunk on the
     same index, ``refs_token``, holds them)."""
     n = table.n
-    length, small, sentences = _sentence_arrays(table, gid, n_ids)
-    hyp_of_slot = table.hyp_sid[table.slot_item]
-    delta = (length[hyp_of_slot] - length[table.slot_sid]).tolist()
-    factor = {d: np.e ** (-(d**2) / (2 * sigma**2)) for d in set(delta)}
+    small, sentences = _sentence_arrays(table, gid, n_ids)
     h_slot, h_ent, r_ent = table.pairs()
     hit = r_ent >= 0
     item, gram = table.item_grams() if pairs else (None, None)
@@ -97,23 +96,20 @@ def chunk_statistics(table: Any, gid: np.ndarray, n_ids: int, sigma: float, pair
         n_items=int(table.n_items), n_ord=n, **sentences, hyp_sid=table.hyp_sid.astype(np.int64),
         hit_slot=h_slot[hit].astype(_narrow_type(len(table.slot_sid))),
         hit_h=h_ent[hit].astype(small), hit_r=r_ent[hit].astype(small),
-        factor=np.array([factor[d] for d in delta], dtype=np.float64),
+        factor=slot_penalties(table, sigma),  # the scorer's, as cider_table_scores multiplies by them
         df_item=None if item is None else item.astype(_narrow_type(int(table.n_items))),
         df_gid=None if gram is None else gid[gram].astype(small), n_ids=n_ids, refs_token=refs_token,
         table_token=table.token)
 
 
-def _sentence_arrays(table: Any, gid: np.ndarray, n_ids: int) -> tuple[np.ndarray, type, dict[str, np.ndarray]]:
-    """(every sentence's length, the index type, the chunk's sentence and slot arrays): what does
-    not depend on the candidates, once for a table and its views (``NgramTable.shared_cache``; a
-    comparison's systems scored on one joint table then send the same arrays, pickled once)."""
+def _sentence_arrays(table: Any, gid: np.ndarray, n_ids: int) -> tuple[type, dict[str, np.ndarray]]:
+    """(the index type, the chunk's sentence and slot arrays): what does not depend on the
+    candidates, once for a table and its views (``NgramTable.shared_cache``; a comparison's
+    systems scored on one joint table then send the same arrays, pickled once)."""
     key = ("cider-sentences", id(gid), n_ids)
     cached = table.shared_cache.get(key)
     if cached is not None and cached[0] is gid:
         return cached[1]
-    # the length penalty exactly as cider_table_scores computes it (df plays no part)
-    length = np.bincount(table.ent_sent, weights=np.where(table.ent_order == 1, table.ent_tf, 0),
-                         minlength=table.n_sent)
     # the narrowest exact types: the statistics cross from the worker processes to the parent
     # and are held for every system until the resampling groups them (half the bytes of int64)
     small = _narrow_type(max(len(table.ent_tf), n_ids + 1, len(table.slot_sid), int(table.n_items)), np.int32)
@@ -123,7 +119,7 @@ def _sentence_arrays(table: Any, gid: np.ndarray, n_ids: int) -> tuple[np.ndarra
               "ent_gid": gid[table.ent_gram].astype(small), "ent_tf": table.ent_tf.astype(tf_type),
               "ent_order": table.ent_order.astype(np.int8 if table.n <= 127 else np.int64),
               "slot_sid": table.slot_sid.astype(np.int64)}
-    out = (length, small, arrays)
+    out = (small, arrays)
     table.shared_cache[key] = (gid, out)
     return out
 
