@@ -87,17 +87,13 @@ def publish(entry: SharedReferences, corpus: Any) -> None:
 
 def ahead_texts(ids: list[str]) -> list[list[str]]:
     """The candidate texts, in the order of ``ids``, of a comparison's later systems that this
-    pass may score beside its own (:func:`capeval.significance.keep.score_ahead`): those of the
-    same ids in the same order (others are scored by their own pass)."""
-    from capeval.io.inputs import normalize_candidates
+    pass may score beside its own (:func:`capeval.significance.keep.score_ahead`): those that
+    :func:`taken_ahead` can hand to their own pass (checked by compare, the same ids in the same
+    order); the others are scored by their own pass."""
+    from capeval.io.inputs import CheckedCandidates
     from capeval.significance.keep import ahead
 
-    out = []
-    for candidates in ahead():
-        cands = normalize_candidates(candidates)
-        if list(cands) == ids:
-            out.append([cands[i] for i in ids])
-    return out
+    return [list(c.values()) for c in ahead() if type(c) is CheckedCandidates and list(c) == ids]
 
 
 def joint_scores(scorers: Sequence[Any], corpus: Any, tokenizer: str, hyps: list[str],

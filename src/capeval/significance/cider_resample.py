@@ -73,13 +73,13 @@ class CiderResampling:
     each block's item scores, computed for every system at once."""
 
     def __init__(self, n_items: int, chunks: list[CiderChunk], samples_hint: int = 1000, jit: bool | None = None,
-                 threads: int | None = None, defer: bool = False, sets: ReferenceSets | None = None):
+                 threads: int | None = None, defer: bool = False):
         self.n = n_items
         tokens = {c.refs_token for c in chunks}
         #: the corpus index the chunks were scored on (see same_references), "" when unknown
         self.refs_token = tokens.pop() if len(tokens) == 1 else ""
         #: the index of the references' pairs built from the corpus pass (else from the chunks' pairs)
-        self._sets = sets if sets is not None else sets_for(chunks, n_items, self.refs_token)
+        self._sets: ReferenceSets | None = sets_for(chunks, n_items, self.refs_token)
         self._df_signature = None if self._sets is not None else _pairs_digest(chunks)
         self._chunk_items = [c.n_items for c in chunks]
         self.weights = _weights(n_items)
