@@ -22,6 +22,9 @@ means of a block are computed, BLAS runs on one thread in this process (restored
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -46,6 +49,7 @@ def split_widths(n: int, threads: int) -> list[int]:
     return widths
 
 
+@functools.lru_cache(maxsize=1)
 def _openblas() -> Any:
     """The threadpoolctl controller of numpy's BLAS when it is OpenBLAS, else None.
 
@@ -81,6 +85,37 @@ def _inside(path: Any, folders: tuple[Any, ...]) -> bool:
     return any(where.is_relative_to(f) for f in folders)
 
 
+#: per vector length, BLAS threads -> whether the emulation was equal (numpy's BLAS is the
+#: process's: checked once per process, whichever BlasDot asks first)
+_CHECKED: dict[int, dict[int, bool]] = {}
+
+
+@contextmanager
+def one_blas_thread(when: bool = True) -> Iterator[None]:
+    """Numpy's OpenBLAS on one thread within the block (``when``; restored after), for calls
+    whose result does not depend on BLAS's threads. A threaded call wakes OpenBLAS's threads,
+    which then spin for about a tenth of a second each before sleeping (``OPENBLAS_THREAD_TIMEOUT``,
+    2^28 cycles): a call per block of resamples keeps a core spinning beside the CIDEr-D kernels."""
+    lib = _openblas() if when else None
+    threads = lib.get_num_threads() if lib is not None else 1
+    if threads <= 1:
+        yield
+        return
+    lib.set_num_threads(1)
+    try:
+        yield
+    finally:
+        lib.set_num_threads(threads)
+
+
+def check_ahead(n: int) -> None:
+    """Check the emulation for vectors of length ``n`` now (:class:`BlasDot`). Its real threaded
+    calls wake BLAS's threads, which then spin for a tenth of a second: ``capeval compare`` checks
+    before its scoring pass, whose fork shuts them down (OpenBLAS's fork handler), rather than at
+    the first resample's mean, beside the kernels."""
+    BlasDot(n).checked()
+
+
 class BlasDot:
     """``float(c @ s)`` for pairs of float64 vectors of length ``n``, to the last bit of numpy's
     call with the BLAS threads of the moment (see the module docs)."""
@@ -88,7 +123,7 @@ class BlasDot:
     def __init__(self, n: int):
         self.n = n
         self._lib = _openblas() if n > THREADED_ABOVE else None
-        self._checked: dict[int, bool] = {}  # BLAS threads -> whether the emulation was equal
+        self._checked = _CHECKED.setdefault(n, {})  # BLAS threads -> whether the emulation was equal
 
     def _emulated(self, c: np.ndarray, s: np.ndarray, widths: list[int]) -> float:
         dot = 0.0
@@ -113,17 +148,25 @@ class BlasDot:
             lib.set_num_threads(threads)
         return real == emulated
 
+    def checked(self) -> int:
+        """BLAS's threads of the moment when the emulation of their split is checked and equal
+        (checked now if not yet); 0 when the plain call must be made (no OpenBLAS found, one
+        thread, vectors too short to be split, or a check that failed)."""
+        lib = self._lib
+        threads = lib.get_num_threads() if lib is not None else 1
+        if lib is None or threads <= 1:
+            return 0
+        ok = self._checked.get(threads)
+        if ok is None:
+            ok = self._checked[threads] = self._check(threads)
+        return threads if ok else 0
+
     def rows(self, cs: np.ndarray, ss: np.ndarray) -> list[float]:
         """``float(c @ s)`` for each pair of rows of ``cs`` and ``ss`` (each ``s`` on a fresh copy,
         as the former implementation's call)."""
         lib = self._lib
-        threads = lib.get_num_threads() if lib is not None else 1
-        if lib is None or threads <= 1:
-            return [float(c @ s.copy()) for c, s in zip(cs, ss)]
-        ok = self._checked.get(threads)
-        if ok is None:
-            ok = self._checked[threads] = self._check(threads)
-        if not ok:
+        threads = self.checked()
+        if not threads:
             return [float(c @ s.copy()) for c, s in zip(cs, ss)]
         widths = split_widths(self.n, threads)
         lib.set_num_threads(1)

@@ -228,6 +228,12 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
     show = resolve(progress)
     from capeval.significance.keep import score_ahead, sharing
 
+    if method == "bs" and "cider-d" in names_metrics:
+        from capeval.significance.blas_dot import check_ahead
+
+        # the resample means' BLAS check wakes BLAS's threads, which spin for a tenth of a
+        # second: now, before the scoring pass's fork shuts them down, not beside the kernels
+        check_ahead(n_items)
     with progress_setting(False):
         shared: dict[str, Any] = {}
         evaluator = _evaluator(names_metrics, options, refs)

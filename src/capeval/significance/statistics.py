@@ -32,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from capeval.errors import InputError
+from capeval.significance.blas_dot import one_blas_thread
 
 
 class SumStatistic:
@@ -41,15 +42,64 @@ class SumStatistic:
         self.stats = np.asarray(stats, dtype=np.float64)
         self.n = len(self.stats)
         self.aggregate = aggregate
+        #: the largest |statistic| when every one is a whole number (BLEU's and METEOR's counts), else None
+        self._whole_max = _whole_max(self.stats)
 
     def score(self) -> float:
         return float(self.aggregate(self.stats.sum(axis=0)[None, :])[0])
 
     def resampled(self, counts: np.ndarray) -> np.ndarray:
-        return self.aggregate(counts @ self.stats)
+        with one_blas_thread(self._exact(counts)):
+            return self.aggregate(counts @ self.stats)
 
     def mixed(self, take_self: np.ndarray, other: "SumStatistic") -> np.ndarray:
-        return self.aggregate(take_self @ self.stats + (~take_self) @ other.stats)
+        exact = self._exact(take_self) and other._exact(take_self)
+        with one_blas_thread(exact):
+            return self.aggregate(take_self @ self.stats + (~take_self) @ other.stats)
+
+    def _exact(self, weights: np.ndarray) -> bool:
+        """Whether every product of ``weights`` with the statistics is exact in float64, whatever
+        the order of its sums (BLAS's threads split them): whole statistics (BLEU's and METEOR's
+        counts), whole non-negative weights (multiplicities, or 0/1), sums below 2^53. Then BLAS
+        runs on one thread, whose spinning threads would otherwise take a core from the other
+        metrics' work, and gives the threaded call's doubles."""
+        if self._whole_max is None:
+            return False
+        largest_row = _largest_whole_row(weights)
+        return largest_row is not None and largest_row * self._whole_max < _EXACT_BELOW
+
+
+#: float64 holds every whole number below this exactly
+_EXACT_BELOW = 2.0**53
+
+
+def _whole_max(stats: np.ndarray) -> float | None:
+    """The largest |statistic| when every statistic is a whole number, else None."""
+    if not stats.size or not np.all(np.isfinite(stats)) or not np.array_equal(stats, np.floor(stats)):
+        return None
+    return float(np.abs(stats).max())
+
+
+#: the last weights checked by _largest_whole_row and the answer: every statistic of a comparison
+#: is given the same block of multiplicities, checked once
+_LAST_WEIGHTS: list[Any] = [None, None]
+
+
+def _largest_whole_row(weights: np.ndarray) -> float | None:
+    """The largest row sum of ``weights`` when they are whole and non-negative (bools: their
+    width), else None."""
+    if _LAST_WEIGHTS[0] is weights:
+        return _LAST_WEIGHTS[1]
+    w = np.asarray(weights)
+    if w.dtype == np.bool_ or not w.size:
+        largest: float | None = float(w.shape[-1]) if w.ndim else 1.0
+    elif w.min() < 0 or not np.array_equal(w, np.floor(w)):
+        largest = None
+    else:
+        largest = float(w.sum(axis=-1).max())
+        largest = largest if math.isfinite(largest) else None
+    _LAST_WEIGHTS[:] = [weights, largest]
+    return largest
 
 
 def mean_statistic(items: np.ndarray) -> SumStatistic:
