@@ -6,7 +6,10 @@ kernels (16% of a ``-m bleu-4,cider-d`` comparison's CPU at 40,000 items). Those
 exact (whole statistics, whole multiplicities, sums below 2^53), so one BLAS thread gives the
 threaded call's doubles: checked here against the threaded call itself, on random statistics
 with the edge cases (zeros, an item drawn n times, bools), and refused for anything not exact.
-The resample means' BLAS check is made before the scoring pass (whose fork ends the spinning).
+The resample means' BLAS check is made before the scoring pass (whose fork ends the spinning),
+and compare keeps numpy's BLAS on one thread from before that pass's forks (a thread created
+after a fork spins too), while the means and any inexact product keep the threads, and the
+split, that numpy's call has outside.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capeval.significance import blas_dot
+from capeval.significance import blas_dot, blas_threads
 from capeval.significance.statistics import (SumStatistic, _largest_whole_row, bleu_statistic,
                                              mean_statistic, meteor_statistic)
 
@@ -28,7 +31,7 @@ from _reference import require_module  # noqa: E402
 
 def _blas():
     require_module("threadpoolctl", "threadpoolctl finds numpy's BLAS (installed with scikit-learn)")
-    lib = blas_dot._openblas()
+    lib = blas_threads._openblas()
     if lib is None:
         pytest.skip("numpy's BLAS is not OpenBLAS here: no threads to keep asleep")
     return lib
@@ -175,3 +178,56 @@ def test_check_ahead_is_the_check_blas_dot_then_uses():
         cs, ss = rng.integers(0, 3, (3, n)).astype(np.float64), rng.random((3, n))
         assert dot.rows(cs, ss) == [float(c @ s.copy()) for c, s in zip(cs, ss)]
         assert calls == []
+
+
+def test_quiet_blas_keeps_one_thread_and_the_natural_split():
+    """Within quiet_blas numpy's BLAS is on one thread; BlasDot still emulates the split of the
+    threads numpy's call had outside (the former implementation's means), an item mean's product
+    is made on those threads, and both are restored after."""
+    lib = _blas()
+    rng = np.random.default_rng(11)
+    n = 40_460
+    cs, ss = rng.integers(0, 4, (5, n)).astype(np.float64), rng.random((5, n)) * 10.0
+    with _blas_threads(lib, 2):
+        outside = [float(c @ s.copy()) for c, s in zip(cs, ss)]
+        means = mean_statistic(rng.random(n))
+        seen, _ = _threads_seen(means, lib)
+        counts = _draws(rng, 4, n)
+        plain = counts @ means.stats
+        with blas_threads.quiet_blas():
+            assert lib.get_num_threads() == 1 and blas_threads.natural_threads() == 2
+            assert blas_dot.BlasDot(n).rows(cs, ss) == outside
+            got = means.resampled(counts)
+            assert lib.get_num_threads() == 1
+            with blas_threads.quiet_blas():  # nested: nothing changes
+                assert lib.get_num_threads() == 1 and blas_threads.natural_threads() == 2
+        assert lib.get_num_threads() == 2 and blas_threads.natural_threads() == 2
+        assert seen == [2]
+        assert np.array_equal(got, plain[:, 0] / n)
+        with blas_threads.quiet_blas(False):
+            assert lib.get_num_threads() == 2
+
+
+def test_compare_scores_and_resamples_on_one_blas_thread(monkeypatch):
+    """compare's text metrics are scored and resampled with numpy's BLAS on one thread (set before
+    the scoring pass forks); a metric whose scorer may call BLAS (CLIP-S and the like) keeps it."""
+    import importlib
+
+    lib = _blas()
+    from capeval.evaluator import Evaluator
+
+    compare_module = importlib.import_module("capeval.significance.compare")
+    seen: list[int] = []
+    real_score = Evaluator.score
+    monkeypatch.setattr(Evaluator, "score",
+                        lambda self, *a, **k: (seen.append(lib.get_num_threads()), real_score(self, *a, **k))[1])
+    refs = {str(i): [f"a dog runs in the park {i}", "a dog plays"] for i in range(12)}
+    a = {str(i): "a dog runs" for i in range(12)}
+    b = {str(i): "a cat sits" for i in range(12)}
+    with _blas_threads(lib, 2):
+        compare_module.compare({"a": a, "b": b}, refs, ["bleu-4", "cider-d", "rouge-l"], samples=8)
+        assert seen and set(seen) == {1}
+        assert lib.get_num_threads() == 2
+        seen.clear()
+        compare_module.compare({"a": a, "b": b}, refs, ["bleu-4"], samples=8, method="ar")
+        assert set(seen) == {2}

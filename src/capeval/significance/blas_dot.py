@@ -22,12 +22,9 @@ means of a block are computed, BLAS runs on one thread in this process (restored
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
-
 import numpy as np
+
+from capeval.significance.blas_threads import _openblas, at_threads, natural_threads
 
 #: OpenBLAS's ddot runs on one thread up to this many elements (kernel/x86_64/ddot.c: ``n <= 10000``)
 THREADED_ABOVE = 10000
@@ -49,63 +46,9 @@ def split_widths(n: int, threads: int) -> list[int]:
     return widths
 
 
-@functools.lru_cache(maxsize=1)
-def _openblas() -> Any:
-    """The threadpoolctl controller of numpy's BLAS when it is OpenBLAS, else None.
-
-    Other BLAS libraries may be loaded beside numpy's (numba's first call loads SciPy's, an
-    OpenBLAS of its own): numpy's is the one in numpy's folder or its wheel's ``numpy.libs``;
-    with no library there, the only one loaded. Whichever is taken, :meth:`BlasDot._check`
-    proves on this machine that it is the one numpy's dot products use before it is relied on."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:
-        return None
-    try:
-        libs = ThreadpoolController().select(user_api="blas").lib_controllers
-    except Exception:  # noqa: BLE001 - an unusual install: the plain call
-        return None
-    from pathlib import Path
-
-    home = Path(np.__file__).resolve().parent
-    own = [lib for lib in libs if _inside(lib.filepath, (home, home.with_name("numpy.libs")))]
-    libs = own if own else libs
-    if len(libs) != 1 or libs[0].internal_api != "openblas":
-        return None
-    return libs[0]
-
-
-def _inside(path: Any, folders: tuple[Any, ...]) -> bool:
-    from pathlib import Path
-
-    try:
-        where = Path(path).resolve()
-    except (OSError, TypeError, ValueError):
-        return False
-    return any(where.is_relative_to(f) for f in folders)
-
-
 #: per vector length, BLAS threads -> whether the emulation was equal (numpy's BLAS is the
 #: process's: checked once per process, whichever BlasDot asks first)
 _CHECKED: dict[int, dict[int, bool]] = {}
-
-
-@contextmanager
-def one_blas_thread(when: bool = True) -> Iterator[None]:
-    """Numpy's OpenBLAS on one thread within the block (``when``; restored after), for calls
-    whose result does not depend on BLAS's threads. A threaded call wakes OpenBLAS's threads,
-    which then spin for about a tenth of a second each before sleeping (``OPENBLAS_THREAD_TIMEOUT``,
-    2^28 cycles): a call per block of resamples keeps a core spinning beside the CIDEr-D kernels."""
-    lib = _openblas() if when else None
-    threads = lib.get_num_threads() if lib is not None else 1
-    if threads <= 1:
-        yield
-        return
-    lib.set_num_threads(1)
-    try:
-        yield
-    finally:
-        lib.set_num_threads(threads)
 
 
 def check_ahead(n: int) -> None:
@@ -139,22 +82,21 @@ class BlasDot:
         widths = split_widths(self.n, threads)
         pairs = [(rng.integers(0, 4, self.n).astype(np.float64),
                   rng.random(self.n) * rng.choice([1e-3, 1.0, 10.0], self.n)) for _ in range(CHECKS)]
-        real = [float(c @ s) for c, s in pairs]
-        lib = self._lib
-        lib.set_num_threads(1)
-        try:
+        with at_threads(threads):
+            real = [float(c @ s) for c, s in pairs]
+        with at_threads(1):
             emulated = [self._emulated(c, s, widths) for c, s in pairs]
-        finally:
-            lib.set_num_threads(threads)
         return real == emulated
 
     def checked(self) -> int:
-        """BLAS's threads of the moment when the emulation of their split is checked and equal
-        (checked now if not yet); 0 when the plain call must be made (no OpenBLAS found, one
-        thread, vectors too short to be split, or a check that failed)."""
-        lib = self._lib
-        threads = lib.get_num_threads() if lib is not None else 1
-        if lib is None or threads <= 1:
+        """The BLAS threads numpy's call has (outside :func:`.blas_threads.quiet_blas`) when the
+        emulation of their split is checked and equal (checked now if not yet); 0 when the
+        plain call must be made (no OpenBLAS found, one thread, vectors too short to be split,
+        or a check that failed)."""
+        if self._lib is None:
+            return 0
+        threads = natural_threads()
+        if threads <= 1:
             return 0
         ok = self._checked.get(threads)
         if ok is None:
@@ -164,13 +106,10 @@ class BlasDot:
     def rows(self, cs: np.ndarray, ss: np.ndarray) -> list[float]:
         """``float(c @ s)`` for each pair of rows of ``cs`` and ``ss`` (each ``s`` on a fresh copy,
         as the former implementation's call)."""
-        lib = self._lib
         threads = self.checked()
         if not threads:
-            return [float(c @ s.copy()) for c, s in zip(cs, ss)]
+            with at_threads(natural_threads()):
+                return [float(c @ s.copy()) for c, s in zip(cs, ss)]
         widths = split_widths(self.n, threads)
-        lib.set_num_threads(1)
-        try:
+        with at_threads(1):
             return [self._emulated(c, s.copy(), widths) for c, s in zip(cs, ss)]
-        finally:
-            lib.set_num_threads(threads)

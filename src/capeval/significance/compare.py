@@ -35,6 +35,9 @@ DEFAULT_SEED = 12345
 #: P(|t_(n-1)| > 1.96 sqrt((n-1)/n)): 19% at 4 items, 10.2% at 9, 9.6% at 10, 7.1% at 20. From
 #: 10 items the real error rate is at most twice the nominal one (docs/compare.md).
 MIN_ITEMS = 10
+#: the metric groups whose scorers make no BLAS call (capeval/metrics/bleu.py, meteor/, rouge.py,
+#: cider.py): compare keeps numpy's BLAS on one thread around their scoring and resamples
+_NO_BLAS_GROUPS = ("bleu", "meteor", "rouge-l", "cider-d")
 
 
 def _check(method: str, samples: int | None, seed: int | None, confidence: float) -> int:
@@ -213,6 +216,7 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
     """
     from capeval.progress import make_progress, progress_setting, resolve
     from capeval.registry import expand
+    from capeval.registry import get as get_spec
 
     samples = _check(method, samples, seed, confidence)
     names_metrics = expand(metrics)
@@ -228,13 +232,18 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
     show = resolve(progress)
     from capeval.significance.keep import score_ahead, sharing
 
+    from capeval.significance.blas_threads import quiet_blas
+
     if method == "bs" and "cider-d" in names_metrics:
         from capeval.significance.blas_dot import check_ahead
 
         # the resample means' BLAS check wakes BLAS's threads, which spin for a tenth of a
         # second: now, before the scoring pass's fork shuts them down, not beside the kernels
         check_ahead(n_items)
-    with progress_setting(False):
+    # BLAS on one thread from before the scoring pass's forks (no thread created after them
+    # spins beside the kernels), where no scorer makes a BLAS call (blas_threads)
+    quiet = method == "bs" and all(get_spec(m).group in _NO_BLAS_GROUPS for m in names_metrics)
+    with progress_setting(False), quiet_blas(quiet):
         shared: dict[str, Any] = {}
         evaluator = _evaluator(names_metrics, options, refs)
         # the systems after the first take its tokenised references and corpus index (text_share);

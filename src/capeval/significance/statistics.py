@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from capeval.errors import InputError
-from capeval.significance.blas_dot import one_blas_thread
+from capeval.significance.blas_threads import threads_for
 
 
 class SumStatistic:
@@ -49,12 +49,11 @@ class SumStatistic:
         return float(self.aggregate(self.stats.sum(axis=0)[None, :])[0])
 
     def resampled(self, counts: np.ndarray) -> np.ndarray:
-        with one_blas_thread(self._exact(counts)):
+        with threads_for(lambda: self._exact(counts)):
             return self.aggregate(counts @ self.stats)
 
     def mixed(self, take_self: np.ndarray, other: "SumStatistic") -> np.ndarray:
-        exact = self._exact(take_self) and other._exact(take_self)
-        with one_blas_thread(exact):
+        with threads_for(lambda: self._exact(take_self) and other._exact(take_self)):
             return self.aggregate(take_self @ self.stats + (~take_self) @ other.stats)
 
     def _exact(self, weights: np.ndarray) -> bool:
