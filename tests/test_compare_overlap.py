@@ -163,9 +163,9 @@ def test_groups_built_on_threads_equal_the_definition(monkeypatch, kernel):
     used: list[int] = []
     real_threads = cider_groups._in_threads
 
-    def spy(threads, calls):
+    def spy(threads, calls, pool=None):
         used.append(threads)
-        return real_threads(threads, calls)
+        return real_threads(threads, calls, pool)
 
     monkeypatch.setattr(cider_groups, "_in_threads", spy)
     systems, refs = _random_set(90, 48)

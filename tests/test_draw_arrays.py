@@ -70,3 +70,74 @@ def test_every_block_holds_its_own_draws(monkeypatch, keep, n, samples):
     assert np.array_equal(out[0], expected[:, 0])
     if keep:
         assert np.array_equal(np.concatenate(stat.seen), expected)  # still intact at the end
+
+
+class _Hooks:
+    """A statistic recording the bootstrap's calls of its optional hooks."""
+
+    def __init__(self, n: int, fail_at: int | None = None):
+        self.n = n
+        self.calls: list[str] = []
+        self.fail_at = fail_at
+        self.blocks = 0
+
+    def score(self) -> float:
+        return 0.0
+
+    def start_resamples(self) -> None:
+        self.calls.append("start")
+
+    def end_resamples(self) -> None:
+        self.calls.append("end")
+
+    def resampled(self, counts: np.ndarray) -> np.ndarray:
+        self.blocks += 1
+        self.calls.append("block")
+        if self.fail_at is not None and self.blocks == self.fail_at:
+            raise RuntimeError("boom")
+        return counts[:, 0].copy()
+
+
+def test_end_resamples_is_called_after_the_last_block_and_on_an_error():
+    ok = _Hooks(5)
+    bootstrap_scores([ok], samples=130, seed=1)
+    assert ok.calls == ["start", "block", "block", "block", "end"]
+    bad = _Hooks(5, fail_at=2)
+    with pytest.raises(RuntimeError, match="boom"):
+        bootstrap_scores([bad], samples=130, seed=1)
+    assert bad.calls == ["start", "block", "block", "end"]
+
+
+def test_cider_kernel_threads_live_only_during_the_bootstrap(monkeypatch):
+    """The kernels' threads are started once for the bootstrap (not per call) and stopped at its
+    end: a later scoring pass forks its workers only from a process of one thread."""
+    import threading
+
+    from capeval.significance import cider_resample
+    from capeval.significance.compare import compare
+
+    pytest.importorskip("numba")
+    monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0)
+    opened: list[object] = []
+    real_open = cider_resample.CiderResampling.open_threads
+
+    def spy(self):
+        self.threads = 2  # threads even on a one-core machine
+        real_open(self)
+        opened.append(self.pool)
+
+    monkeypatch.setattr(cider_resample.CiderResampling, "open_threads", spy)
+    started: list[int] = []
+    real_start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: (started.append(1), real_start(self))[1])
+    rng = np.random.default_rng(4)
+    words = "a man dog runs sits on the grass red ball".split()
+    caption = lambda: " ".join(rng.choice(words, size=int(rng.integers(2, 8))))  # noqa: E731
+    refs = {str(i): [caption() for _ in range(3)] for i in range(80)}
+    systems = {name: {i: caption() for i in refs} for name in ("a", "b")}
+    before = threading.active_count()
+    compare(systems, refs, "cider-d", samples=200, seed=2)
+    assert opened and all(p is opened[0] for p in opened) and opened[0] is not None  # one pool for both systems
+    assert opened[0]._shutdown  # stopped
+    assert threading.active_count() == before
+    assert len(started) <= 2 + 1 + 1  # the pool's two threads, the draw-ahead thread, a spare

@@ -266,28 +266,32 @@ def _threads() -> int:
     return max(1, min(cpus, 4))
 
 
-def _in_threads(threads: int, calls: list[tuple[Any, tuple]]) -> list[Any]:
+def _in_threads(threads: int, calls: list[tuple[Any, tuple]], pool: Any = None) -> list[Any]:
     """``fn(*args)`` for each call, on ``threads`` threads (numba's kernels release the GIL)."""
-    return _start_threads(threads, calls)()
+    return _start_threads(threads, calls, pool)()
 
 
-def _start_threads(threads: int, calls: list[tuple[Any, tuple]]) -> Any:
+def _start_threads(threads: int, calls: list[tuple[Any, tuple]], pool: Any = None) -> Any:
     """:func:`_in_threads` started: returns the call that waits for the calls and gives their
     results (re-raising the first error); on one thread, or for one call, they are made before
-    returning."""
+    returning. ``pool``: a running executor of ``threads`` threads to use (else one is started
+    for these calls and shut down after them)."""
     if threads <= 1 or len(calls) <= 1:
         results = [fn(*args) for fn, args in calls]
         return lambda: results
-    from concurrent.futures import ThreadPoolExecutor
+    own = None
+    if pool is None:
+        from concurrent.futures import ThreadPoolExecutor
 
-    pool = ThreadPoolExecutor(threads)
+        pool = own = ThreadPoolExecutor(threads)
     futures = [pool.submit(fn, *args) for fn, args in calls]
 
     def wait() -> list[Any]:
         try:
             return [f.result() for f in futures]
         finally:
-            pool.shutdown(wait=True)
+            if own is not None:
+                own.shutdown(wait=True)
 
     return wait
 

@@ -43,10 +43,17 @@ class CiderStatistic:
             self.shared.prepare_counts(counts)
 
     def start_resamples(self) -> None:
-        """The shared resampling's set-up (its groups), done before the first block is needed
-        (:func:`capeval.significance.paired.bootstrap_scores` calls it while the block is drawn)."""
+        """The shared resampling's set-up (its threads, its groups), done before the first block is
+        needed (:func:`capeval.significance.paired.bootstrap_scores` calls it while the block is
+        drawn, and :meth:`end_resamples` after the last)."""
         if self.shared is not None:
+            self.shared.open_threads()
             self.shared.build_groups()
+
+    def end_resamples(self) -> None:
+        """The shared resampling's threads stopped (idempotent)."""
+        if self.shared is not None:
+            self.shared.close_threads()
 
     def item_scores(self, counts: np.ndarray) -> np.ndarray:
         """``(k, N)`` item scores on each resample (an item not drawn scores 0)."""

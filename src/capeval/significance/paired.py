@@ -36,7 +36,8 @@ class Statistic(Protocol):
     """Corpus scores of one system for weighted or mixed item sets. Optional, used by
     :func:`bootstrap_scores` where a statistic has them: ``prepare_counts(counts)`` (work on a
     block's multiplicities, done on the thread that draws it), ``start_resamples()`` (set-up done
-    while the first block is drawn) and ``resampled_later(counts)`` (``resampled`` as a call
+    while the first block is drawn), ``end_resamples()`` (after the last block, on an error too)
+    and ``resampled_later(counts)`` (``resampled`` as a call
     giving the scores, made once every block is scored)."""
 
     n: int
@@ -146,25 +147,32 @@ def bootstrap_scores(statistics: Sequence[Statistic], samples: int = 1000, seed:
         return counts
 
     blocks = map(draw, starts) if len(starts) < 2 or n < _DRAW_AHEAD_ITEMS else _drawn_ahead(draw, starts)
-    # a statistic's set-up for the resamples (CIDEr-D's groups) is done while the first block is drawn
-    for stat in statistics:
-        start_resamples = getattr(stat, "start_resamples", None)
-        if start_resamples is not None:
-            start_resamples()
-    # a statistic may give a block's scores as a call made later (CIDEr-D's last means are taken
-    # beside the next block's work): made once every block is scored
-    deferred = [getattr(s, "resampled_later", None) for s in statistics]
-    later: list[tuple[int, int, int, Any]] = []
-    for start, counts in zip(starts, blocks):
-        for j, stat in enumerate(statistics):
-            if deferred[j] is not None:
-                later.append((j, start, len(counts), deferred[j](counts)))
-            else:
-                out[j, start:start + len(counts)] = stat.resampled(counts)
-        if progress is not None:
-            progress.update(len(counts))
-    for j, start, size, scores in later:
-        out[j, start:start + size] = scores()
+    try:
+        # a statistic's set-up for the resamples (CIDEr-D's threads and groups) is done while the
+        # first block is drawn; its end_resamples (stopping those threads) once the scores are made
+        for stat in statistics:
+            start_resamples = getattr(stat, "start_resamples", None)
+            if start_resamples is not None:
+                start_resamples()
+        # a statistic may give a block's scores as a call made later (CIDEr-D's last means are
+        # taken beside the next block's work): made once every block is scored
+        deferred = [getattr(s, "resampled_later", None) for s in statistics]
+        later: list[tuple[int, int, int, Any]] = []
+        for start, counts in zip(starts, blocks):
+            for j, stat in enumerate(statistics):
+                if deferred[j] is not None:
+                    later.append((j, start, len(counts), deferred[j](counts)))
+                else:
+                    out[j, start:start + len(counts)] = stat.resampled(counts)
+            if progress is not None:
+                progress.update(len(counts))
+        for j, start, size, scores in later:
+            out[j, start:start + size] = scores()
+    finally:
+        for stat in statistics:
+            end_resamples = getattr(stat, "end_resamples", None)
+            if end_resamples is not None:
+                end_resamples()
     return out
 
 
