@@ -141,3 +141,45 @@ def test_cider_kernel_threads_live_only_during_the_bootstrap(monkeypatch):
     assert opened[0]._shutdown  # stopped
     assert threading.active_count() == before
     assert len(started) <= 2 + 1 + 1  # the pool's two threads, the draw-ahead thread, a spare
+
+
+def test_first_block_arrays_written_ahead_are_the_ones_the_kernels_use(monkeypatch):
+    """The df, count-1 squares and score arrays are written once on the drawing thread before
+    the first block (their new pages off the df kernel's threads); the blocks then use those
+    very arrays, and the results equal the former implementation's (test_compare_fast)."""
+    import threading
+
+    from capeval.significance import cider_resample
+    from capeval.significance.compare import compare
+
+    pytest.importorskip("numba")
+    monkeypatch.setattr(cider_resample, "JIT_MIN_WORK", 0)
+    warmed: list[tuple[str, dict[str, int]]] = []
+    real_warm = cider_resample.CiderResampling._warm
+
+    def spy(self, k):
+        real_warm(self, k)
+        arrays = {**self._df_out._arrays, **self._scores._arrays}
+        warmed.append((threading.current_thread().name, {name: id(a) for name, a in arrays.items()}))
+        self._spied = arrays
+
+    monkeypatch.setattr(cider_resample.CiderResampling, "_warm", spy)
+    used: list[dict[str, int]] = []
+    real_all = cider_resample.CiderResampling._all
+
+    def all_spy(self, *a, **k):
+        out = real_all(self, *a, **k)
+        used.append({name: id(x) for name, x in {**self._df_out._arrays, **self._scores._arrays}.items()})
+        return out
+
+    monkeypatch.setattr(cider_resample.CiderResampling, "_all", all_spy)
+    monkeypatch.setattr(paired, "_DRAW_AHEAD_ITEMS", 0)
+    rng = np.random.default_rng(8)
+    words = "a man dog runs sits on the grass red ball".split()
+    caption = lambda: " ".join(rng.choice(words, size=int(rng.integers(1, 8))))  # noqa: E731
+    refs = {str(i): [caption() for _ in range(3)] for i in range(60)}
+    systems = {name: {i: caption() for i in refs} for name in ("a", "b")}
+    compare(systems, refs, "cider-d", samples=200, seed=5)
+    assert len(warmed) == 1 and warmed[0][0].startswith("capeval-draws")
+    assert set(warmed[0][1]) == {"df", "ones", "scores0", "scores1"}
+    assert used and all(u == warmed[0][1] for u in used)

@@ -118,6 +118,8 @@ class CiderResampling:
         self.ones = np.zeros((0, 0), dtype=np.float64)
         #: the chunks whose reference pairs prepare() has yet to index (deferred: see prepare)
         self._pending: list[CiderChunk] | None = list(chunks)
+        #: whether the first block's work arrays were written ahead (_warm)
+        self._warmed = False
         #: the kernels' threads while a bootstrap runs (open_threads .. close_threads), else None:
         #: each call then starts threads of its own
         self.pool: Any = None
@@ -182,7 +184,6 @@ class CiderResampling:
 
         return cider_jit
 
-    # -- squares ---------------------------------------------------------------
     def rows_for(self, tf: np.ndarray) -> np.ndarray:
         """:meth:`.cider_squares.SquaresTable.rows_for` of this resampling's table."""
         return self.squares.rows_for(tf)
@@ -197,7 +198,6 @@ class CiderResampling:
         """The table's row of count 1 (-1 when no entry has count 1)."""
         return self.squares.row_one
 
-    # -- a block of resamples ------------------------------------------------------
     def transposed_counts(self, counts: np.ndarray) -> np.ndarray:
         """``counts`` (``(k, N)`` multiplicities) as the df kernel reads them: ``(N, k)``, bytes
         where the kernel takes them (the compiled kernels; every multiplicity at most 255: every
@@ -216,6 +216,20 @@ class CiderResampling:
         path that waits for the kernels); :meth:`_all` takes it for that block."""
         if self.jit and np.ndim(counts) == 2 and id(counts) not in self._transposed:  # once for all systems
             self._transposed[id(counts)] = (counts, self.transposed_counts(counts))
+            if not self._warmed:
+                self._warmed = True
+                self._warm(counts.shape[0])
+
+    def _warm(self, k: int) -> None:
+        """The blocks' df, count-1 squares and score arrays written once now, on the thread drawing
+        the first block while the groups are built: their first writes (new pages, 120 MB at
+        40,000 items) took one df thread a tenth of a second at the first block, the other waiting."""
+        if self._pending is not None or k > self.sub_block:  # not prepared yet, or sub-blocks
+            return
+        self._df_out.get("df", (self.n_sets + 1, k), np.int32).fill(0)
+        self._df_out.get("ones", (self.n_sets + 1, k)).fill(0.0)
+        for j in range(len(self._systems)):
+            self._scores.get(f"scores{j}", (k, self.n)).fill(0.0)
 
     def df_block(self, counts: np.ndarray, ct: np.ndarray | None = None) -> np.ndarray:
         """``(n_sets + 1, k)`` int32: the df of each set of items on each resample of ``counts``
@@ -291,18 +305,15 @@ class CiderResampling:
         return np.array([d / stat.n for d in self.dot.rows(rows, scores)])
 
     def open_threads(self) -> None:
-        """Start the kernels' threads for the blocks to come (:func:`.paired.bootstrap_scores`
-        calls it before the first block, :meth:`close_threads` after the last): a block's calls
-        then run on them instead of starting threads of their own (73 thread starts at 40,000
-        items, the caller waiting up to milliseconds for each while the cores were busy)."""
+        """Start the kernels' threads for the blocks to come (until :meth:`close_threads`), instead
+        of threads per call (73 thread starts at 40,000 items, each up to milliseconds)."""
         if self.pool is None and self.threads > 1:
             from concurrent.futures import ThreadPoolExecutor
 
             self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="capeval-cider")
 
     def close_threads(self) -> None:
-        """Stop the threads of :meth:`open_threads` (no thread of this process outlives the
-        bootstrap: a scoring pass forks its workers only from a process of one thread)."""
+        """Stop them (a scoring pass forks its workers only from a process of one thread)."""
         pool, self.pool = self.pool, None
         if pool is not None:
             pool.shutdown(wait=True)
@@ -397,9 +408,8 @@ class CiderResampling:
 
 
 def _built_kernels(work: int) -> Any:
-    """The kernels built ahead of time, when they are built (for a job of ``work`` items x
-    resamples); else None, and the build is started beside the job when it is large enough to
-    have imported numba (:func:`.cider_aot.start_build`)."""
+    """The kernels built ahead of time, else None (and :func:`.cider_aot.start_build` for a job of
+    ``work`` items x resamples large enough to have imported numba)."""
     from capeval.significance import cider_aot
 
     built = cider_aot.load()
