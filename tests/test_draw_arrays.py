@@ -183,3 +183,34 @@ def test_first_block_arrays_written_ahead_are_the_ones_the_kernels_use(monkeypat
     assert len(warmed) == 1 and warmed[0][0].startswith("capeval-draws")
     assert set(warmed[0][1]) == {"df", "ones", "scores0", "scores1"}
     assert used and all(u == warmed[0][1] for u in used)
+
+
+def test_squares_rows_planned_from_every_groups_counts():
+    """A count with few entries in each group but many over all of them gets a row of the
+    squares table before the groups are built (not squared per group and block); its row holds
+    Python's pow of ``t * w`` at every df, as the per-block squares would."""
+    from capeval.significance.cider_arrays import _squares, _weights
+    from capeval.significance.cider_squares import SquaresTable
+
+    n, samples = 1000, 1000
+    table = SquaresTable(n, _weights(n), samples)
+    per_group = np.array([0, 50, 3, 1])  # one group: count 1 has 50 entries, 2 has 3, 3 has 1
+    assert table.rows_for(np.repeat(np.arange(4), per_group)).tolist() == [0] * 50 + [1] * 3 + [-1]
+    # count 1 always has a row, 2 too (3 entries x 1,000 resamples >= a row's 1,001 squares), not 3
+    assert table._rows == {1: 0, 2: 1}
+    fresh = SquaresTable(n, _weights(n), samples)
+    fresh.plan(np.array([0, 500, 0, 0, 0, 0, 40]))  # count 6: 40 entries over all groups
+    assert fresh._rows == {1: 0, 6: 1}
+    rows = fresh.rows_for(np.array([6, 1, 6, 5]))
+    assert rows.tolist() == [1, 0, 1, -1]  # count 5: one entry, 1,000 squares < a row's 1,001: rare
+    assert np.array_equal(fresh.table[1], _squares(6.0 * _weights(n)))
+
+
+def test_few_entries_of_a_count_stay_rare():
+    from capeval.significance.cider_arrays import _weights
+    from capeval.significance.cider_squares import SquaresTable
+
+    table = SquaresTable(1000, _weights(1000), 1000)
+    table.plan(np.array([0, 10, 0, 0, 0, 0, 0, 1]))  # count 7: one entry, 1,000 squares < a row's 1,001
+    assert table._rows == {1: 0}
+    assert table.rows_for(np.array([7, 1])).tolist() == [-1, 0]

@@ -40,6 +40,14 @@ def _groups(shared: CiderResampling, systems: list[CiderStatistic]) -> list["_Gr
                 jobs.append(([(s, u)], [base], [j]))
                 base += c.n_items
 
+    # the squares table's rows for the counts common over all the chunks, before any group asks
+    tfs = [np.bincount(c.ent_tf) for s in systems for c in s.chunks if len(c.ent_tf)]
+    if tfs:
+        per_count = np.zeros(max(len(t) for t in tfs), dtype=np.int64)
+        for t in tfs:
+            per_count[:len(t)] += t
+        shared.squares.plan(per_count)
+
     def build(job: tuple) -> _Group:
         where, bases, which = job
         group = _Group(shared, [s.chunks[u] for s, u in where], bases, which)
