@@ -214,3 +214,23 @@ def test_few_entries_of_a_count_stay_rare():
     table.plan(np.array([0, 10, 0, 0, 0, 0, 0, 1]))  # count 7: one entry, 1,000 squares < a row's 1,001
     assert table._rows == {1: 0}
     assert table.rows_for(np.array([7, 1])).tolist() == [-1, 0]
+
+
+def test_group_index_helpers_equal_the_numpy_calls_they_replace():
+    """_starts_of is np.searchsorted(values, arange(n + 1)) of sorted values in [0, n);
+    _first_use_order the stable argsort of distinct first positions (and n for the unused)."""
+    from capeval.significance.cider_items import _first_use_order, _starts_of
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 7, 300):
+        for size in (0, 1, 5, 2000):
+            values = np.sort(rng.integers(0, n, size))
+            assert np.array_equal(_starts_of(values, n), np.searchsorted(values, np.arange(n + 1)))
+    assert _starts_of(np.zeros(0, dtype=np.int64), 0).tolist() == [0]
+    for n_take in (1, 5, 50, 500):
+        for n_sets in (1, 3, 40):
+            positions = rng.permutation(n_take)[:min(n_sets, n_take)]
+            first_use = np.full(n_sets, n_take, dtype=np.int64)
+            used = rng.random(n_sets) < 0.8
+            first_use[used] = positions[:used.sum()] if used.sum() <= len(positions) else first_use[used]
+            assert np.array_equal(_first_use_order(first_use, n_take), np.argsort(first_use, kind="stable"))

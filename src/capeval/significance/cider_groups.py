@@ -17,7 +17,7 @@ from capeval.significance.cider_arrays import (
     _spans_take,
     _unique_small,
 )
-from capeval.significance.cider_items import _different_candidates, _Items
+from capeval.significance.cider_items import _different_candidates, _first_use_order, _Items, _starts_of
 
 
 def _groups(shared: CiderResampling, systems: list[CiderStatistic]) -> list["_Group"]:
@@ -123,7 +123,7 @@ class _Group:
         # reads lie near each other (its own n-grams' sets were first used by it or a neighbour)
         first_use = np.full(len(self.loc_g), len(take), dtype=np.int64)
         np.minimum.at(first_use, ent_loc_all[take], np.arange(len(take), dtype=np.int64))
-        by_use = np.argsort(first_use, kind="stable")
+        by_use = _first_use_order(first_use, len(take))
         renumber = np.empty_like(by_use)
         renumber[by_use] = np.arange(len(by_use), dtype=np.int64)
         self.loc_g = self.loc_g[by_use]
@@ -316,7 +316,7 @@ class _KernelIndex:
         self._set_entries: np.ndarray | None = np.flatnonzero(self.node_src >= 0)
         self.max_depth = int(self.node_depth.max()) if len(self.node_depth) else 0
         # each run's (sentence, order) and length, listed by the node after which its sum is complete
-        self.emit_ptr = np.searchsorted(done, np.arange(len(self.node_src) + 1, dtype=np.int64))
+        self.emit_ptr = _starts_of(done, len(self.node_src))
         self.emit_sent = key[starts][runs] // group.n_ord
         self.emit_order = key[starts][runs] % group.n_ord
         self.emit_len = np.diff(run_ptr)[runs]

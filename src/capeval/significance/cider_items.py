@@ -72,7 +72,7 @@ class _Items:
         self.hit_ptr = np.r_[starts, len(key)].astype(np.int64)
         self.seg_order = hit_order[starts].astype(np.int64)
         seg_slot = hit_slot[starts]
-        self.seg_ptr = np.searchsorted(seg_slot, np.arange(len(slot_sid) + 1, dtype=np.int64)).astype(np.int64)
+        self.seg_ptr = _starts_of(seg_slot, len(slot_sid))
         self.hit_j = ent_loc[hit_h]  # the hit's n-gram is the same on both sides
         self.hit_th = c.ent_tf[hit_h].astype(np.float64)
         self.hit_tr = c.ent_tf[hit_r].astype(np.float64)
@@ -128,3 +128,22 @@ class _Items:
         seg, sums = _sequential(ix["item"], val, ix["by_item"])
         per[seg] = sums
         return per.reshape(self.n_items, n_ord, k)
+
+
+def _starts_of(values: np.ndarray, n: int) -> np.ndarray:
+    """``np.searchsorted(values, np.arange(n + 1))`` of non-decreasing ``values`` in ``[0, n)``
+    (where each value's run starts), by counting them: int64."""
+    out = np.zeros(n + 1, dtype=np.int64)
+    if len(values):
+        np.cumsum(np.bincount(values, minlength=n)[:n], out=out[1:])
+    return out
+
+
+def _first_use_order(first_use: np.ndarray, n: int) -> np.ndarray:
+    """``np.argsort(first_use, kind="stable")`` where the values below ``n`` are distinct
+    positions (each set's first entry: one set per entry) and the others ``n`` (no entry): the
+    positions are scattered into place rather than sorted."""
+    used = first_use < n
+    at = np.full(n, -1, dtype=np.int64)
+    at[first_use[used]] = np.flatnonzero(used)
+    return np.concatenate([at[at >= 0], np.flatnonzero(~used)])
