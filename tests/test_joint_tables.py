@@ -226,3 +226,20 @@ def test_later_candidates_tokenised_with_their_context():
         alone = _quiet(capeval.score, cands, refs, ["bleu-4", "cider-d"], options=options)
         assert reports[name]["cider-d"].items == alone["cider-d"].items, name
         assert reports[name]["bleu-4"].system == alone["bleu-4"].system, name
+
+
+@pytest.mark.parametrize("n, seed", [(1, 1), (17, 2), (60, 3)])
+def test_hits_are_the_pairs_found_in_the_reference_cached_per_view(n, seed):
+    """NgramTable.hits (used by the CIDEr-D scorer and the resampling's statistics alike) is
+    pairs() masked to the candidate n-grams found in the reference, per table and per view."""
+    lists, refs = _lists(n, seed)
+    joint = TextChunk([h for hyps in lists for h in hyps], refs).table(4)
+    for lo in (0, n, 2 * n):
+        view = joint.view(lo, lo + n)
+        own = TextChunk(lists[lo // n], refs).table(4)
+        for table in (view, own):
+            h_slot, h_ent, r_ent = table.pairs()
+            hit = r_ent >= 0
+            got = table.hits()
+            assert all(np.array_equal(g, e) for g, e in zip(got, (h_slot[hit], h_ent[hit], r_ent[hit])))
+            assert table.hits() is got

@@ -202,15 +202,14 @@ def cider_table_scores(table: NgramTable, df: np.ndarray, n_docs: int, sigma: fl
     ent_order = table.ent_order
 
     # -- clipped dot products of every (candidate, reference) pair -----------------------
-    h_slot, h_ent, r_ent = table.pairs()
-    hit = r_ent >= 0
-    vh = ent_val[h_ent[hit]]
-    vr = ent_val[r_ent[hit]]
+    hit_slot, hit_h, hit_r = table.hits()
+    vh = ent_val[hit_h]
+    vr = ent_val[hit_r]
     contrib = np.minimum(vh, vr) * vr
     n_slots = len(table.slot_sid)
     # np.bincount returns int64 (not float) when it is given no entries at all, which happens
     # when no candidate n-gram occurs in its references anywhere in the set: every score is 0
-    val = np.bincount(h_slot[hit] * n + ent_order[h_ent[hit]], weights=contrib, minlength=n_slots * n)
+    val = np.bincount(hit_slot * n + ent_order[hit_h], weights=contrib, minlength=n_slots * n)
     val = val.astype(np.float64, copy=False).reshape(n_slots, n)
     hyp_of_slot = table.hyp_sid[table.slot_item]
     nh = norms[hyp_of_slot]

@@ -108,6 +108,7 @@ class NgramTable:
         self.ent_ptr = np.searchsorted(self.ent_sent, np.arange(n_sent + 1, dtype=np.int64))
         self._flat = flat
         self._pairs: tuple[np.ndarray, ...] | None = None
+        self._hits: tuple[np.ndarray, ...] | None = None
         #: names the table (its views share it: the same sentences and entries)
         self.token = os.urandom(8).hex()
         #: what is computed on the whole table, kept for its views (the same dict): a metric's
@@ -126,7 +127,7 @@ class NgramTable:
                              f"within {len(self.hyp_sid)} candidates")
         out = copy.copy(self)
         out.hyp_sid = self.hyp_sid[lo:hi]
-        out._pairs = None
+        out._pairs = out._hits = None
         return out
 
     def expand(self, sids: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -153,6 +154,15 @@ class NgramTable:
             r_ent = np.where(hit, self.entry_of_sorted[where] if len(where) else where, -1)
             self._pairs = (h_slot, h_ent, r_ent)
         return self._pairs
+
+    def hits(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of :meth:`pairs` whose candidate n-gram is in the reference (cached): ``(slot,
+        candidate entry, reference entry)``, in the same order."""
+        if self._hits is None:
+            h_slot, h_ent, r_ent = self.pairs()
+            hit = r_ent >= 0
+            self._hits = (h_slot[hit], h_ent[hit], r_ent[hit])
+        return self._hits
 
     def item_grams(self) -> tuple[np.ndarray, np.ndarray]:
         """Distinct (item, n-gram) pairs over each item's references, as two arrays."""

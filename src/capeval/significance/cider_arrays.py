@@ -89,13 +89,12 @@ def chunk_statistics(table: Any, gid: np.ndarray, n_ids: int, sigma: float, pair
     same index, ``refs_token``, holds them)."""
     n = table.n
     small, sentences = _sentence_arrays(table, gid, n_ids)
-    h_slot, h_ent, r_ent = table.pairs()
-    hit = r_ent >= 0
+    hit_slot, hit_h, hit_r = table.hits()
     item, gram = table.item_grams() if pairs else (None, None)
     return CiderChunk(
         n_items=int(table.n_items), n_ord=n, **sentences, hyp_sid=table.hyp_sid.astype(np.int64),
-        hit_slot=h_slot[hit].astype(_narrow_type(len(table.slot_sid))),
-        hit_h=h_ent[hit].astype(small), hit_r=r_ent[hit].astype(small),
+        hit_slot=hit_slot.astype(_narrow_type(len(table.slot_sid))),
+        hit_h=hit_h.astype(small), hit_r=hit_r.astype(small),
         factor=slot_penalties(table, sigma),  # the scorer's, as cider_table_scores multiplies by them
         df_item=None if item is None else item.astype(_narrow_type(int(table.n_items))),
         df_gid=None if gram is None else gid[gram].astype(small), n_ids=n_ids, refs_token=refs_token,
