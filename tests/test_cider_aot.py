@@ -132,11 +132,11 @@ def test_a_changed_or_unrecorded_module_is_never_imported(built, tmp_path):
 def test_a_failed_build_is_kept_and_not_tried_again(monkeypatch, tmp_path):
     """A build that fails (no C compiler, say) leaves its reason in ``<name>.failed``; later jobs
     use numba's JIT without starting another build."""
-    from capeval.metrics.meteor import jit_align
+    from capeval.significance import cider_arrays
 
     where = tmp_path / "kernels"
     monkeypatch.setattr(cider_aot, "folder", lambda: where)
-    monkeypatch.setattr(jit_align, "available", lambda: True)
+    monkeypatch.setattr(cider_arrays, "numba_available", lambda: True)
     monkeypatch.setattr(cider_aot, "_CHILD", "import sys\nprint('RuntimeError: no C compiler', file=sys.stderr)\n"
                                              "sys.exit(1)")
     assert cider_aot.start_build()

@@ -246,11 +246,11 @@ _CHILD = ("import sys\nif sys.argv[1] not in sys.path: sys.path.insert(0, sys.ar
 def start_build() -> bool:
     """Start building the module in a child (numba installed, not built, no failed build, the
     folder safe); the job waits for it when it ends. Whether a child was started."""
-    from capeval.metrics.meteor.jit_align import available
     from capeval.metrics.meteor.kernel_build import unsafe_folder
     from capeval.paths import make_cache_folder
+    from capeval.significance.cider_arrays import numba_available
 
-    if _child or not available():
+    if _child or not numba_available():
         return False
     try:
         where = folder()

@@ -254,6 +254,13 @@ def _dedupe_sets(ptr: np.ndarray, item: np.ndarray) -> tuple[np.ndarray, np.ndar
     return _group_runs(ptr, np.diff(ptr), [x[item]], [item])
 
 
+def numba_available() -> bool:
+    """Is numba importable (without importing it, nor METEOR's engine, whose jit_align asks the same)?"""
+    import importlib.util
+
+    return importlib.util.find_spec("numba") is not None
+
+
 def _threads() -> int:
     """Threads for the kernels: the cores this process may use, at most 4 (as the scorers' workers)."""
     import os

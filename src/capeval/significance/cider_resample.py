@@ -43,6 +43,7 @@ from capeval.significance.cider_arrays import (
     _start_threads,
     _threads,
     _weights,
+    numba_available,
     orders_mean_is_sequential,
 )
 from capeval.significance.blas_dot import BlasDot
@@ -87,9 +88,7 @@ class CiderResampling:
         #: the squares of the counts' entries at every df (rows of the counts that pay for one)
         self.squares = SquaresTable(n_items, self.weights, samples_hint)
         if jit is None:
-            from capeval.metrics.meteor.jit_align import available
-
-            jit = available() and n_items * samples_hint >= JIT_MIN_WORK
+            jit = numba_available() and n_items * samples_hint >= JIT_MIN_WORK
         self.jit = bool(jit)
         self.threads = threads if threads is not None else _threads()
         #: the kernels built ahead of time (cider_aot: no numba import) where they are built,

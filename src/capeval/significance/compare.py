@@ -126,6 +126,19 @@ def _statistics(name: str, cands: dict[str, str], refs: dict[str, list[str]], me
     return out, report
 
 
+def _load_kernels_ahead(work: int) -> None:
+    """CIDEr-D's resampling kernels built ahead of time, loaded (checked, imported: 20 ms) while
+    the scoring pass's workers score rather than between the pass and the resamples, for a job
+    that will use them (:class:`~capeval.significance.cider_resample.CiderResampling`)."""
+    from capeval.significance.cider_arrays import JIT_MIN_WORK, numba_available
+    from capeval.significance.keep import defer
+
+    if work >= JIT_MIN_WORK and numba_available():
+        from capeval.significance import cider_aot
+
+        defer(cider_aot.load)
+
+
 def _evaluator(metrics: list[str], options: Mapping[str, Mapping[str, Any]] | None, refs: Any) -> Any:
     """One :class:`~capeval.Evaluator` for every system (as :func:`capeval.score` builds it): the
     scorers are loaded once, and the first system's text pass can score the others' candidates
@@ -250,6 +263,8 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
         # its pass scores their candidates beside its own, on joint n-gram tables
         with make_progress(len(names) * n_items, "compare: scoring", show) as bar, sharing(method == "bs"):
             score_ahead([cands[name] for name in names[1:]])
+            if method == "bs" and "cider-d" in names_metrics:
+                _load_kernels_ahead(n_items * samples)
             for name in names:
                 stats[name], report = _statistics(name, cands[name], refs, names_metrics, options, shared=shared,
                                                   samples=samples, method=method, evaluator=evaluator)
