@@ -70,6 +70,15 @@ KERNELS: dict[str, tuple[str, tuple]] = {
                     "f8[:, :, ::1])",
                     ((_F8, 2, True), (_F8, 2, True), (_I8, 1, True), (_I8, 1, True), None) + ((_I8, 1, True),) * 4
                     + ((_F8, 3, True),)),
+    # df_block on bytes and norms_block compiled for blocks of 64 resamples (cider_jit.with_lanes;
+    # called only on those)
+    "df_block64": ("void(u1[:, ::1], i8[::1], i8[::1], i8, i8, i4[:, ::1], f8[::1], f8[:, ::1])",
+                   ((_U1, 2, True), (_I8, 1, True), (_I8, 1, True), None, None, (_I4, 2, True), (_F8, 1, True),
+                    (_F8, 2, True))),
+    "norms_block64": ("void(f8[:, ::1], f8[:, ::1], i8[::1], i8[::1], i8, i8[::1], i8[::1], i8[::1], i8[::1], "
+                      "f8[:, :, ::1])",
+                      ((_F8, 2, True), (_F8, 2, True), (_I8, 1, True), (_I8, 1, True), None) + ((_I8, 1, True),) * 4
+                      + ((_F8, 3, True),)),
     "hits_block": ("void(i4[:, ::1], f8[::1], i8[::1], i8[::1], f8[::1], f8[::1], i8[::1], f8[:, ::1], i8)",
                    ((_I4, 2, True), (_F8, 1, True), (_I8, 1, True), (_I8, 1, True), (_F8, 1, True), (_F8, 1, True),
                     (_I8, 1, True), (_F8, 2, True), None)),
@@ -346,7 +355,10 @@ def _compile(work: Path, where: Path, name: str) -> None:
         AOTCPUCodegen._customize_tm_features = lambda self: self._get_host_cpu_features()
         cc.target_cpu = "host"
     for fn, (signature, _) in KERNELS.items():
-        cc.export(fn, signature)(getattr(cider_jit, fn[:-1] if fn == "df_block8" else fn).py_func)
+        if fn.endswith("64"):
+            cc.export(fn, signature)(cider_jit.with_lanes(getattr(cider_jit, fn[:-2]), 64, fn))
+        else:
+            cc.export(fn, signature)(getattr(cider_jit, fn[:-1] if fn == "df_block8" else fn).py_func)
     cc.compile()
     made = [p for p in work.iterdir() if p.name.startswith(name + ".") and p.is_file()]
     if len(made) != 1:

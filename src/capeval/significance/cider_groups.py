@@ -203,7 +203,8 @@ class _Group:
         # not cleared: norms_block writes every (sentence, order) that items_block reads (those of
         # a pair with hits of that order, so with entries of it: _KernelIndex keeps just those),
         # and clearing the whole buffer per chunk and block was megabytes of writes each time
-        kernels.norms_block(shared.ones, squares, ix.node_src, ix.node_depth, ix.max_depth, ix.emit_ptr, ix.emit_len,
+        norms_kernel = kernels.norms_block64 if k == 64 else kernels.norms_block  # see cider_jit._LANES
+        norms_kernel(shared.ones, squares, ix.node_src, ix.node_depth, ix.max_depth, ix.emit_ptr, ix.emit_len,
                             ix.emit_sent, ix.emit_order, norms)
         no_scores = np.empty((k, 0), dtype=np.float64)
         no_sums = np.empty((0, k, self.n_ord), dtype=np.float64)

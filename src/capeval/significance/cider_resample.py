@@ -260,7 +260,8 @@ class CiderResampling:
         if one >= 0:
             ones[self.n_sets] = squares_one[0]
         self.ones = ones
-        kernel = self.kernels.df_block
+        # a full block on bytes: the kernel compiled for 64 lanes (cider_jit._LANES)
+        kernel = self.kernels.df_block64 if ct.shape[1] == 64 and ct.dtype == np.uint8 else self.kernels.df_block
         # parts of equal work, not of equal numbers of sets: the sets of the common n-grams,
         # by far the largest, come first in the order of first use. A set's work: its items
         # summed, and its rows written (_SET_COST items' worth: by the items alone, the part
