@@ -70,11 +70,18 @@ KERNELS: dict[str, tuple[str, tuple]] = {
                     "f8[:, :, ::1])",
                     ((_F8, 2, True), (_F8, 2, True), (_I8, 1, True), (_I8, 1, True), None) + ((_I8, 1, True),) * 4
                     + ((_F8, 3, True),)),
-    # df_block on bytes and norms_block compiled for blocks of 64 resamples (cider_jit.with_lanes;
-    # called only on those)
+    # the df (on bytes), weights, hits and norms kernels compiled for blocks of 64 resamples
+    # (cider_jit.with_lanes; called only on those)
     "df_block64": ("void(u1[:, ::1], i8[::1], i8[::1], i8, i8, i4[:, ::1], f8[::1], f8[:, ::1])",
                    ((_U1, 2, True), (_I8, 1, True), (_I8, 1, True), None, None, (_I4, 2, True), (_F8, 1, True),
                     (_F8, 2, True))),
+    "weights_block64": ("void(i4[:, ::1], f8[::1], f8[:, ::1], i8[::1], i8[::1], i8[::1], i8[::1], f8[:, ::1], "
+                        "f8[:, ::1])",
+                        ((_I4, 2, True), (_F8, 1, True), (_F8, 2, True)) + ((_I8, 1, True),) * 4
+                        + ((_F8, 2, True),) * 2),
+    "hits_block64": ("void(i4[:, ::1], f8[::1], i8[::1], i8[::1], f8[::1], f8[::1], i8[::1], f8[:, ::1], i8)",
+                     ((_I4, 2, True), (_F8, 1, True), (_I8, 1, True), (_I8, 1, True), (_F8, 1, True),
+                      (_F8, 1, True), (_I8, 1, True), (_F8, 2, True), None)),
     "norms_block64": ("void(f8[:, ::1], f8[:, ::1], i8[::1], i8[::1], i8, i8[::1], i8[::1], i8[::1], i8[::1], "
                       "f8[:, :, ::1])",
                       ((_F8, 2, True), (_F8, 2, True), (_I8, 1, True), (_I8, 1, True), None) + ((_I8, 1, True),) * 4

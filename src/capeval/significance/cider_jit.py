@@ -48,10 +48,10 @@ _AHEAD_ROWS = 8
 #: doubles and int32 per cache line: one request per line of a row
 _LINE_DOUBLES = 8
 _LINE_INTS = 16
-#: lanes (resamples) compiled into norms_block and df_block: 0, any (read from their arrays); the
-#: built module's norms_block64 and df_block64 have 64, a full block of draws, so LLVM knows each
-#: lane loop's trip count (at 40,000 items 15% and 13% less time, the same operations in the
-#: same order: the same doubles and integers)
+#: lanes (resamples) compiled into the df, weights, norms and hits kernels: 0, any (read from their
+#: arrays); the built module's ``*64`` kernels have 64, a full block of draws, so LLVM knows each
+#: lane loop's trip count (at 40,000 items df 13% and norms 15% less time; the same operations
+#: in the same order: the same doubles and integers)
 _LANES = 0
 
 
@@ -112,7 +112,7 @@ def weights_block(df, weights, table, loc_g, combo_loc, combo_row, ones_loc, squ
     """Per (set, count row) pair c and resample r: ``squares[c, r]``, the square read from the
     table at the set's df; per set h of hits of counts 1 and 1: ``products[h, r] = w * w``, its
     weight ``w = weights[df]`` times itself (the scorer's ``min(w, w) * w``)."""
-    k = df.shape[1]
+    k = _LANES if _LANES else df.shape[1]
     n_combos = combo_loc.shape[0]
     for c in range(n_combos):
         if c + _AHEAD_ROWS < n_combos:
@@ -180,7 +180,7 @@ def norms_block(ones, squares, node_src, node_depth, max_depth, emit_ptr, emit_l
 def hits_block(df, weights, loc_g, hit_j, hit_th, hit_tr, others, products, start):  # pragma: no cover - compiled
     """``products[start + q, r] = min(vh, vr) * vr`` of hit ``others[q]`` (counts other than 1 and
     1), ``vh = th * w``, ``vr = tr * w``, ``w = weights[df]`` of its set: the scorer's clipped product."""
-    k = df.shape[1]
+    k = _LANES if _LANES else df.shape[1]
     for q in range(others.shape[0]):
         x = others[q]
         g = loc_g[hit_j[x]]
@@ -270,11 +270,12 @@ def items_block(products, hit_src, norms, hyp_u, slot_ptr, slot_u, factor, seg_p
                     sums[i, r, o] = per[o, r]
 
 
-#: the JIT's norms_block64 and df_block64 are norms_block and df_block (any lanes); the built
-#: module's are compiled with 64 lanes (cider_aot.KERNELS, with_lanes), called only on blocks of
-#: 64 resamples
+#: the JIT's ``*64`` kernels are the ones for any lanes; the built module's are compiled with 64
+#: lanes (cider_aot.KERNELS, with_lanes), called only on blocks of 64 resamples
 norms_block64 = norms_block
 df_block64 = df_block
+weights_block64 = weights_block
+hits_block64 = hits_block
 
 
 def with_lanes(kernel: Any, lanes: int, name: str) -> Any:
