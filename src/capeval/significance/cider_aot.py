@@ -70,8 +70,8 @@ KERNELS: dict[str, tuple[str, tuple]] = {
                     "f8[:, :, ::1])",
                     ((_F8, 2, True), (_F8, 2, True), (_I8, 1, True), (_I8, 1, True), None) + ((_I8, 1, True),) * 4
                     + ((_F8, 3, True),)),
-    # the df (on bytes), weights, hits and norms kernels compiled for blocks of 64 resamples
-    # (cider_jit.with_lanes; called only on those)
+    # every kernel (df on bytes) compiled for blocks of 64 resamples too (cider_jit.with_lanes;
+    # called only on those)
     "df_block64": ("void(u1[:, ::1], i8[::1], i8[::1], i8, i8, i4[:, ::1], f8[::1], f8[:, ::1])",
                    ((_U1, 2, True), (_I8, 1, True), (_I8, 1, True), None, None, (_I4, 2, True), (_F8, 1, True),
                     (_F8, 2, True))),
@@ -82,6 +82,10 @@ KERNELS: dict[str, tuple[str, tuple]] = {
     "hits_block64": ("void(i4[:, ::1], f8[::1], i8[::1], i8[::1], f8[::1], f8[::1], i8[::1], f8[:, ::1], i8)",
                      ((_I4, 2, True), (_F8, 1, True), (_I8, 1, True), (_I8, 1, True), (_F8, 1, True),
                       (_F8, 1, True), (_I8, 1, True), (_F8, 2, True), None)),
+    "items_block64": ("void(f8[:, ::1], i8[::1], f8[:, :, ::1], i8[::1], i8[::1], i8[::1], f8[::1], i8[::1], "
+                      "i8[::1], i8[::1], f8[::1], f8[:, :], f8[:, :, ::1])",
+                      ((_F8, 2, True), (_I8, 1, True), (_F8, 3, True)) + ((_I8, 1, True),) * 3 + ((_F8, 1, True),)
+                      + ((_I8, 1, True),) * 3 + ((_F8, 1, True), (_F8, 2, False), (_F8, 3, True))),
     "norms_block64": ("void(f8[:, ::1], f8[:, ::1], i8[::1], i8[::1], i8, i8[::1], i8[::1], i8[::1], i8[::1], "
                       "f8[:, :, ::1])",
                       ((_F8, 2, True), (_F8, 2, True), (_I8, 1, True), (_I8, 1, True), None) + ((_I8, 1, True),) * 4

@@ -221,8 +221,9 @@ class _Group:
                 out_scores = no_scores if scores is None else buffers.get("kept_scores", (k, it.n_items))
                 out_sums = no_sums if per is None else buffers.get("kept_sums", (it.n_items, k, self.n_ord))
             if it.n_items:
-                kernels.items_block(products, hit_src, norms, it.hyp_u, it.slot_ptr, it.slot_u, it.factor, it.seg_ptr,
-                                    it.seg_order, it.hit_ptr, it.ref_counts, out_scores, out_sums)
+                (kernels.items_block64 if full else kernels.items_block)(
+                    products, hit_src, norms, it.hyp_u, it.slot_ptr, it.slot_u, it.factor, it.seg_ptr, it.seg_order,
+                    it.hit_ptr, it.ref_counts, out_scores, out_sums)
             if it.copied is not None:
                 if scores is not None:  # (resamples, items): items on the first axis of the transposes
                     it.place(scores[s].T, scores[first].T, base, out_scores.T)

@@ -48,8 +48,7 @@ _AHEAD_ROWS = 8
 #: doubles and int32 per cache line: one request per line of a row
 _LINE_DOUBLES = 8
 _LINE_INTS = 16
-#: lanes (resamples) compiled into the df, weights, norms and hits kernels: 0, any (read from their
-#: arrays); the built module's ``*64`` kernels have 64, a full block of draws, so LLVM knows each
+#: lanes (resamples) compiled into the kernels: 0, any (read from their arrays); the built module's ``*64`` kernels have 64, a full block of draws, so LLVM knows each
 #: lane loop's trip count (at 40,000 items df 13% and norms 15% less time; the same operations
 #: in the same order: the same doubles and integers)
 _LANES = 0
@@ -207,7 +206,7 @@ def items_block(products, hit_src, norms, hyp_u, slot_ptr, slot_u, factor, seg_p
     orders from the first one by one divided by their number (numpy's mean over the orders of an
     (items, orders) array: the caller checks that this numpy's is that), then by the item's
     reference count, times 10. Else (``scores`` of no items) ``sums[i, r, o]``, the sums."""
-    k = products.shape[1]
+    k = _LANES if _LANES else products.shape[1]
     n_ord = norms.shape[1]
     fused = scores.shape[1] > 0
     per = np.empty((n_ord, k))
@@ -276,6 +275,7 @@ norms_block64 = norms_block
 df_block64 = df_block
 weights_block64 = weights_block
 hits_block64 = hits_block
+items_block64 = items_block
 
 
 def with_lanes(kernel: Any, lanes: int, name: str) -> Any:
