@@ -70,26 +70,6 @@ KERNELS: dict[str, tuple[str, tuple]] = {
                     "f8[:, :, ::1])",
                     ((_F8, 2, True), (_F8, 2, True), (_I8, 1, True), (_I8, 1, True), None) + ((_I8, 1, True),) * 4
                     + ((_F8, 3, True),)),
-    # every kernel (df on bytes) compiled for blocks of 64 resamples too (cider_jit.with_lanes;
-    # called only on those)
-    "df_block64": ("void(u1[:, ::1], i8[::1], i8[::1], i8, i8, i4[:, ::1], f8[::1], f8[:, ::1])",
-                   ((_U1, 2, True), (_I8, 1, True), (_I8, 1, True), None, None, (_I4, 2, True), (_F8, 1, True),
-                    (_F8, 2, True))),
-    "weights_block64": ("void(i4[:, ::1], f8[::1], f8[:, ::1], i8[::1], i8[::1], i8[::1], i8[::1], f8[:, ::1], "
-                        "f8[:, ::1])",
-                        ((_I4, 2, True), (_F8, 1, True), (_F8, 2, True)) + ((_I8, 1, True),) * 4
-                        + ((_F8, 2, True),) * 2),
-    "hits_block64": ("void(i4[:, ::1], f8[::1], i8[::1], i8[::1], f8[::1], f8[::1], i8[::1], f8[:, ::1], i8)",
-                     ((_I4, 2, True), (_F8, 1, True), (_I8, 1, True), (_I8, 1, True), (_F8, 1, True),
-                      (_F8, 1, True), (_I8, 1, True), (_F8, 2, True), None)),
-    "items_block64": ("void(f8[:, ::1], i8[::1], f8[:, :, ::1], i8[::1], i8[::1], i8[::1], f8[::1], i8[::1], "
-                      "i8[::1], i8[::1], f8[::1], f8[:, :], f8[:, :, ::1])",
-                      ((_F8, 2, True), (_I8, 1, True), (_F8, 3, True)) + ((_I8, 1, True),) * 3 + ((_F8, 1, True),)
-                      + ((_I8, 1, True),) * 3 + ((_F8, 1, True), (_F8, 2, False), (_F8, 3, True))),
-    "norms_block64": ("void(f8[:, ::1], f8[:, ::1], i8[::1], i8[::1], i8, i8[::1], i8[::1], i8[::1], i8[::1], "
-                      "f8[:, :, ::1])",
-                      ((_F8, 2, True), (_F8, 2, True), (_I8, 1, True), (_I8, 1, True), None) + ((_I8, 1, True),) * 4
-                      + ((_F8, 3, True),)),
     "hits_block": ("void(i4[:, ::1], f8[::1], i8[::1], i8[::1], f8[::1], f8[::1], i8[::1], f8[:, ::1], i8)",
                    ((_I4, 2, True), (_F8, 1, True), (_I8, 1, True), (_I8, 1, True), (_F8, 1, True), (_F8, 1, True),
                     (_I8, 1, True), (_F8, 2, True), None)),
@@ -98,6 +78,11 @@ KERNELS: dict[str, tuple[str, tuple]] = {
                     ((_F8, 2, True), (_I8, 1, True), (_F8, 3, True)) + ((_I8, 1, True),) * 3 + ((_F8, 1, True),)
                     + ((_I8, 1, True),) * 3 + ((_F8, 1, True), (_F8, 2, False), (_F8, 3, True))),
 }
+#: the resamples of a full block, for which every kernel is also built (``<name>64``: the same
+#: signature, df_block's on bytes; cider_jit.with_lanes), so LLVM knows each lane loop's trip count
+LANES_BUILT = 64
+KERNELS.update({f"{name}{LANES_BUILT}": KERNELS["df_block8" if name == "df_block" else name]
+                for name in ("df_block", "weights_block", "norms_block", "hits_block", "items_block")})
 
 
 def folder() -> Path:
@@ -194,16 +179,25 @@ class Kernels:
     """The built module's kernels, called as :mod:`.cider_jit`'s; arguments of other types or
     layouts than the built signatures' go to numba's JIT."""
 
-    def __init__(self, module: Any):
+    def __init__(self, module: Any, lanes: int = 0):
         self._module = module
+        #: the resamples of the blocks these kernels are handed (0: any), see :meth:`for_lanes`
+        self._lanes = lanes
         #: whether df_block reads multiplicities as bytes here (the module has df_block8)
         self.takes_bytes = hasattr(module, "df_block8")
+
+    def for_lanes(self, lanes: int) -> "Kernels":
+        """These kernels for blocks of ``lanes`` resamples: a full block's calls go to the builds
+        for :data:`LANES_BUILT` lanes (where the arguments fit them), any other to the others."""
+        return Kernels(self._module, lanes if lanes == LANES_BUILT else 0)
 
     def __getattr__(self, name: str) -> Any:
         if name not in KERNELS or name == "df_block8":
             raise AttributeError(name)
-        # df_block: int32 multiplicities, or bytes (df_block8), as the JIT's one function takes both
-        variants = [(getattr(self._module, v), KERNELS[v][1]) for v in (name, name + "8")
+        # df_block: int32 multiplicities, or bytes (df_block8), as the JIT's one function takes
+        # both; on a full block the build for its lanes first
+        names = ((f"{name}{self._lanes}",) if self._lanes else ()) + (name, name + "8")
+        variants = [(getattr(self._module, v), KERNELS[v][1]) for v in names
                     if v in KERNELS and hasattr(self._module, v)]
 
         def call(*args: Any) -> Any:
@@ -365,9 +359,10 @@ def _compile(work: Path, where: Path, name: str) -> None:
         # without these hooks builds for a generic CPU, never for the name alone
         AOTCPUCodegen._customize_tm_features = lambda self: self._get_host_cpu_features()
         cc.target_cpu = "host"
+    lanes = str(LANES_BUILT)
     for fn, (signature, _) in KERNELS.items():
-        if fn.endswith("64"):
-            cc.export(fn, signature)(cider_jit.with_lanes(getattr(cider_jit, fn[:-2]), 64, fn))
+        if fn.endswith(lanes):
+            cc.export(fn, signature)(cider_jit.with_lanes(getattr(cider_jit, fn[:-len(lanes)]), LANES_BUILT, fn))
         else:
             cc.export(fn, signature)(getattr(cider_jit, fn[:-1] if fn == "df_block8" else fn).py_func)
     cc.compile()

@@ -190,29 +190,27 @@ class _Group:
                         rare: np.ndarray, buffers: Any) -> None:
         """:meth:`block` by the compiled kernels, in work arrays reused from block to block."""
         shared = self.shared
-        kernels = shared.kernels  # built ahead of time or numba's JIT, the same functions
         ix = self._kernel_index()
         k = df.shape[1]
+        kernels = shared.kernels_for(k)  # built ahead of time (for k lanes) or numba's JIT, the same functions
         # rows: the w * w of each set of hits of counts 1 and 1, then every system's other hits
         products = buffers.get("products", (len(ix.ones_loc) + ix.n_products, k))
         squares = buffers.get("squares", (len(ix.combo_loc) + len(rare), k))
-        full = k == 64  # a full block: the kernels compiled for 64 lanes (cider_jit._LANES)
-        (kernels.weights_block64 if full else kernels.weights_block)(
-            df, shared.weights, shared.table, self.loc_g, ix.combo_loc, ix.combo_row, ix.ones_loc, squares, products)
+        kernels.weights_block(df, shared.weights, shared.table, self.loc_g, ix.combo_loc, ix.combo_row, ix.ones_loc,
+                              squares, products)
         squares[len(ix.combo_loc):] = rare
         norms = buffers.get("norms", (self.n_sent, self.n_ord, k))
         # not cleared: norms_block writes every (sentence, order) that items_block reads (those of
         # a pair with hits of that order, so with entries of it: _KernelIndex keeps just those),
         # and clearing the whole buffer per chunk and block was megabytes of writes each time
-        norms_kernel = kernels.norms_block64 if full else kernels.norms_block
-        norms_kernel(shared.ones, squares, ix.node_src, ix.node_depth, ix.max_depth, ix.emit_ptr, ix.emit_len,
-                     ix.emit_sent, ix.emit_order, norms)
+        kernels.norms_block(shared.ones, squares, ix.node_src, ix.node_depth, ix.max_depth, ix.emit_ptr, ix.emit_len,
+                            ix.emit_sent, ix.emit_order, norms)
         no_scores = np.empty((k, 0), dtype=np.float64)
         no_sums = np.empty((0, k, self.n_ord), dtype=np.float64)
         first = self.which[0]
         for s, base, it, start, hit_src in zip(self.which, self.bases, self.items, ix.starts, ix.hit_src):
-            (kernels.hits_block64 if full else kernels.hits_block)(
-                df, shared.weights, self.loc_g, it.hit_j, it.hit_th, it.hit_tr, it.others, products, start)
+            kernels.hits_block(df, shared.weights, self.loc_g, it.hit_j, it.hit_th, it.hit_tr, it.others, products,
+                               start)
             if it.copied is None:
                 part = slice(base, base + it.n_items)
                 out_scores = no_scores if scores is None else scores[s][:, part]
@@ -221,7 +219,7 @@ class _Group:
                 out_scores = no_scores if scores is None else buffers.get("kept_scores", (k, it.n_items))
                 out_sums = no_sums if per is None else buffers.get("kept_sums", (it.n_items, k, self.n_ord))
             if it.n_items:
-                (kernels.items_block64 if full else kernels.items_block)(
+                kernels.items_block(
                     products, hit_src, norms, it.hyp_u, it.slot_ptr, it.slot_u, it.factor, it.seg_ptr, it.seg_order,
                     it.hit_ptr, it.ref_counts, out_scores, out_sums)
             if it.copied is not None:

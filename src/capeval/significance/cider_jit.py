@@ -269,15 +269,6 @@ def items_block(products, hit_src, norms, hyp_u, slot_ptr, slot_u, factor, seg_p
                     sums[i, r, o] = per[o, r]
 
 
-#: the JIT's ``*64`` kernels are the ones for any lanes; the built module's are compiled with 64
-#: lanes (cider_aot.KERNELS, with_lanes), called only on blocks of 64 resamples
-norms_block64 = norms_block
-df_block64 = df_block
-weights_block64 = weights_block
-hits_block64 = hits_block
-items_block64 = items_block
-
-
 def with_lanes(kernel: Any, lanes: int, name: str) -> Any:
     """``kernel``'s Python function with ``_LANES`` fixed (for ``numba.pycc``): the same code
     object under another name, its globals a copy with ``_LANES = lanes``."""

@@ -119,8 +119,7 @@ class CiderResampling:
         self._pending: list[CiderChunk] | None = list(chunks)
         #: whether the first block's work arrays were written ahead (_warm)
         self._warmed = False
-        #: the kernels' threads while a bootstrap runs (open_threads .. close_threads), else None:
-        #: each call then starts threads of its own
+        #: the kernels' threads during a bootstrap (open_threads), else None: each call starts its own
         self.pool: Any = None
         if not defer:
             self.prepare()
@@ -183,6 +182,10 @@ class CiderResampling:
 
         return cider_jit
 
+    def kernels_for(self, lanes: int) -> Any:
+        """:attr:`kernels` for blocks of ``lanes`` resamples (:meth:`.cider_aot.Kernels.for_lanes`)."""
+        return self._built.for_lanes(lanes) if self._built is not None else self.kernels
+
     def rows_for(self, tf: np.ndarray) -> np.ndarray:
         """:meth:`.cider_squares.SquaresTable.rows_for` of this resampling's table."""
         return self.squares.rows_for(tf)
@@ -221,8 +224,7 @@ class CiderResampling:
 
     def _warm(self, k: int) -> None:
         """The blocks' df, count-1 squares and score arrays written once now, on the thread drawing
-        the first block while the groups are built: their first writes (new pages, 120 MB at
-        40,000 items) took one df thread a tenth of a second at the first block, the other waiting."""
+        the first block while the groups are built (their new pages cost a df thread 0.1 s)."""
         if self._pending is not None or k > self.sub_block:  # not prepared yet, or sub-blocks
             return
         self._df_out.get("df", (self.n_sets + 1, k), np.int32).fill(0)
@@ -260,8 +262,7 @@ class CiderResampling:
         if one >= 0:
             ones[self.n_sets] = squares_one[0]
         self.ones = ones
-        # a full block on bytes: the kernel compiled for 64 lanes (cider_jit._LANES)
-        kernel = self.kernels.df_block64 if ct.shape[1] == 64 and ct.dtype == np.uint8 else self.kernels.df_block
+        kernel = self.kernels_for(ct.shape[1]).df_block
         # parts of equal work, not of equal numbers of sets: the sets of the common n-grams,
         # by far the largest, come first in the order of first use. A set's work: its items
         # summed, and its rows written (_SET_COST items' worth: by the items alone, the part

@@ -247,7 +247,8 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
 
     from capeval.significance.blas_threads import quiet_blas
 
-    if method == "bs" and "cider-d" in names_metrics:
+    resampled_cider = method == "bs" and "cider-d" in names_metrics
+    if resampled_cider:
         from capeval.significance.blas_dot import check_ahead
 
         # the resample means' BLAS check wakes BLAS's threads, which spin for a tenth of a
@@ -263,7 +264,7 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
         # its pass scores their candidates beside its own, on joint n-gram tables
         with make_progress(len(names) * n_items, "compare: scoring", show) as bar, sharing(method == "bs"):
             score_ahead([cands[name] for name in names[1:]])
-            if method == "bs" and "cider-d" in names_metrics:
+            if resampled_cider:
                 _load_kernels_ahead(n_items * samples)
             for name in names:
                 stats[name], report = _statistics(name, cands[name], refs, names_metrics, options, shared=shared,
