@@ -77,6 +77,21 @@ def _marking_passes(monkeypatch, passes: list[int]) -> None:
     monkeypatch.setattr(workers, "map_tasks", map_tasks)
 
 
+class _ThreeSystems:
+    """compare of three systems of 128 random items on two workers (chunks of 16, 40
+    resamples), whose output ``assert_same_as_before`` checks against the former implementation."""
+
+    def __init__(self, seed: int):
+        systems, refs = _random_set(128, seed)
+        self.systems, self.refs = {k: systems[k] for k in "ABD"}, refs
+        self.opts = {"cider-d": {"workers": 2, "chunk_size": 16}}
+        self.new = _quiet(compare, self.systems, self.refs, "cider-d", samples=40, options=self.opts)
+
+    def assert_same_as_before(self) -> None:
+        old = _quiet(before.compare, self.systems, self.refs, "cider-d", samples=40, options=self.opts)
+        _assert_same(old, self.new)
+
+
 def test_reference_sets_built_while_the_first_system_is_scored(monkeypatch):
     from capeval.significance import reference_sets
 
@@ -90,10 +105,7 @@ def test_reference_sets_built_while_the_first_system_is_scored(monkeypatch):
 
     monkeypatch.setattr(reference_sets.ReferenceSets, "get", get)
     _marking_passes(monkeypatch, passes)
-    systems, refs = _random_set(128, 48)
-    systems = {k: systems[k] for k in "ABD"}
-    opts = {"cider-d": {"workers": 2, "chunk_size": 16}}
-    new = _quiet(compare, systems, refs, "cider-d", samples=40, options=opts)
+    run = _ThreeSystems(seed=48)
     built = [(in_pass, alive) for fresh, in_pass, alive in runs if fresh]
     # built once, by the first system's scoring pass once its workers were started (one worker
     # where this process may not fork: another thread runs, as under pytest-xdist); later calls
@@ -103,7 +115,7 @@ def test_reference_sets_built_while_the_first_system_is_scored(monkeypatch):
     assert in_pass is not None
     assert (alive > 0) == (in_pass > 1)
     monkeypatch.undo()
-    _assert_same(_quiet(before.compare, systems, refs, "cider-d", samples=40, options=opts), new)
+    run.assert_same_as_before()
 
 
 def test_resampling_index_built_while_the_next_system_is_scored(monkeypatch):
@@ -123,10 +135,7 @@ def test_resampling_index_built_while_the_next_system_is_scored(monkeypatch):
 
     monkeypatch.setattr(cider_resample.CiderResampling, "prepare", prepare)
     _marking_passes(monkeypatch, passes)
-    systems, refs = _random_set(128, 46)
-    systems = {k: systems[k] for k in "ABD"}
-    opts = {"cider-d": {"workers": 2, "chunk_size": 16}}
-    new = _quiet(compare, systems, refs, "cider-d", samples=40, options=opts)
+    run = _ThreeSystems(seed=46)
     indexed = [(in_pass, alive) for pending, in_pass, alive in runs if pending]
     # built once, by a later pass once its workers were started (one worker where this process
     # may not fork: another thread runs, as under pytest-xdist); later calls find it built
@@ -135,7 +144,7 @@ def test_resampling_index_built_while_the_next_system_is_scored(monkeypatch):
     assert in_pass is not None
     assert (alive > 0) == (in_pass > 1)
     monkeypatch.undo()
-    _assert_same(_quiet(before.compare, systems, refs, "cider-d", samples=40, options=opts), new)
+    run.assert_same_as_before()
 
 
 def test_resampling_built_at_once_outside_a_comparison():
