@@ -31,7 +31,8 @@ from capeval.metrics.ngrams import GramIndex
 from capeval.metrics.text import TextChunk
 from capeval.metrics.text_share import SharedReferences
 from capeval.significance import keep
-from capeval.significance.cider_arrays import _item_sets, chunk_statistics, table_ids
+from capeval.significance.cider_arrays import chunk_statistics, table_ids
+from capeval.significance.run_groups import item_sets
 from capeval.significance.compare import compare
 from capeval.significance.reference_sets import ReferenceSets, _df_pairs, _pairs_digest
 
@@ -125,7 +126,7 @@ def test_corpus_pairs_index_the_references_as_the_chunks_did(parts):
         chunks.append(chunk_statistics(table, gid, corpus.n_ids(), 6.0))
     item, gid = _df_pairs(chunks, len(refs))
     n_ids = max([c.n_ids for c in chunks] + [int(gid.max()) + 1])
-    want = (n_ids,) + _item_sets(item, gid, n_ids)
+    want = (n_ids,) + item_sets(item, gid, n_ids)
     sets = ReferenceSets(corpus)
     got = sets.get()
     assert got[0] == want[0]

@@ -272,13 +272,19 @@ class GramIndex:
         gives them, its items numbered within the part, its first item): the distinct (item,
         n-gram) pairs of the references, valid once every part is added (ids are offset by the
         sizes of the orders below)."""
+        return list(self.iter_reference_pairs())
+
+    def iter_reference_pairs(self) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
+        """:meth:`reference_pairs` one part at a time (each part's arrays made when it is reached)."""
         offsets = np.cumsum([0] + [len(self._df[k]) for k in range(1, self.n + 1)]).astype(np.int64)
-        out = []
-        for first_item, per_item, grams, orders, ids in self._pair_parts:
+        for first_item, per_item, grams, orders, ids in list(self._pair_parts):
             gid = offsets[orders] + ids
             items = np.repeat(np.arange(len(per_item), dtype=np.int32), per_item)
-            out.append((gid[grams], items, first_item))
-        return out
+            yield gid[grams], items, first_item
+
+    def reference_pair_count(self) -> int:
+        """The number of pairs :meth:`reference_pairs` gives."""
+        return sum(len(grams) for _, _, grams, _, _ in self._pair_parts)
 
     def df_of(self, table: NgramTable) -> np.ndarray:
         """Document frequency of every n-gram of ``table`` (0 for those never seen), as floats."""

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from capeval.metrics.cider_penalty import slot_penalties
+from capeval.significance.spans import spans_take as _spans_take
 
 #: resamples x items from which the numba kernels are used when numba is installed (below,
 #: importing numba and loading the compiled kernels, about half a second, cost more than they save)
@@ -146,84 +147,6 @@ def _squares(values: np.ndarray) -> np.ndarray:
     return np.array([v**2 for v in uniq.tolist()], dtype=np.float64)[inv.reshape(values.shape)]
 
 
-def _dedupe_runs(ptr: np.ndarray, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(id of each run, the runs kept): runs ``ptr[u]:ptr[u + 1]`` of the rows of ``cols`` with
-    the same content get one id (the first such run is kept). Told apart by length and two
-    64-bit hashes, then every merged run is checked element by element against the run it is
-    merged into (after a collision, never seen, no run is merged)."""
-    n_runs = len(ptr) - 1
-    if n_runs <= 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    lengths = np.diff(ptr)
-    total = int(ptr[-1])
-    starts = ptr[:-1]
-    with np.errstate(over="ignore"):
-        # a row's columns folded into one word, mixed with its position in the run
-        v = np.zeros(total, dtype=np.uint64)
-        for j, c in enumerate(cols):
-            v = (v ^ (c.astype(np.int64).astype(np.uint64) + np.uint64(j + 1))) * np.uint64(0x9E3779B97F4A7C15)
-        pos = np.arange(total, dtype=np.uint64)
-        pos -= np.repeat(starts.astype(np.uint64), lengths)
-        v ^= pos * np.uint64(0xD6E8FEB86659FD93)
-        v ^= v >> np.uint64(29)
-        h1 = v * np.uint64(0xBF58476D1CE4E5B9)
-        h1 ^= h1 >> np.uint64(32)
-        h2 = (v ^ np.uint64(0x94D049BB133111EB)) * np.uint64(0xC2B2AE3D27D4EB4F)
-        h2 ^= h2 >> np.uint64(31)
-        return _group_runs(ptr, lengths, [h1, h2], cols)
-
-
-def _group_runs(ptr: np.ndarray, lengths: np.ndarray, hashes: list[np.ndarray],
-                cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_dedupe_runs` from hashes per row, summed per run."""
-    n_runs = len(ptr) - 1
-    starts = ptr[:-1]
-    nonempty = lengths > 0
-    sums = []
-    for h in hashes:
-        r = np.zeros(n_runs, dtype=np.uint64)
-        if int(ptr[-1]):
-            with np.errstate(over="ignore"):
-                r[nonempty] = np.add.reduceat(h, starts[nonempty])
-        sums.append(r)
-    order = np.lexsort((*sums[::-1], lengths))
-    new = np.r_[True, np.diff(lengths[order]) != 0]
-    for r in sums:
-        new[1:] |= r[order][1:] != r[order][:-1]
-    group = np.cumsum(new) - 1
-    # the first run of each group in run order: lexsort is stable within a group
-    rep = np.empty(n_runs, dtype=np.int64)
-    rep[order] = order[np.flatnonzero(new)][group]
-    every = np.arange(n_runs, dtype=np.int64)
-    dup = np.flatnonzero(rep != every)
-    if len(dup):
-        size = lengths[dup]
-        a = _spans_take(starts[rep[dup]], size, int(size.sum()))
-        b = _spans_take(starts[dup], size, int(size.sum()))
-        if not all(np.array_equal(c[a], c[b]) for c in cols):
-            return every, every
-    is_kept = rep == every
-    return (np.cumsum(is_kept) - 1)[rep], np.flatnonzero(is_kept)
-
-
-def _item_sets(item: np.ndarray, gid: np.ndarray, n_ids: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(set of each n-gram id, the sets' items, their pointers): the distinct item lists of the
-    n-grams (``item``/``gid`` sorted by n-gram, then item); ids of no reference get set ``n_sets``.
-    Sets are numbered in order of their first n-gram, each kept as that n-gram's list."""
-    set_of = np.full(n_ids + 1, -1, dtype=np.int64)
-    if not len(gid):
-        set_of[:] = 0
-        return set_of, np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
-    ptr = np.r_[starts, len(gid)].astype(np.int64)
-    ids, kept = _dedupe_sets(ptr, item)
-    set_of[gid[starts]] = ids
-    set_of[set_of < 0] = len(kept)
-    lengths = np.diff(ptr)[kept]
-    set_ptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
-    return set_of, item[_spans_take(ptr[kept], lengths, int(set_ptr[-1]))].astype(np.int64, copy=False), set_ptr
-
-
 def _unique_small(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(values, return_inverse=True)`` of integers in ``[0, bound)``, by a table of
     ``bound`` flags instead of a sort (the same arrays, int64)."""
@@ -231,27 +154,6 @@ def _unique_small(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarra
     present[values] = True
     rank = np.cumsum(present, dtype=np.int64) - 1
     return np.flatnonzero(present).astype(np.int64), rank[values]
-
-
-def _spans_take(starts: np.ndarray, lengths: np.ndarray, total: int) -> np.ndarray:
-    """The indices ``starts[u] .. starts[u] + lengths[u] - 1`` of every span u, one after the other."""
-    out = np.arange(total, dtype=np.int64)
-    out += np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)  # in place: fresh pages cost
-    return out
-
-
-def _dedupe_sets(ptr: np.ndarray, item: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_dedupe_runs` of runs that are sets (each run's items strictly increasing, so a run
-    is known by its items whatever their order): each item's 64-bit hash looked up in a table of
-    the items (one lookup per row instead of a hash computed per row), summed per run; one hash
-    and the length tell runs apart, the element-by-element check of every merge makes it exact."""
-    n_vals = int(item.max()) + 1 if len(item) else 1
-    with np.errstate(over="ignore"):
-        x = np.arange(1, n_vals + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-        x ^= x >> np.uint64(31)
-        x *= np.uint64(0xBF58476D1CE4E5B9)
-        x ^= x >> np.uint64(29)
-    return _group_runs(ptr, np.diff(ptr), [x[item]], [item])
 
 
 def numba_available() -> bool:

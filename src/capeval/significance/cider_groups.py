@@ -10,13 +10,13 @@ from capeval.significance.cider_arrays import (
     CiderChunk,
     _in_threads,
     _squares,
-    _dedupe_runs,
     _shared_prefixes,
     _runs,
     _sequential,
     _spans_take,
     _unique_small,
 )
+from capeval.significance.run_groups import dedupe_runs
 from capeval.significance.cider_items import _different_candidates, _first_use_order, _Items, _starts_of
 
 
@@ -112,7 +112,7 @@ class _Group:
             nsent += len(c.ent_ptr) - 1
         ptr = np.r_[np.concatenate(ptrs), ent0].astype(np.int64)
         gid, tf, order = np.concatenate(gids), np.concatenate(tfs), np.concatenate(ords)
-        sent_id, kept = _dedupe_runs(ptr, [gid, tf, order])
+        sent_id, kept = dedupe_runs(ptr, [gid, tf, order])
         lengths = np.diff(ptr)[kept]
         self.ent_ptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
         take = _spans_take(ptr[kept], lengths, int(self.ent_ptr[-1]))

@@ -39,7 +39,6 @@ from capeval.significance.cider_arrays import (
     _PER_ITEM_BUDGET,
     _df_numpy,
     _in_threads,
-    _item_sets,
     _start_threads,
     _threads,
     _weights,
@@ -54,6 +53,7 @@ from capeval.significance.cider_groups import (
 )
 from capeval.significance.cider_squares import SquaresTable
 from capeval.significance.reference_sets import ReferenceSets, _df_pairs, _pairs_digest, sets_for
+from capeval.significance.run_groups import item_sets
 
 if TYPE_CHECKING:
     from capeval.significance.cider_statistic import CiderStatistic
@@ -142,7 +142,7 @@ class CiderResampling:
         else:
             item, gid = _df_pairs(chunks, self.n)
             self.n_ids = max([c.n_ids for c in chunks] + [int(gid.max()) + 1 if len(gid) else 0])
-            self.set_of, self._set_items, self._set_ptr = _item_sets(item, gid, self.n_ids)
+            self.set_of, self._set_items, self._set_ptr = item_sets(item, gid, self.n_ids)
         self.n_sets = len(self._set_ptr) - 1
         #: resamples computed together (their df rows stay within _DF_BUDGET): 64, a block of
         #: draws, where that fits (at 40,000 items about a tenth less kernel time than 32: each

@@ -12,11 +12,14 @@ instead of after it, on one core, while the other waits.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from capeval.significance.cider_arrays import CiderChunk, _item_sets
+from capeval.significance.cider_arrays import CiderChunk
+from capeval.significance.run_groups import run_sets
+from capeval.significance.spans import run_starts
 
 #: one part of the pairs: (n-gram ids over the corpus index, items within the part, the part's first item)
 Part = tuple[np.ndarray, np.ndarray, int]
@@ -33,24 +36,35 @@ def _df_pairs(chunks: list[CiderChunk], n_items: int) -> tuple[np.ndarray, np.nd
 
 
 def _sorted_pairs(parts: list[Part], n_items: int) -> tuple[np.ndarray, np.ndarray]:
-    """(items, n-gram ids) of the parts' pairs, sorted by n-gram, then item (as ``n-gram << bits
-    | item`` keys, ``bits`` those of the largest item, written in place into one array: fresh
-    pages cost more than the arithmetic; shifts and masks, not a division)."""
-    if not parts:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    """(items, n-gram ids) of the parts' pairs, sorted by n-gram, then item."""
+    key, bits, _ = _sorted_keys(parts, sum(len(gid) for gid, _, _ in parts), n_items)
+    gid = key >> bits
+    np.bitwise_and(key, (np.int64(1) << bits) - 1, out=key)  # the item
+    return key, gid
+
+
+def _sorted_keys(parts: Iterable[Part], total: int, n_items: int) -> tuple[np.ndarray, np.int64, tuple[int, ...]]:
+    """(the ``total`` pairs of the parts as keys ``n-gram << bits | item``, sorted; ``bits``, those
+    of the largest item; :func:`_parts_digest` of the pairs). Written part by part into one array
+    (fresh pages cost more than the arithmetic; shifts and masks, not a division), the digest
+    taken meanwhile: a part's arrays can be let go before the next is made."""
     bits = np.int64(max(n_items - 1, 1).bit_length())
-    key = np.empty(sum(len(gid) for gid, _, _ in parts), dtype=np.int64)
+    key = np.empty(total, dtype=np.int64)
+    sums = (np.uint64(0), np.uint64(0))
     at = 0
     for gid, item, base in parts:
+        if at + len(gid) > total:
+            raise ValueError(f"ReferenceSets: more than the {total} (item, n-gram) pairs counted")
+        sums = _digest_part(gid, item, base, *sums)
         seg = key[at:at + len(gid)]
         np.left_shift(gid, bits, out=seg, casting="unsafe")
         seg += item
         seg += base
         at += len(seg)
+    if at != total:
+        raise ValueError(f"ReferenceSets: {at} (item, n-gram) pairs where {total} were counted")
     key.sort()
-    gid = key >> bits
-    np.bitwise_and(key, (np.int64(1) << bits) - 1, out=key)  # the item
-    return key, gid
+    return key, bits, (int(sums[0]), int(sums[1]), total, n_items)
 
 
 def _pairs_digest(chunks: list[CiderChunk]) -> tuple[int, ...]:
@@ -61,17 +75,24 @@ def _pairs_digest(chunks: list[CiderChunk]) -> tuple[int, ...]:
 
 
 def _parts_digest(parts: list[Part], n_items: int) -> tuple[int, ...]:
-    s1 = s2 = np.uint64(0)
-    count = 0
+    sums = (np.uint64(0), np.uint64(0))
+    for gid, item, base in parts:
+        sums = _digest_part(gid, item, base, *sums)
+    return int(sums[0]), int(sums[1]), sum(len(gid) for gid, _, _ in parts), n_items
+
+
+def _digest_part(gid: np.ndarray, item: np.ndarray, base: int, s1: np.uint64,
+                 s2: np.uint64) -> tuple[np.uint64, np.uint64]:
+    """The two sums of :func:`_parts_digest` with one part's pairs added (modulo 2^64)."""
     with np.errstate(over="ignore"):
-        for gid, item, base in parts:
-            x = (item.astype(np.int64) + base).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + \
-                gid.astype(np.uint64)
-            x ^= x >> np.uint64(29)
-            s1 += (x * np.uint64(0xBF58476D1CE4E5B9)).sum(dtype=np.uint64)
-            s2 += ((x ^ np.uint64(0x94D049BB133111EB)) * np.uint64(0xD6E8FEB86659FD93)).sum(dtype=np.uint64)
-            count += len(x)
-    return int(s1), int(s2), count, n_items
+        x = (item.astype(np.int64) + base).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + \
+            gid.astype(np.uint64)
+        x ^= x >> np.uint64(29)
+        s1 = s1 + (x * np.uint64(0xBF58476D1CE4E5B9)).sum(dtype=np.uint64)
+        x ^= np.uint64(0x94D049BB133111EB)
+        x *= np.uint64(0xD6E8FEB86659FD93)
+        s2 = s2 + x.sum(dtype=np.uint64)
+    return s1, s2
 
 
 class ReferenceSets:
@@ -96,13 +117,14 @@ class ReferenceSets:
         with self._lock:
             if self._index is None:
                 corpus, self._corpus = self._corpus, None
-                parts = corpus.reference_pairs()
-                self._digest = _parts_digest(parts, self.n_items)
-                item, gid = _sorted_pairs(parts, self.n_items)
-                del parts
+                key, bits, self._digest = _sorted_keys(corpus.iter_reference_pairs(), corpus.reference_pair_count(),
+                                                       self.n_items)
                 corpus.drop_reference_pairs()
-                n_ids = max(int(corpus.n_ids()), int(gid.max()) + 1 if len(gid) else 0)
-                self._index = (n_ids,) + _item_sets(item, gid, n_ids)
+                starts = run_starts(key, int(bits))
+                run_gid = key[starts] >> bits
+                np.bitwise_and(key, (np.int64(1) << bits) - 1, out=key)  # the item
+                n_ids = max(int(corpus.n_ids()), int(run_gid[-1]) + 1 if len(run_gid) else 0)
+                self._index = (n_ids,) + run_sets(key, starts, run_gid, n_ids)
             return self._index
 
     def digest(self) -> tuple[int, ...]:
