@@ -22,6 +22,7 @@ from capeval.significance.paired import (PairedResult, bootstrap_result, bootstr
 from capeval.significance.statistics import (bleu_statistic, check_mean, cider_statistic, mean_statistic,
                                              meteor_statistic)
 from capeval.errors import InputError
+from capeval.gc_pause import gc_paused
 from capeval.io.inputs import CheckedCandidates, CheckedReferences, normalize_candidates, normalize_references
 
 METHODS = ("bs", "ar")
@@ -233,8 +234,11 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
 
     samples = _check(method, samples, seed, confidence)
     names_metrics = expand(metrics)
-    cands = _systems(systems)
-    refs = CheckedReferences(normalize_references(references))
+    # checking the inputs makes many small acyclic objects (each system's copy, each id's list): the
+    # collector would scan the inputs' objects again and again (as in score_text)
+    with gc_paused():
+        cands = _systems(systems)
+        refs = CheckedReferences(normalize_references(references))
     names = list(cands)
     n_items = len(next(iter(cands.values())))
     stats: dict[str, dict[str, Any]] = {}
@@ -257,7 +261,7 @@ def compare(systems: Mapping[str, Any], references: Mapping[Any, Any], metrics: 
     # BLAS on one thread from before the scoring pass's forks (no thread created after them
     # spins beside the kernels), where no scorer makes a BLAS call (blas_threads)
     quiet = method == "bs" and all(get_spec(m).group in _NO_BLAS_GROUPS for m in names_metrics)
-    with progress_setting(False), quiet_blas(quiet):
+    with progress_setting(False), quiet_blas(quiet), gc_paused():
         shared: dict[str, Any] = {}
         evaluator = _evaluator(names_metrics, options, refs)
         # the systems after the first take its tokenised references and corpus index (text_share);
