@@ -62,17 +62,32 @@ def counting(built, monkeypatch) -> _Counting:
     return spy
 
 
+@pytest.mark.parametrize("narrow", [True, False], ids=["df-uint16", "df-int32"])
 @pytest.mark.parametrize("n, seed, rare", [(1, 10, False), (5, 11, True), (64, 12, False), (160, 13, True)])
-def test_built_kernels_equal_the_former_rescoring(counting, monkeypatch, n, seed, rare):
+def test_built_kernels_equal_the_former_rescoring(counting, monkeypatch, n, seed, rare, narrow):
     """Random systems (identical captions, empty candidates: zero norms, words in no reference,
-    repeated words), squares from the tables or per block, against the former implementation."""
+    repeated words), squares from the tables or per block, against the former implementation;
+    the df as uint16 (up to 65,535 items) and as int32 (above: forced here)."""
     if rare:
         monkeypatch.setattr(cider_squares, "_ROW_FACTOR", float("inf"))
+    if not narrow:
+        monkeypatch.setattr(cider_resample, "_NARROW_DF_ITEMS", 0)
     systems, refs = _random_set(n, seed)
     new = _quiet(compare, systems, refs, "cider-d", samples=70, seed=seed)
     _assert_same(_former_cider(n, seed, 70), new)
-    # every kernel ran; the df kernel on bytes (no multiplicity above 255 in these draws)
-    assert all(counting.calls.get(name) for name in cider_aot.KERNELS if name != "df_block"), counting.calls
+    # every kernel of that df type ran, on a full block and on the last; the df kernel on bytes
+    # (no multiplicity above 255 in these draws)
+    df = np.dtype(np.uint16 if narrow else np.int32)
+
+    def expected(name: str, specs: tuple) -> bool:
+        base = cider_aot.VARIANT_OF[name][0]
+        if base == "df_block":
+            return specs[0][0] == np.uint8 and specs[5][0] == df
+        return base in ("norms_block", "items_block") or specs[0][0] == df
+
+    want = [name for name, (_, specs) in cider_aot.KERNELS.items() if expected(name, specs)]
+    assert len(want) == 10 and all(counting.calls.get(name) for name in want), (want, counting.calls)
+    assert not any(counting.calls.get(name) for name in set(cider_aot.KERNELS) - set(want)), counting.calls
 
 
 def test_built_kernels_on_chunks_equal_the_former_rescoring(counting):
@@ -159,8 +174,8 @@ def test_fused_scores_follow_this_numpys_mean_over_the_orders():
 
 
 def test_df_kernel_on_int32_rows_and_on_bytes(built):
-    """The df kernel takes int32 multiplicities (df_block) and bytes (df_block8), both to the
-    numpy sums, with each set's count-1 squares."""
+    """The df kernel takes int32 multiplicities (df_block) and bytes (df_block8), into an int32 or
+    a uint16 df (``_16``), all to the numpy sums, with each set's count-1 squares."""
     spy = _Counting(built._module)
     kernels = cider_aot.Kernels(spy)
     assert kernels.takes_bytes
@@ -170,12 +185,19 @@ def test_df_kernel_on_int32_rows_and_on_bytes(built):
     ptr = np.array([0, 3, 4, 7], dtype=np.int64)
     squares = rng.random(50 * 3 + 1)
     want = np.stack([counts[items[a:b]].sum(axis=0) for a, b in zip(ptr[:-1], ptr[1:])]).astype(np.int32)
-    for dtype, name in ((np.int32, "df_block"), (np.uint8, "df_block8")):
-        out = np.zeros((3, 8), dtype=np.int32)
+    for dtype, df, name in ((np.int32, np.int32, "df_block"), (np.uint8, np.int32, "df_block8"),
+                            (np.int32, np.uint16, "df_block_16"), (np.uint8, np.uint16, "df_block8_16")):
+        out = np.zeros((3, 8), dtype=df)
         ones = np.zeros((3, 8))
         kernels.df_block(counts.astype(dtype), items, ptr, 0, 3, out, squares, ones)
         assert np.array_equal(out, want) and np.array_equal(ones, squares[want])
         assert spy.calls.get(name) == 1, spy.calls
+    # uint16 sums up to its largest value (a set's df never exceeds the items drawn, N <= 65,535)
+    big = np.full((2, 64), 255, dtype=np.uint8)
+    out = np.zeros((1, 64), dtype=np.uint16)
+    kernels.df_block(big, np.array([0, 1], dtype=np.int64), np.array([0, 2], dtype=np.int64), 0, 1, out,
+                     np.zeros(0), np.zeros((0, 64)))
+    assert (out == 510).all() and spy.calls.get("df_block64_16", 0) == 0  # 0 lanes asked: any-lanes build
 
 
 def test_the_built_module_releases_the_gil_and_large_jobs_use_threads(built, monkeypatch):
@@ -216,3 +238,22 @@ def test_the_module_is_named_for_this_cpu(monkeypatch):
     assert cider_aot.module_name() == real
     if os.path.exists("/proc/cpuinfo") and "flags" in open("/proc/cpuinfo").read(1 << 16):
         assert cider_aot.host_cpu() and "flags" in cider_aot.host_cpu()
+
+
+def test_the_df_is_uint16_up_to_65535_items(built, monkeypatch):
+    """A resample draws N items, so no set's df exceeds N: the compiled kernels sum it as uint16
+    up to N = 65,535 (no sum can wrap), int32 above; numpy's kernel always int32."""
+    from capeval.significance.keep import keeping
+
+    monkeypatch.setattr(cider_resample, "_built_kernels", lambda work: built)
+    systems, refs = _random_set(20, 3)
+    with keeping() as kept:
+        capeval.score(systems["A"], refs, "cider-d")
+    chunks = kept["cider-d"]
+    assert cider_resample._NARROW_DF_ITEMS == np.iinfo(np.uint16).max
+    assert cider_resample.CiderResampling(20, chunks, jit=True).df_dtype is np.uint16
+    assert cider_resample.CiderResampling(20, chunks, jit=False).df_dtype is np.int32
+    monkeypatch.setattr(cider_resample, "_NARROW_DF_ITEMS", 20)
+    assert cider_resample.CiderResampling(20, chunks, jit=True).df_dtype is np.uint16
+    monkeypatch.setattr(cider_resample, "_NARROW_DF_ITEMS", 19)
+    assert cider_resample.CiderResampling(20, chunks, jit=True).df_dtype is np.int32

@@ -52,37 +52,58 @@ BUILD_MIN_WORK = 500_000
 #: seconds the build may take (the job waits for it when it ends)
 BUILD_TIMEOUT = 600
 
-_I8, _F8, _I4, _U1 = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.uint8)
-#: per kernel: its numba signature and, per argument, (dtype, dimensions, C-contiguous) or None (an integer)
+_I8, _F8, _I4, _U2, _U1 = (np.dtype(t) for t in (np.int64, np.float64, np.int32, np.uint16, np.uint8))
+_INT = {_I4: "i4", _U2: "u2", _U1: "u1"}
+
+
+def _df_kernel(ct: np.dtype, df: np.dtype) -> tuple[str, tuple]:
+    return (f"void({_INT[ct]}[:, ::1], i8[::1], i8[::1], i8, i8, {_INT[df]}[:, ::1], f8[::1], f8[:, ::1])",
+            ((ct, 2, True), (_I8, 1, True), (_I8, 1, True), None, None, (df, 2, True), (_F8, 1, True), (_F8, 2, True)))
+
+
+def _weights_kernel(df: np.dtype) -> tuple[str, tuple]:
+    return (f"void({_INT[df]}[:, ::1], f8[::1], f8[:, ::1], i8[::1], i8[::1], i8[::1], i8[::1], f8[:, ::1], "
+            "f8[:, ::1])", ((df, 2, True), (_F8, 1, True), (_F8, 2, True)) + ((_I8, 1, True),) * 4
+            + ((_F8, 2, True),) * 2)
+
+
+def _hits_kernel(df: np.dtype) -> tuple[str, tuple]:
+    return (f"void({_INT[df]}[:, ::1], f8[::1], i8[::1], i8[::1], f8[::1], f8[::1], i8[::1], f8[:, ::1], i8)",
+            ((df, 2, True), (_F8, 1, True), (_I8, 1, True), (_I8, 1, True), (_F8, 1, True), (_F8, 1, True),
+             (_I8, 1, True), (_F8, 2, True), None))
+
+
+#: per kernel built: its numba signature and, per argument, (dtype, dimensions, C-contiguous) or
+#: None (an integer). Variants of one kernel of cider_jit (see VARIANT_OF) take the
+#: multiplicities as bytes (``8``: CiderResampling.transposed_counts) and the df as uint16
+#: (``_16``: CiderResampling.df_dtype); a call goes to the first variant its arguments fit
 KERNELS: dict[str, tuple[str, tuple]] = {
-    "df_block": ("void(i4[:, ::1], i8[::1], i8[::1], i8, i8, i4[:, ::1], f8[::1], f8[:, ::1])",
-                 ((_I4, 2, True), (_I8, 1, True), (_I8, 1, True), None, None, (_I4, 2, True), (_F8, 1, True),
-                  (_F8, 2, True))),
-    # the same kernel on multiplicities read as bytes (CiderResampling.df_block), called as df_block
-    "df_block8": ("void(u1[:, ::1], i8[::1], i8[::1], i8, i8, i4[:, ::1], f8[::1], f8[:, ::1])",
-                  ((_U1, 2, True), (_I8, 1, True), (_I8, 1, True), None, None, (_I4, 2, True), (_F8, 1, True),
-                   (_F8, 2, True))),
-    "weights_block": ("void(i4[:, ::1], f8[::1], f8[:, ::1], i8[::1], i8[::1], i8[::1], i8[::1], f8[:, ::1], "
-                      "f8[:, ::1])",
-                      ((_I4, 2, True), (_F8, 1, True), (_F8, 2, True)) + ((_I8, 1, True),) * 4
-                      + ((_F8, 2, True),) * 2),
+    "df_block": _df_kernel(_I4, _I4),
+    "df_block8": _df_kernel(_U1, _I4),
+    "df_block_16": _df_kernel(_I4, _U2),
+    "df_block8_16": _df_kernel(_U1, _U2),
+    "weights_block": _weights_kernel(_I4),
+    "weights_block_16": _weights_kernel(_U2),
     "norms_block": ("void(f8[:, ::1], f8[:, ::1], i8[::1], i8[::1], i8, i8[::1], i8[::1], i8[::1], i8[::1], "
                     "f8[:, :, ::1])",
                     ((_F8, 2, True), (_F8, 2, True), (_I8, 1, True), (_I8, 1, True), None) + ((_I8, 1, True),) * 4
                     + ((_F8, 3, True),)),
-    "hits_block": ("void(i4[:, ::1], f8[::1], i8[::1], i8[::1], f8[::1], f8[::1], i8[::1], f8[:, ::1], i8)",
-                   ((_I4, 2, True), (_F8, 1, True), (_I8, 1, True), (_I8, 1, True), (_F8, 1, True), (_F8, 1, True),
-                    (_I8, 1, True), (_F8, 2, True), None)),
+    "hits_block": _hits_kernel(_I4),
+    "hits_block_16": _hits_kernel(_U2),
     "items_block": ("void(f8[:, ::1], i8[::1], f8[:, :, ::1], i8[::1], i8[::1], i8[::1], f8[::1], i8[::1], "
                     "i8[::1], i8[::1], f8[::1], f8[:, :], f8[:, :, ::1])",
                     ((_F8, 2, True), (_I8, 1, True), (_F8, 3, True)) + ((_I8, 1, True),) * 3 + ((_F8, 1, True),)
                     + ((_I8, 1, True),) * 3 + ((_F8, 1, True), (_F8, 2, False), (_F8, 3, True))),
 }
-#: the resamples of a full block, for which every kernel is also built (``<name>64``: the same
-#: signature, df_block's on bytes; cider_jit.with_lanes), so LLVM knows each lane loop's trip count
+#: the resamples of a full block, for which every kernel is also built (``<name>64``, and the df
+#: kernels on bytes only; cider_jit.with_lanes), so LLVM knows each lane loop's trip count
 LANES_BUILT = 64
-KERNELS.update({f"{name}{LANES_BUILT}": KERNELS["df_block8" if name == "df_block" else name]
-                for name in ("df_block", "weights_block", "norms_block", "hits_block", "items_block")})
+KERNELS.update({name.replace("_block8", "_block").replace("_block", f"_block{LANES_BUILT}", 1): spec
+                for name, spec in list(KERNELS.items()) if name not in ("df_block", "df_block_16")})
+#: per kernel built: (the cider_jit kernel it is built from, the lanes it is built for or 0: any)
+VARIANT_OF: dict[str, tuple[str, int]] = {
+    name: (name.split("_block")[0] + "_block", LANES_BUILT if f"_block{LANES_BUILT}" in name else 0)
+    for name in KERNELS}
 
 
 def folder() -> Path:
@@ -192,13 +213,13 @@ class Kernels:
         return Kernels(self._module, lanes if lanes == LANES_BUILT else 0)
 
     def __getattr__(self, name: str) -> Any:
-        if name not in KERNELS or name == "df_block8":
+        if VARIANT_OF.get(name) != (name, 0):
             raise AttributeError(name)
-        # df_block: int32 multiplicities, or bytes (df_block8), as the JIT's one function takes
-        # both; on a full block the build for its lanes first
-        names = ((f"{name}{self._lanes}",) if self._lanes else ()) + (name, name + "8")
-        variants = [(getattr(self._module, v), KERNELS[v][1]) for v in names
-                    if v in KERNELS and hasattr(self._module, v)]
+        # the variants of the JIT's one function (which takes every type): on a full block the
+        # builds for its lanes first, then those for any
+        names = sorted((v for v, (base, lanes) in VARIANT_OF.items() if base == name and lanes in (0, self._lanes)),
+                       key=lambda v: VARIANT_OF[v][1] != self._lanes)
+        variants = [(getattr(self._module, v), KERNELS[v][1]) for v in names if hasattr(self._module, v)]
 
         def call(*args: Any) -> Any:
             for built, specs in variants:
@@ -359,12 +380,10 @@ def _compile(work: Path, where: Path, name: str) -> None:
         # without these hooks builds for a generic CPU, never for the name alone
         AOTCPUCodegen._customize_tm_features = lambda self: self._get_host_cpu_features()
         cc.target_cpu = "host"
-    lanes = str(LANES_BUILT)
     for fn, (signature, _) in KERNELS.items():
-        if fn.endswith(lanes):
-            cc.export(fn, signature)(cider_jit.with_lanes(getattr(cider_jit, fn[:-len(lanes)]), LANES_BUILT, fn))
-        else:
-            cc.export(fn, signature)(getattr(cider_jit, fn[:-1] if fn == "df_block8" else fn).py_func)
+        base, lanes = VARIANT_OF[fn]
+        kernel = getattr(cider_jit, base)
+        cc.export(fn, signature)(cider_jit.with_lanes(kernel, lanes, fn) if lanes else kernel.py_func)
     cc.compile()
     made = [p for p in work.iterdir() if p.name.startswith(name + ".") and p.is_file()]
     if len(made) != 1:

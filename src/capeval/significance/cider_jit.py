@@ -83,11 +83,12 @@ def _prefetch3(typingctx, array, i, j, col):  # pragma: no cover - compiled
 
 @njit(nogil=True, cache=True, error_model="numpy")
 def df_block(ct, item, ptr, a, b, out, squares_one, ones):  # pragma: no cover - compiled
-    """``out[u, r] = sum(ct[item[ptr[u]:ptr[u + 1]], r])`` for u in [a, b) (int32: exact), and
-    when ``ones`` has rows, ``ones[u, r] = squares_one[out[u, r]]``: the square of a count-1
-    entry of set u, read from the table once per set rather than once per group using it."""
+    """``out[u, r] = sum(ct[item[ptr[u]:ptr[u + 1]], r])`` for u in [a, b) (summed in ``out``'s
+    integer type, int32 or uint16: exact where no sum exceeds it), and when ``ones`` has rows,
+    ``ones[u, r] = squares_one[out[u, r]]``: the square of a count-1 entry of set u, read from
+    the table once per set rather than once per group using it."""
     k = _LANES if _LANES else ct.shape[1]
-    acc = np.empty(k, dtype=np.int32)
+    acc = np.empty(k, dtype=out.dtype)
     with_ones = ones.shape[0] > 0
     n_p = item.shape[0]
     for u in range(a, b):

@@ -32,25 +32,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from capeval.significance.cider_arrays import (
-    CiderChunk,
-    JIT_MIN_WORK,
-    _DF_BUDGET,
-    _PER_ITEM_BUDGET,
-    _df_numpy,
-    _in_threads,
-    _start_threads,
-    _threads,
-    _weights,
-    numba_available,
-    orders_mean_is_sequential,
-)
+from capeval.significance.cider_arrays import (JIT_MIN_WORK, _DF_BUDGET, _PER_ITEM_BUDGET, CiderChunk, _df_numpy,
+                                               _in_threads, _start_threads, _threads, _weights, numba_available,
+                                               orders_mean_is_sequential)
 from capeval.significance.blas_dot import BlasDot
 from capeval.significance.buffers import BufferPool, Buffers, Once
-from capeval.significance.cider_groups import (
-    _Group,
-    _groups,
-)
+from capeval.significance.cider_groups import _Group, _groups
 from capeval.significance.cider_squares import SquaresTable
 from capeval.significance.reference_sets import ReferenceSets, _df_pairs, _pairs_digest, sets_for
 from capeval.significance.run_groups import item_sets
@@ -62,6 +49,10 @@ if TYPE_CHECKING:
 #: the largest multiplicity read by the df kernel as a byte (uint8); a block with a larger one
 #: (an item drawn 256 times or more) reads int32 rows
 _BYTE_MAX = 255
+#: the most items for which the compiled kernels' df is uint16 (a resample draws N items, so no
+#: set's df exceeds N): half the bytes of int32 rows to write and to gather by set (the weights
+#: kernel a third faster at 40,000 items); int32 above, and for numpy's kernel
+_NARROW_DF_ITEMS = 65535
 #: the df kernel's time per set beyond its items' sums (writing its df and squares rows), in
 #: items' worth: measured at 40,000 items, 64 resamples a block (splits the sets between threads)
 _SET_COST = 4
@@ -90,6 +81,7 @@ class CiderResampling:
         if jit is None:
             jit = numba_available() and n_items * samples_hint >= JIT_MIN_WORK
         self.jit = bool(jit)
+        self.df_dtype: type = np.uint16 if self.jit and n_items <= _NARROW_DF_ITEMS else np.int32
         self.threads = threads if threads is not None else _threads()
         #: the kernels built ahead of time (cider_aot: no numba import) where they are built,
         #: else None (numba's JIT, cider_jit)
@@ -227,13 +219,13 @@ class CiderResampling:
         the first block while the groups are built (their new pages cost a df thread 0.1 s)."""
         if self._pending is not None or k > self.sub_block:  # not prepared yet, or sub-blocks
             return
-        self._df_out.get("df", (self.n_sets + 1, k), np.int32).fill(0)
+        self._df_out.get("df", (self.n_sets + 1, k), self.df_dtype).fill(0)
         self._df_out.get("ones", (self.n_sets + 1, k)).fill(0.0)
         for j in range(len(self._systems)):
             self._scores.get(f"scores{j}", (k, self.n)).fill(0.0)
 
     def df_block(self, counts: np.ndarray, ct: np.ndarray | None = None) -> np.ndarray:
-        """``(n_sets + 1, k)`` int32: the df of each set of items on each resample of ``counts``
+        """``(n_sets + 1, k)`` (:attr:`df_dtype`): the df of each set of items on each resample of ``counts``
         (``(k, N)`` multiplicities); the last row, of the n-grams of no reference, is 0. ``ct``:
         the multiplicities as :meth:`transposed_counts` gives them, when already made."""
         return self._df_start(counts, ct)()
@@ -248,7 +240,7 @@ class CiderResampling:
             ct = self.transposed_counts(counts)
         # every row but the last (the n-grams of no reference, 0) is written below; reused from
         # block to block: fresh pages cost more than the sums
-        out = self._df_out.get("df", (self.n_sets + 1, ct.shape[1]), np.int32)
+        out = self._df_out.get("df", (self.n_sets + 1, ct.shape[1]), self.df_dtype)
         out[self.n_sets] = 0
         if not self.n_sets and not self.jit:
             return lambda: out
