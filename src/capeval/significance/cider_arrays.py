@@ -157,10 +157,10 @@ def _unique_small(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarra
 
 
 def numba_available() -> bool:
-    """Is numba importable (without importing it, nor METEOR's engine, whose jit_align asks the same)?"""
-    import importlib.util
+    """Is numba importable (found, not imported; nor is METEOR's engine, whose jit_align asks the same)?"""
+    from capeval._optional import available
 
-    return importlib.util.find_spec("numba") is not None
+    return available("numba")
 
 
 def _threads() -> int:

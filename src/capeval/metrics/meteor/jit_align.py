@@ -41,9 +41,9 @@ kind: str | None = None
 
 def available() -> bool:
     """Is numba importable (without importing it)?"""
-    import importlib.util
+    from capeval._optional import available as found
 
-    return importlib.util.find_spec("numba") is not None
+    return found("numba")
 
 
 def load(build: bool = True) -> bool:
