@@ -215,11 +215,8 @@ class Kernels:
     def __getattr__(self, name: str) -> Any:
         if VARIANT_OF.get(name) != (name, 0):
             raise AttributeError(name)
-        # the variants of the JIT's one function (which takes every type): on a full block the
-        # builds for its lanes first, then those for any
-        names = sorted((v for v, (base, lanes) in VARIANT_OF.items() if base == name and lanes in (0, self._lanes)),
-                       key=lambda v: VARIANT_OF[v][1] != self._lanes)
-        variants = [(getattr(self._module, v), KERNELS[v][1]) for v in names if hasattr(self._module, v)]
+        variants = [(getattr(self._module, v), KERNELS[v][1]) for v in _variants(name, self._lanes)
+                    if hasattr(self._module, v)]
 
         def call(*args: Any) -> Any:
             for built, specs in variants:
@@ -230,6 +227,14 @@ class Kernels:
             return getattr(cider_jit, name)(*args)
 
         return call
+
+
+@functools.lru_cache(maxsize=None)
+def _variants(name: str, lanes: int) -> tuple[str, ...]:
+    """The built variants of the JIT's one function ``name`` (which takes every type) for blocks
+    of ``lanes`` resamples: the builds for those lanes first, then those for any."""
+    return tuple(sorted((v for v, (base, built) in VARIANT_OF.items() if base == name and built in (0, lanes)),
+                        key=lambda v: VARIANT_OF[v][1] != lanes))
 
 
 def _fits(arg: Any, spec: tuple | None) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from capeval.significance.spans import run_sums, spans_equal, take_spans
+from capeval.significance.spans import run_starts, run_sums, spans_equal, take_spans
 
 
 def dedupe_runs(ptr: np.ndarray, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -89,7 +89,7 @@ def item_sets(item: np.ndarray, gid: np.ndarray, n_ids: int) -> tuple[np.ndarray
     """(set of each n-gram id, the sets' items, their pointers): the distinct item lists of the
     n-grams (``item``/``gid`` sorted by n-gram, then item); ids of no reference get set ``n_sets``.
     Sets are numbered in order of their first n-gram, each kept as that n-gram's list."""
-    starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]]) if len(gid) else np.zeros(0, dtype=np.int64)
+    starts = run_starts(gid, 0)
     return run_sets(item, starts, gid[starts], n_ids)
 
 
