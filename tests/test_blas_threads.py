@@ -129,6 +129,15 @@ def test_largest_whole_row():
     first = np.array([[1.0, 1.0]])
     assert _largest_whole_row(first) == 2.0
     assert _largest_whole_row(np.array([[1.0, 0.5]])) is None
+    # and that array is not kept alive by it (a block's multiplicities are reused once let go)
+    import weakref
+
+    block = np.ones((2, 3))
+    alive = weakref.ref(block)
+    assert _largest_whole_row(block) == 3.0 and _largest_whole_row(block) == 3.0
+    del block
+    assert alive() is None
+    assert _largest_whole_row([[1.0, 4.0]]) == 5.0  # not an array: answered, not remembered
 
 
 def test_whole_max_of_statistics():

@@ -26,6 +26,7 @@ the operations of :func:`capeval.functional.bleu_from_stats` and
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterable
 from typing import Any, Callable
 
@@ -79,15 +80,17 @@ def _whole_max(stats: np.ndarray) -> float | None:
     return float(np.abs(stats).max())
 
 
-#: the last weights checked by _largest_whole_row and the answer: every statistic of a comparison
-#: is given the same block of multiplicities, checked once
+#: the last weights checked by _largest_whole_row (a weak reference: a block's multiplicities are
+#: not kept alive by it, so paired._CountsArrays can reuse their array) and the answer: every
+#: statistic of a comparison is given the same block of multiplicities, checked once
 _LAST_WEIGHTS: list[Any] = [None, None]
 
 
 def _largest_whole_row(weights: np.ndarray) -> float | None:
     """The largest row sum of ``weights`` when they are whole and non-negative (bools: their
     width), else None."""
-    if _LAST_WEIGHTS[0] is weights:
+    last = _LAST_WEIGHTS[0]
+    if last is not None and last() is weights:
         return _LAST_WEIGHTS[1]
     w = np.asarray(weights)
     if w.dtype == np.bool_ or not w.size:
@@ -97,7 +100,10 @@ def _largest_whole_row(weights: np.ndarray) -> float | None:
     else:
         largest = float(w.sum(axis=-1).max())
         largest = largest if math.isfinite(largest) else None
-    _LAST_WEIGHTS[:] = [weights, largest]
+    try:
+        _LAST_WEIGHTS[:] = [weakref.ref(weights), largest]
+    except TypeError:  # not an array: not remembered
+        _LAST_WEIGHTS[:] = [None, None]
     return largest
 
 
