@@ -45,9 +45,9 @@ _AHEAD_ENTRIES = 12
 _AHEAD_ITEMS = 16
 _AHEAD_RUNS = 8
 _AHEAD_ROWS = 8
-#: doubles and int32 per cache line: one request per line of a row
+#: bytes and doubles per cache line: one request per line of a row (a df row's: 64 // its itemsize)
+_LINE_BYTES = 64
 _LINE_DOUBLES = 8
-_LINE_INTS = 16
 #: lanes (resamples) compiled into the kernels: 0, any (read from their arrays); the built module's ``*64`` kernels have 64, a full block of draws, so LLVM knows each
 #: lane loop's trip count (at 40,000 items df 13% and norms 15% less time; the same operations
 #: in the same order: the same doubles and integers)
@@ -113,10 +113,11 @@ def weights_block(df, weights, table, loc_g, combo_loc, combo_row, ones_loc, squ
     table at the set's df; per set h of hits of counts 1 and 1: ``products[h, r] = w * w``, its
     weight ``w = weights[df]`` times itself (the scorer's ``min(w, w) * w``)."""
     k = _LANES if _LANES else df.shape[1]
+    per_line = _LINE_BYTES // df.itemsize  # int32 or uint16 df
     n_combos = combo_loc.shape[0]
     for c in range(n_combos):
         if c + _AHEAD_ROWS < n_combos:
-            for line in range(0, k, _LINE_INTS):
+            for line in range(0, k, per_line):
                 _prefetch(df, loc_g[combo_loc[c + _AHEAD_ROWS]], line)
         g = loc_g[combo_loc[c]]
         t = combo_row[c]
@@ -125,7 +126,7 @@ def weights_block(df, weights, table, loc_g, combo_loc, combo_row, ones_loc, squ
     n_ones = ones_loc.shape[0]
     for h in range(n_ones):
         if h + _AHEAD_ROWS < n_ones:
-            for line in range(0, k, _LINE_INTS):
+            for line in range(0, k, per_line):
                 _prefetch(df, loc_g[ones_loc[h + _AHEAD_ROWS]], line)
         g = loc_g[ones_loc[h]]
         for r in range(k):
